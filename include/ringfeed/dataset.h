@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ringfeed datasets: the .rfs shard writer (packing) and the random-access
+ * reader.  The byte layout of a shard is specified in docs/format.md.
+ *
+ * A dataset is one or more shards with the same schema.  Samples are numbered
+ * from 0 across the shards in the order the shards were opened (a directory or
+ * a glob contributes its .rfs files sorted by name).
+ *
+ * Writing:
+ *
+ *     rf_schema schema = {0};
+ *     rf_schema_add(&schema, "image", RF_DTYPE_U8, 3, (uint64_t[]){28, 28, 1}, -1);
+ *     rf_schema_add(&schema, "label", RF_DTYPE_I64, 0, NULL, -1);
+ *     rf_writer_config cfg;
+ *     rf_writer_config_init(&cfg);
+ *     cfg.zstd_level = 3;
+ *     rf_writer *w;
+ *     int rc = rf_writer_open(&w, "train.rfs", &schema, &cfg);
+ *     for (each sample) {
+ *         rf_value v[2] = {{img, 784}, {&label, 8}};
+ *         if ((rc = rf_writer_add(w, v)) < 0) break;
+ *     }
+ *     if (rc < 0) rf_writer_abort(&w);          // nothing is left on disk
+ *     else rc = rf_writer_close(&w);            // footer, fsync, rename
+ *
+ * Reading:
+ *
+ *     rf_dataset *ds;
+ *     const char *paths[] = {"data/"};
+ *     if (rf_dataset_open(&ds, paths, 1, NULL) < 0) ...  // message via log / errmsg
+ *     uint64_t n = rf_dataset_samples(ds);
+ *     size_t len;
+ *     rc = rf_dataset_read(ds, 17, 0, buf, sizeof buf, &len);
+ *     rf_dataset_close(&ds);
+ *
+ * Threads: a writer or a dataset handle may be used by one thread at a time.
+ * Different handles are independent.
+ */
+#ifndef RINGFEED_DATASET_H
+#define RINGFEED_DATASET_H
+
+#include "ringfeed.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ----------------------------------------------------------------- schema */
+
+#define RF_MAX_RANK 8      /* dimensions of a field's shape */
+#define RF_MAX_FIELDS 64   /* fields of a schema */
+#define RF_NAME_MAX 56     /* bytes of a field name, terminating NUL included */
+
+/* One field: every sample has one value of it.  A fixed field's value is an
+ * array of `shape` (rank 0 = a scalar).  A variable field has exactly one
+ * variable dimension, var_dim, whose shape entry is 0; its values differ in
+ * length along that dimension. */
+typedef struct rf_field {
+	char name[RF_NAME_MAX];   /* 1..55 bytes of [A-Za-z0-9_.-], NUL-terminated */
+	enum rf_dtype dtype;
+	uint32_t rank;            /* 0..RF_MAX_RANK */
+	int32_t var_dim;          /* -1 for a fixed field, else 0..rank-1 */
+	uint64_t shape[RF_MAX_RANK];
+} rf_field;
+
+typedef struct rf_schema {
+	uint32_t nfields;
+	rf_field fields[RF_MAX_FIELDS];
+} rf_schema;
+
+/* Append a field.  `shape` has `rank` entries (may be NULL when rank is 0);
+ * var_dim is -1 or the index of the variable dimension (its shape entry is
+ * ignored and stored as 0).  Returns 0, or RF_ESCHEMA for a bad or duplicate
+ * name, a bad dtype, rank, var_dim, a zero fixed dimension, too many fields,
+ * or a value size beyond 2^40 bytes. */
+RF_API int rf_schema_add(rf_schema *schema, const char *name, enum rf_dtype dtype,
+			 uint32_t rank, const uint64_t *shape, int32_t var_dim);
+
+/* Check a whole schema (as rf_schema_add checks one field).  Returns 0 or
+ * RF_ESCHEMA. */
+RF_API int rf_schema_validate(const rf_schema *schema);
+
+/* Index of the field named `name`, or -1. */
+RF_API int rf_schema_find(const rf_schema *schema, const char *name);
+
+/* Bytes of one value of a fixed field; for a variable field, bytes of one
+ * step along its variable dimension (the value's length is a multiple). */
+RF_API uint64_t rf_field_item_bytes(const rf_field *field);
+
+/* ----------------------------------------------------------------- writer */
+
+enum rf_codec {
+	RF_CODEC_NONE = 0,
+	RF_CODEC_ZSTD = 1,
+};
+
+typedef struct rf_writer_config {
+	uint32_t size;           /* sizeof(rf_writer_config), set by init */
+	int zstd_level;          /* 0 = store chunks raw (default); 1..22 = zstd */
+	uint64_t chunk_bytes;    /* target raw bytes per chunk; default 4 MiB */
+	uint64_t shard_bytes;    /* 0 = one shard (default); else start a new shard
+	                            when a shard would exceed this, naming shards
+	                            BASE-00000.rfs, BASE-00001.rfs, ... */
+	unsigned threads;        /* compression threads; default 1 */
+	int no_fsync;            /* skip fsync before rename (tests only) */
+	rf_log_fn log;
+	void *log_user;
+	uint8_t reserved[64];    /* zero; room to grow */
+} rf_writer_config;
+
+RF_API void rf_writer_config_init(rf_writer_config *cfg);
+
+typedef struct rf_writer rf_writer;
+
+/* Open a writer.  `path` is the final name (with --shard-bytes, the base:
+ * "out.rfs" gives "out-00000.rfs", ...).  Data goes to a temporary name in the
+ * same directory ("PATH.tmp.PID") and is renamed over PATH only by
+ * rf_writer_close, so a crash or a full disk never leaves a file that looks
+ * complete.  The schema is copied.  Returns 0 and *out, or an error; on error
+ * *out is NULL and nothing is left on disk.  The message of a failed open is
+ * sent to cfg->log. */
+RF_API int rf_writer_open(rf_writer **out, const char *path, const rf_schema *schema,
+			  const rf_writer_config *cfg);
+
+/* One field value: `data` points to `len` bytes.  For a fixed field len must
+ * equal the field's value size; for a variable field it must be a multiple of
+ * rf_field_item_bytes(). */
+typedef struct rf_value {
+	const void *data;
+	uint64_t len;
+} rf_value;
+
+/* Add one sample: values[i] is field i's value.  The bytes are copied before
+ * return.  Returns 0, RF_EUSAGE for a wrong length, or an I/O or codec error
+ * (after which the writer can only be aborted). */
+RF_API int rf_writer_add(rf_writer *w, const rf_value *values);
+
+/* A block of n samples for one field.  Fixed field: `data` holds n values
+ * back to back.  Variable field: `offsets` holds n+1 non-decreasing byte
+ * offsets into `data`, offsets[0] may be non-zero. */
+typedef struct rf_column {
+	const void *data;
+	const int64_t *offsets; /* variable fields only */
+} rf_column;
+
+/* Add n samples at once, cols[i] for field i: the fast path for packing
+ * column-oriented inputs such as .npy files.  Same errors as rf_writer_add. */
+RF_API int rf_writer_add_columns(rf_writer *w, uint64_t n, const rf_column *cols);
+
+/* Samples and stored bytes written so far (all shards). */
+RF_API uint64_t rf_writer_samples(const rf_writer *w);
+RF_API uint64_t rf_writer_bytes(const rf_writer *w);
+
+/* Finish: flush the last chunk, write the index and the footer, fsync, and
+ * rename each shard to its final name.  On failure, the temporary files are
+ * removed.  The writer is freed and *w cleared either way.  NULL is a no-op. */
+RF_API int rf_writer_close(rf_writer **w);
+
+/* Discard everything written: temporary files removed, writer freed, *w
+ * cleared.  NULL is a no-op. */
+RF_API void rf_writer_abort(rf_writer **w);
+
+/* The message of the writer's last failure ("" when none).  Owned by the
+ * writer, valid until the next call on it. */
+RF_API const char *rf_writer_errmsg(const rf_writer *w);
+
+/* ----------------------------------------------------------------- reader */
+
+typedef struct rf_dataset rf_dataset;
+
+typedef struct rf_dataset_config {
+	uint32_t size;       /* sizeof(rf_dataset_config), set by init */
+	int verify;          /* check chunk checksums on read; default 1 */
+	rf_log_fn log;
+	void *log_user;
+	uint8_t reserved[64];
+} rf_dataset_config;
+
+RF_API void rf_dataset_config_init(rf_dataset_config *cfg);
+
+/* Open a dataset from `npaths` entries, each a shard file, a directory (its
+ * *.rfs files, sorted) or a glob pattern (matches sorted).  Each shard's
+ * footer, header and index are read and validated; the data chunks are not
+ * read.  `cfg` may be NULL for defaults.  Returns 0 and *out, or RF_EFORMAT,
+ * RF_ECORRUPT, RF_ETRUNCATED, RF_ESCHEMA (shards disagree), -ENOENT (nothing
+ * matched), or another negated errno; *out is NULL on error and the message,
+ * naming the file and what is wrong, goes to cfg->log and to
+ * rf_dataset_last_open_error(). */
+RF_API int rf_dataset_open(rf_dataset **out, const char *const *paths, size_t npaths,
+			   const rf_dataset_config *cfg);
+
+/* The message of the calling thread's last failed rf_dataset_open ("" when
+ * none): thread-local, valid until that thread's next open. */
+RF_API const char *rf_dataset_last_open_error(void);
+
+RF_API void rf_dataset_close(rf_dataset **ds);
+
+RF_API const rf_schema *rf_dataset_schema(const rf_dataset *ds);
+RF_API uint64_t rf_dataset_samples(const rf_dataset *ds);
+RF_API uint64_t rf_dataset_chunks(const rf_dataset *ds);
+RF_API size_t rf_dataset_shards(const rf_dataset *ds);
+/* Path of shard i as opened, or NULL past the end.  Owned by the dataset. */
+RF_API const char *rf_dataset_shard_path(const rf_dataset *ds, size_t i);
+
+/* A chunk as described by its shard's index (validated at open). */
+typedef struct rf_chunk_info {
+	uint32_t shard;          /* index of the shard holding it */
+	uint64_t offset;         /* file offset of the stored bytes, 4096-aligned */
+	uint64_t stored_bytes;   /* bytes on disk (before padding to 4096) */
+	uint64_t raw_bytes;      /* bytes after decoding */
+	uint64_t first_sample;   /* dataset-wide index of its first sample */
+	uint32_t samples;
+	enum rf_codec codec;
+	uint64_t xxh3;           /* XXH3-64 of the stored bytes */
+} rf_chunk_info;
+
+/* Chunks are numbered dataset-wide, shard by shard.  Returns 0 or -ERANGE. */
+RF_API int rf_dataset_chunk_info(const rf_dataset *ds, uint64_t chunk, rf_chunk_info *out);
+
+/* The chunk holding sample `index`, by binary search.  Returns 0 or -ERANGE. */
+RF_API int rf_dataset_find_chunk(const rf_dataset *ds, uint64_t index, uint64_t *chunk);
+
+/* Copy field `field` of sample `index` into buf (capacity cap bytes) and set
+ * *len to its length.  Returns 0; -ERANGE for a bad index or field; -ENOSPC
+ * when cap is too small (*len still set); RF_ECHECKSUM, RF_ECORRUPT, RF_ECODEC
+ * or -EIO when the chunk holding it is bad (the message names shard, chunk and
+ * byte offset).  The last decoded chunk is cached, so reading samples in order
+ * decodes each chunk once. */
+RF_API int rf_dataset_read(rf_dataset *ds, uint64_t index, uint32_t field, void *buf,
+			   size_t cap, size_t *len);
+
+/* Read, checksum and fully decode chunk `chunk`, validating every offset in
+ * it.  Returns 0 or the error rf_dataset_read would give. */
+RF_API int rf_dataset_verify_chunk(rf_dataset *ds, uint64_t chunk);
+
+/* The message of the dataset's last failure ("" when none). */
+RF_API const char *rf_dataset_errmsg(const rf_dataset *ds);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RINGFEED_DATASET_H */

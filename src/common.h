@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/* Internal helpers shared by every part of the library. */
+#ifndef RF_COMMON_H
+#define RF_COMMON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ringfeed/ringfeed.h"
+
+#define RF_ERRMSG_MAX 512
+
+#if defined(__GNUC__)
+#define RF_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define RF_LIKELY(x) __builtin_expect(!!(x), 1)
+#define RF_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define RF_PRINTF(a, b)
+#define RF_LIKELY(x) (x)
+#define RF_UNLIKELY(x) (x)
+#endif
+
+#define RF_ALIGN_UP(x, a) (((x) + ((a) - 1)) & ~((uint64_t)(a) - 1))
+
+/* A message buffer on a handle plus the handle's logger. */
+typedef struct rf_diag {
+	char msg[RF_ERRMSG_MAX];
+	rf_log_fn log;
+	void *log_user;
+	int min_level; /* messages above this level are dropped; RINGFEED_LOG */
+} rf_diag;
+
+/* Initialise from a logger; reads RINGFEED_LOG (error|warn|info|debug) for
+ * the level, default info. */
+void rf_diag_init(rf_diag *d, rf_log_fn log, void *user);
+
+/* Format the message into d->msg, send it to the log at RF_LOG_ERROR, and
+ * return `code` so a caller can write `return rf_fail(d, RF_ECORRUPT, ...)`. */
+int rf_fail(rf_diag *d, int code, const char *fmt, ...) RF_PRINTF(3, 4);
+
+/* Send a message to the log (no effect on d->msg). */
+void rf_log(const rf_diag *d, enum rf_log_level level, const char *fmt, ...) RF_PRINTF(3, 4);
+
+/* Checked arithmetic: return 0 on success, -1 on overflow. */
+static inline int
+rf_mul_u64(uint64_t a, uint64_t b, uint64_t *out)
+{
+	return __builtin_mul_overflow(a, b, out) ? -1 : 0;
+}
+
+static inline int
+rf_add_u64(uint64_t a, uint64_t b, uint64_t *out)
+{
+	return __builtin_add_overflow(a, b, out) ? -1 : 0;
+}
+
+/* Little-endian loads and stores (the format is little-endian; these work on
+ * any host and any alignment). */
+static inline uint64_t
+rf_le64(const void *p)
+{
+	const uint8_t *b = p;
+	return (uint64_t)b[0] | (uint64_t)b[1] << 8 | (uint64_t)b[2] << 16 | (uint64_t)b[3] << 24 |
+	       (uint64_t)b[4] << 32 | (uint64_t)b[5] << 40 | (uint64_t)b[6] << 48 | (uint64_t)b[7] << 56;
+}
+
+static inline uint32_t
+rf_le32(const void *p)
+{
+	const uint8_t *b = p;
+	return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+static inline void
+rf_put_le64(void *p, uint64_t v)
+{
+	uint8_t *b = p;
+	for (int i = 0; i < 8; i++)
+		b[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline void
+rf_put_le32(void *p, uint32_t v)
+{
+	uint8_t *b = p;
+	for (int i = 0; i < 4; i++)
+		b[i] = (uint8_t)(v >> (8 * i));
+}
+
+#endif
