@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The reader: whole reads of file ranges into caller buffers, asynchronous,
+ * many in flight.  Engines, chosen at open and reported by rf_io_engine():
+ *  - "io_uring": liburing, O_DIRECT by default, the pinned region as
+ *    registered buffers (READ_FIXED) and registered files, batched submits;
+ *  - "io_uring-unregistered": the same when buffer registration is refused
+ *    (RLIMIT_MEMLOCK), plain READ into the same memory;
+ *  - "pread": a small pool of threads doing pread(2), when io_uring cannot
+ *    be set up (old kernel, seccomp, kernel.io_uring_disabled).
+ * O_DIRECT refused by a file system (tmpfs, some FUSE) falls back to
+ * buffered reads for that file.  Each fallback is logged once (RF_LOG_WARN)
+ * and visible through rf_io_engine() / rf_io_direct().
+ *
+ * A read completes only when all `len` bytes are in (short reads are
+ * resubmitted for the rest; -EAGAIN/-EINTR retried) or on error.  Reading
+ * past end of file completes with the bytes up to EOF (res < len).
+ *
+ * Thread rules: submit and wait from one thread (the loader's reader
+ * thread); the pread engine's workers are internal.
+ */
+#ifndef RF_IO_H
+#define RF_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+
+typedef struct rf_io rf_io;
+
+typedef struct rf_io_config {
+	unsigned queue_depth;  /* reads in flight at most; default 32 */
+	int direct;            /* 1: O_DIRECT (default); 0: buffered */
+	int engine;            /* 0 auto, 1 force io_uring, 2 force pread */
+	void *region;          /* memory reads land in (registered once); may be NULL */
+	size_t region_bytes;
+} rf_io_config;
+
+void rf_io_config_init(rf_io_config *cfg);
+
+int rf_io_open(rf_io **out, const rf_io_config *cfg, rf_diag *diag);
+void rf_io_close(rf_io **io);
+
+/* Open `path` read-only and register it; *file is its handle for reads. */
+int rf_io_add_file(rf_io *io, const char *path, int *file);
+
+/* Queue a read of [offset, offset+len) of `file` into buf.  With O_DIRECT,
+ * buf, offset and len must be 4096-aligned.  -EAGAIN when queue_depth reads
+ * are already in flight (wait for completions first).  The request is handed
+ * to the kernel by the next rf_io_submit or rf_io_wait. */
+int rf_io_read(rf_io *io, int file, uint64_t offset, void *buf, size_t len, uint64_t tag);
+
+/* Submit queued reads. */
+int rf_io_submit(rf_io *io);
+
+typedef struct rf_io_done {
+	uint64_t tag;
+	int64_t res;           /* bytes read (== len unless EOF), or -errno */
+} rf_io_done;
+
+/* Submit what is queued, then wait until at least `min` reads have completed
+ * (0: do not block) and return up to `max` of them in done[]; returns the
+ * count or a negative error.  An error of one read is reported in its res
+ * (the message naming file and offset is left on the diag), not as the
+ * return value. */
+int rf_io_wait(rf_io *io, rf_io_done *done, unsigned max, unsigned min);
+
+/* Reads queued or in flight. */
+unsigned rf_io_inflight(const rf_io *io);
+
+const char *rf_io_engine(const rf_io *io);
+/* 1 when every file so far is read with O_DIRECT. */
+int rf_io_direct(const rf_io *io);
+
+#endif
