@@ -113,7 +113,318 @@ RF_API const char *rf_dtype_name(enum rf_dtype dtype);
 RF_API int rf_dtype_parse(const char *name, enum rf_dtype *out);
 
 /* ---------------------------------------------------------------- loader */
-/* (The streaming loader API follows in this section.) */
+/*
+ * The streaming loader.  It reads a dataset's chunks with io_uring into a
+ * fixed ring of page-locked host memory, verifies and decodes them on worker
+ * threads, assembles each batch of B samples in one pinned staging slot and
+ * moves it to the device with one asynchronous copy into one of `depth`
+ * device buffers.  Memory is bounded: the host holds at most `pinned_bytes`
+ * of page-locked memory, the device at most depth x batch bytes.
+ *
+ * Threads.  rf_loader_open starts a reader thread, `decode_threads` decode
+ * workers and one copy thread; rf_loader_close joins them.  The consumer
+ * functions (rf_loader_next, try_next, release, stats, errmsg, rf_batch_wait)
+ * are meant for one consumer thread at a time: calling them from several
+ * threads at once is safe but the order of delivery between those threads is
+ * unspecified.  The log callback is called from any of the loader's threads.
+ *
+ * Ownership.  The loader owns every rf_batch and every byte it points to.  A
+ * batch returned by rf_loader_next stays valid, and its device buffer is not
+ * refilled, until the consumer hands it back with rf_loader_release and the
+ * work it recorded on its stream at that point has completed.  The consumer
+ * may hold up to `depth` batches at once; asking for one more returns
+ * RF_EHELD (never a deadlock).
+ *
+ * Order.  Batches come out in the plan's order, whatever the number of
+ * decode workers.  With the default plan (no shuffling) that is file order:
+ * shard by shard as opened, samples in file order.
+ *
+ * A complete training loop (the CUDA runtime is the program's own; the
+ * loader shares the one already loaded):
+ *
+ *     rf_config cfg;
+ *     rf_config_init(&cfg);
+ *     const char *paths[] = {"data/train/"};
+ *     cfg.paths = paths;
+ *     cfg.npaths = 1;
+ *     cfg.batch_size = 256;
+ *     cfg.device = RF_DEVICE_AUTO;           // cuda when there is a GPU
+ *     cfg.epochs = 10;
+ *
+ *     rf_loader *ld;
+ *     int rc = rf_loader_open(&ld, &cfg);
+ *     if (rc < 0) {
+ *         // the loader is NULL; the message went to cfg.log and to
+ *         // rf_loader_last_open_error()
+ *         fprintf(stderr, "open: %s\n", rf_loader_last_open_error());
+ *         return 1;
+ *     }
+ *     cudaStream_t stream;
+ *     cudaStreamCreate(&stream);
+ *     for (;;) {
+ *         const rf_batch *b;
+ *         rc = rf_loader_next(ld, &b);        // blocks until a batch is ready
+ *         if (rc < 0 || !b)                   // error, or the end of the last epoch
+ *             break;
+ *         rf_batch_wait(b, stream);           // stream waits for the copy; host does not
+ *         const rf_batch_field *x = &b->fields[0], *y = &b->fields[1];
+ *         train_step<<<grid, block, 0, stream>>>(x->data, y->data, b->samples);
+ *         rf_loader_release(ld, b, stream);   // buffer refilled once the step is done
+ *     }
+ *     if (rc < 0)
+ *         fprintf(stderr, "loader: %s\n", rf_loader_errmsg(ld));
+ *     rf_stats st = {.size = sizeof st};
+ *     rf_loader_stats(ld, &st);           // stall_share, bytes, high-water marks
+ *     rf_loader_close(&ld);                   // joins threads, frees everything
+ *
+ * With the host backend ("device" memory is host memory) the same loop works
+ * with stream = NULL: rf_batch_wait returns once the data is in place and
+ * rf_loader_release(ld, b, NULL) means "done with it now".
+ */
+
+/* Where batches are delivered. */
+enum rf_device_kind {
+	RF_DEVICE_AUTO = 0,  /* cuda when a CUDA runtime and a device are there, else host */
+	RF_DEVICE_HOST = 1,  /* host memory; copies run on a loader thread */
+	RF_DEVICE_CUDA = 2,  /* a CUDA device; RF_ENODEVICE when there is none */
+};
+
+/* How the staging memory is page-locked for the device. */
+enum rf_pinning {
+	/* The whole pinned ring is registered once at open and unregistered at
+	 * close (page-locking costs about 1 s per GiB, paid once). */
+	RF_PINNING_RING = 0,
+	/* Each staged batch is registered just before its copy and unregistered
+	 * when the copy has completed: for hosts where page-locked memory is
+	 * scarce.  Costs the registration on every batch. */
+	RF_PINNING_TRANSIENT = 1,
+};
+
+/*
+ * Loader settings.  Initialise with rf_config_init() and change what you
+ * need; fields added in later versions go into `reserved`, so a program built
+ * against this header keeps working with a newer library.  The loader copies
+ * what it needs at open: the strings and arrays may be freed afterwards.
+ */
+typedef struct rf_config {
+	uint32_t size;               /* sizeof(rf_config), set by rf_config_init */
+
+	/* The dataset: each entry a shard, a directory or a glob, as for
+	 * rf_dataset_open() in <ringfeed/dataset.h>. */
+	const char *const *paths;
+	size_t npaths;
+	/* The fields to load, by name, in the order they appear in a batch.
+	 * NULL (the default) loads every field in schema order. */
+	const char *const *fields;
+	size_t nfields;
+
+	uint32_t batch_size;         /* samples per batch, B; default 32 */
+	int drop_last;               /* 1: drop the last batch of an epoch when it has
+	                                fewer than B samples; 0 (default): deliver it */
+	uint32_t epochs;             /* passes over the data; default 1; 0 = until closed */
+
+	enum rf_device_kind device;  /* default RF_DEVICE_AUTO */
+	int device_index;            /* CUDA device ordinal; default 0 */
+	uint32_t depth;              /* device buffers in flight; default 2 (double buffering) */
+
+	uint64_t pinned_bytes;       /* page-locked host budget; default 256 MiB */
+	enum rf_pinning pinning;     /* default RF_PINNING_RING */
+
+	uint32_t io_depth;           /* reads in flight; default 32 */
+	int direct;                  /* 1 (default): O_DIRECT reads that bypass the page
+	                                cache; 0: buffered (small datasets that stay hot) */
+	uint32_t decode_threads;     /* checksum + decompress + assembly workers;
+	                                default 2 */
+	int verify;                  /* 1 (default): check every chunk's XXH3-64 before
+	                                its bytes are used; 0: skip */
+
+	/*
+	 * Byte capacity of each variable-size field per batch.  The bytes of B
+	 * variable-size values are not known before they are read, so each such
+	 * field gets a fixed region of this many bytes in every batch buffer.
+	 * 0 (default): 2 x B x the largest per-sample average of any chunk
+	 * (raw chunk bytes / samples), at least 64 KiB, rounded up to 256.
+	 * A batch whose values would overflow the region is closed early: it
+	 * holds fewer than B samples (rf_batch.samples says how many) and the
+	 * rest start the next batch; order is unchanged.  A single value larger
+	 * than the region is an error (RF_EMEMPLAN) naming the sample and the
+	 * size to set here.
+	 */
+	uint64_t var_bytes;
+
+	rf_log_fn log;               /* messages; NULL: none (RINGFEED_LOG sets the level) */
+	void *log_user;
+
+	uint8_t reserved[128];       /* zero; room to grow */
+} rf_config;
+
+/* Fill *cfg with the defaults above (paths NULL: set them). */
+RF_API void rf_config_init(rf_config *cfg);
+
+typedef struct rf_loader rf_loader;
+
+/* Dimensions of a batch field: 1 (the batch) + RF_MAX_RANK. */
+#define RF_BATCH_MAX_DIMS 9
+
+/* One field of a delivered batch.  All pointers are into the batch's device
+ * buffer (device memory for cuda, host memory for the host backend) and stay
+ * valid until the batch is released. */
+typedef struct rf_batch_field {
+	const char *name;            /* the schema's name; owned by the loader */
+	enum rf_dtype dtype;
+	uint32_t ndim;               /* 1 + the field's rank */
+	/* [samples, *field shape].  For a variable-size field the variable
+	 * dimension's entry is 0: its length differs per sample. */
+	int64_t shape[RF_BATCH_MAX_DIMS];
+	int32_t var_dim;             /* -1 fixed; else the variable dimension of a
+	                                sample (shape index var_dim + 1) */
+	/* Fixed field: samples x value bytes, C order, row i = sample i.
+	 * Variable field: the values back to back, sample i at
+	 * data + offsets[i] .. data + offsets[i + 1]. */
+	void *data;
+	uint64_t bytes;              /* bytes used at data */
+	/* Variable field: samples + 1 int64 byte offsets into data (device
+	 * memory), offsets[0] == 0, offsets[samples] == bytes.  NULL when fixed. */
+	int64_t *offsets;
+	/* The same offsets in host memory, for the consumer's convenience
+	 * (launch sizes, slicing) without a device read.  NULL when fixed. */
+	const int64_t *host_offsets;
+} rf_batch_field;
+
+/* A delivered batch.  Every part of it lives in one device buffer; fields'
+ * parts start at 256-byte-aligned addresses. */
+typedef struct rf_batch {
+	uint64_t index;              /* batch number since open, from 0 */
+	uint64_t epoch;              /* epoch it belongs to, from 0 */
+	uint64_t first_sample;       /* position in the epoch's sample order of its
+	                                first sample (file order: the sample index) */
+	uint32_t samples;            /* B, or fewer for the last batch of an epoch (or
+	                                a batch closed early, see rf_config.var_bytes) */
+	uint32_t nfields;
+	const rf_batch_field *fields;
+	void *data;                  /* the whole device buffer */
+	uint64_t bytes;              /* bytes of it that this batch uses */
+	/* Fires when the batch's bytes are on the device: a cudaEvent_t for
+	 * cuda, the host backend's event otherwise.  Use rf_batch_wait() rather
+	 * than the event directly. */
+	void *ready_event;
+} rf_batch;
+
+/*
+ * Open the dataset, check the memory plan, allocate every buffer and start
+ * the threads.  Everything the loader will ever allocate is allocated here:
+ * the pinned ring (pinned_bytes), depth device buffers of the batch size and
+ * the decode workers' buffers.
+ *
+ * device = RF_DEVICE_AUTO picks cuda when a CUDA runtime with a device is
+ * there, else host, and logs which (RF_LOG_INFO).  The memory plan (slot
+ * size and count, pinned bytes, device bytes = depth x batch bytes) is
+ * checked against pinned_bytes and against the device's free memory before
+ * anything large is allocated.
+ *
+ * Returns 0 and *out, or: -EINVAL / RF_EUSAGE for a bad config (unknown field
+ * name, batch_size 0, no paths, config size from a newer header); what
+ * rf_dataset_open returns for the dataset; RF_EMEMPLAN when the plan does not
+ * fit (the message gives the numbers and what to change); RF_ENODEVICE for
+ * device = cuda without a usable runtime or device; RF_ECUDA; -ENOMEM.
+ * On error *out is NULL, nothing is left allocated, and the message goes to
+ * cfg->log and to rf_loader_last_open_error().
+ */
+RF_API int rf_loader_open(rf_loader **out, const rf_config *cfg);
+
+/* The message of the calling thread's last failed rf_loader_open ("" when
+ * none): thread-local, valid until that thread's next open. */
+RF_API const char *rf_loader_last_open_error(void);
+
+/*
+ * The next batch, in plan order.  Blocks until it is ready (the consumer's
+ * waiting time is counted as stall time in the stats).
+ *
+ * Returns 0 with *batch set; 0 with *batch NULL after the last batch of the
+ * last epoch (and on every later call); RF_EHELD without blocking when the
+ * consumer already holds `depth` batches (release one first); or the error
+ * that stopped the stream (RF_ECHECKSUM, RF_ECORRUPT, RF_ECODEC, -EIO,
+ * RF_ECUDA, ...; the message names the shard, chunk and file offset).
+ * Batches before the failing chunk are delivered first.  After an error the
+ * same code is returned by every later call.
+ *
+ * When a batch is ready this takes one uncontended lock and makes no system
+ * call.
+ */
+RF_API int rf_loader_next(rf_loader *ld, const rf_batch **batch);
+
+/* As rf_loader_next, but returns -EAGAIN instead of waiting when the next
+ * batch is not ready yet. */
+RF_API int rf_loader_try_next(rf_loader *ld, const rf_batch **batch);
+
+/*
+ * Make `stream` (a cudaStream_t; NULL for the default stream) wait for the
+ * batch's copy to complete, without blocking the host (cuda).  With the host
+ * backend, and for stream NULL, it returns once the bytes are in place.
+ * Returns 0, -EINVAL for a batch not held, or RF_ECUDA.
+ */
+RF_API int rf_batch_wait(const rf_batch *batch, void *stream);
+
+/*
+ * Hand a batch back.  An event is recorded on `stream` (NULL: the default
+ * stream, i.e. "done now" for the host backend): the batch's device buffer
+ * is refilled only after that event has fired, so kernels queued on the
+ * stream before this call may still read the batch.  The batch pointer is
+ * invalid after this call.  Returns 0, -EINVAL for a batch not held by the
+ * consumer, or RF_ECUDA.
+ */
+RF_API int rf_loader_release(rf_loader *ld, const rf_batch *batch, void *stream);
+
+/* Stop the threads, wait for reads and copies in flight, then free every
+ * buffer, close the files and the device backend.  Batches still held are
+ * invalid afterwards (their release events are waited for first).  NULL and
+ * a pointer to NULL are no-ops; *ld is cleared. */
+RF_API void rf_loader_close(rf_loader **ld);
+
+/* The message of the loader's last failure ("" when none).  Owned by the
+ * loader; valid until the next call on it. */
+RF_API const char *rf_loader_errmsg(const rf_loader *ld);
+
+/* Counters since open.  Times are in nanoseconds of CLOCK_MONOTONIC. */
+typedef struct rf_stats {
+	uint32_t size;               /* set by the caller to sizeof(rf_stats) */
+	uint64_t bytes_read;         /* bytes read from the shards */
+	uint64_t bytes_delivered;    /* bytes of delivered batches (rf_batch.bytes) */
+	uint64_t batches;            /* batches delivered */
+	uint64_t samples;            /* samples delivered */
+	uint64_t chunks;             /* chunks decoded */
+	uint64_t wall_ns;            /* since open */
+	uint64_t read_ns;            /* reader thread waiting for reads to complete */
+	uint64_t decode_ns;          /* decode workers verifying, decompressing, assembling
+	                                (summed over workers) */
+	uint64_t copy_ns;            /* from a batch's copy submit to its completion */
+	uint64_t stall_ns;           /* the consumer waiting inside rf_loader_next */
+	double stall_share;          /* stall_ns / wall_ns */
+	uint64_t thread_cpu_ns;      /* CPU time of the loader's own threads */
+	/* Queue occupancy now and at most: reads in flight, ring slots in use,
+	 * batches staged (waiting for a device buffer or their copy), batches
+	 * ready (copied, not yet taken), batches held by the consumer. */
+	uint32_t reads_inflight, reads_inflight_max;
+	uint32_t slots_used, slots_used_max, slots_total;
+	uint32_t staged, staged_max;
+	uint32_t ready, ready_max;
+	uint32_t held, held_max;
+	uint64_t slot_bytes;         /* the ring's slot size */
+	uint64_t batch_bytes;        /* one device buffer */
+	uint64_t pinned_bytes;       /* page-locked now */
+	uint64_t pinned_peak;        /* page-locked at most (<= rf_config.pinned_bytes) */
+	uint64_t device_bytes;       /* device memory held now (depth x batch_bytes) */
+	uint64_t device_peak;
+	char io_engine[32];          /* "io_uring", "io_uring-unregistered", "pread" */
+	int io_direct;               /* 1 when every read bypasses the page cache */
+	char device[128];            /* e.g. "host" or "cuda:0 ..." */
+	uint8_t reserved[64];
+} rf_stats;
+
+/* Fill *st (st->size set by the caller; a smaller size from an older header
+ * gets the fields that fit).  Safe at any time from the consumer thread.
+ * Returns 0 or -EINVAL. */
+RF_API int rf_loader_stats(rf_loader *ld, rf_stats *st);
 
 #ifdef __cplusplus
 }
