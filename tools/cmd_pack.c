@@ -1,0 +1,792 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `ringfeed pack`: convert inputs into .rfs shards through rf_writer.
+ *
+ * Three kinds of input, one per invocation:
+ *   NAME=FILE.npy ...         one .npy per field, first axis = samples
+ *   --raw FILE --field SPEC   fixed-size little-endian records
+ *   --llmc GLOB --seq-len T   llm.c token shards, samples of T+1 tokens
+ *
+ * The inputs are mapped (mmap) and handed to rf_writer_add_columns in blocks
+ * of about PACK_BLOCK_BYTES, so packing raw data costs one copy into the
+ * writer's chunk plus the write: the writer's threads do any compression.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <glob.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <ringfeed/dataset.h>
+
+#include "cmd.h"
+#include "llmc.h"
+#include "npy.h"
+#include "util.h"
+
+/* Bytes handed to the writer per call: large enough that the per-call cost
+ * vanishes, small enough to poll for Ctrl-C and redraw progress often and to
+ * keep the de-interleave buffers (raw records, llm.c windows) small. */
+#define PACK_BLOCK_BYTES (8u << 20)
+
+#define PACK_USAGE                                                                          \
+	"ringfeed pack -o OUT.rfs [--zstd LEVEL] [--chunk-bytes SIZE] [--shard-bytes SIZE]\n" \
+	"                     [-j THREADS] [-q|-v] (NAME=FILE.npy... | --raw FILE --field "  \
+	"NAME:DTYPE[D0,...]... |\n"                                                           \
+	"                     --llmc GLOB --seq-len T)"
+
+enum pack_mode { MODE_NONE, MODE_NPY, MODE_RAW, MODE_LLMC };
+
+/* Tool settings, kept apart from the library's rf_writer_config. */
+typedef struct pack_opts {
+	const char *out;
+	int zstd_level;
+	uint64_t chunk_bytes;      /* 0 = the writer's default */
+	uint64_t shard_bytes;
+	unsigned threads;
+	enum pack_mode mode;
+	char **inputs;             /* NAME=FILE.npy, or --raw files */
+	size_t ninputs;
+	rf_cli_field_spec *specs;  /* --field */
+	size_t nspecs;
+	const char *llmc_glob;
+	uint64_t seq_len;
+} pack_opts;
+
+/* One mapped input file. */
+typedef struct input_file {
+	const char *path;
+	const unsigned char *map;  /* the whole file, or NULL when empty */
+	size_t map_len;
+	const unsigned char *data; /* the array data / records / tokens */
+	uint64_t data_bytes;
+	uint64_t samples;
+	uint64_t item_bytes;       /* npy: bytes of one sample of this field */
+	rf_llmc llmc;
+	uint64_t tail;             /* llm.c: tokens dropped at the end */
+} input_file;
+
+typedef struct pack_job {
+	pack_opts opt;
+	rf_schema schema;
+	input_file *files;
+	size_t nfiles;
+	uint64_t samples;          /* total samples to write */
+	uint64_t in_bytes;         /* total input bytes, for progress */
+	uint64_t done_bytes;
+	unsigned char *buf;        /* de-interleave / window buffer */
+	unsigned char *fbuf[RF_MAX_FIELDS];
+	rf_writer *w;
+	rf_cli_progress progress;
+} pack_job;
+
+/* ------------------------------------------------------------------ log */
+
+/* The writer's log callback runs on its threads too: errors are kept (the
+ * failing call's message is printed once, by the caller), warnings printed,
+ * info/debug with -v/-vv. */
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static char log_last_error[512];
+
+static void
+pack_log(void *user, enum rf_log_level level, const char *msg)
+{
+	(void)user;
+	pthread_mutex_lock(&log_lock);
+	if (level == RF_LOG_ERROR)
+		snprintf(log_last_error, sizeof log_last_error, "%s", msg);
+	else if ((level == RF_LOG_WARN && rf_cli_verbosity >= 1) ||
+		 (level == RF_LOG_INFO && rf_cli_verbosity >= 2) || rf_cli_verbosity >= 3)
+		fprintf(stderr, "%s: %s\n", rf_cli_prog, msg);
+	pthread_mutex_unlock(&log_lock);
+}
+
+/* ------------------------------------------------------------------ help */
+
+static void
+pack_help(void)
+{
+	printf("usage: %s\n\n", PACK_USAGE);
+	printf(
+		"Pack inputs into a ringfeed dataset.  The output appears only when complete\n"
+		"(written to a temporary name, then renamed); Ctrl-C leaves nothing behind.\n"
+		"\n"
+		"Inputs (one kind per run):\n"
+		"  NAME=FILE.npy ...      one .npy per field; the first axis counts samples and\n"
+		"                         must agree across files.  C-order, little-endian\n"
+		"                         u1 i1 u2 i2 u4 i4 u8 i8 f2 f4 f8; b1 is stored as u8;\n"
+		"                         S<n>/V<n> as bytes with a last dimension of n.\n"
+		"  --raw FILE             fixed-size little-endian records (repeatable: files\n"
+		"                         are concatenated); each record is the --field values\n"
+		"                         in order; the file size must be a multiple of it.\n"
+		"  --field NAME:DTYPE[D0,D1,...]\n"
+		"                         a field of the raw record (scalar without [...]);\n"
+		"                         DTYPE: u8 i8 u16 i16 u32 i32 u64 i64 f16 bf16 f32 f64\n"
+		"                         bytes.\n"
+		"  --llmc GLOB            llm.c token shards (magic 20240520 v1 u16 tokens, or\n"
+		"                         20240801 v7 u32 tokens), in sorted order.\n"
+		"  --seq-len T            with --llmc: each sample is one field 'tokens' of T+1\n"
+		"                         tokens taken every T tokens (inputs [0,T), targets\n"
+		"                         [1,T+1)).  Each shard is cut on its own: samples never\n"
+		"                         straddle shards, and a shard's last tokens that do not\n"
+		"                         fill a sample are dropped (and reported).\n"
+		"\n"
+		"Options:\n"
+		"  -o, --output OUT.rfs   output path; with --shard-bytes, the base of\n"
+		"                         OUT-00000.rfs, OUT-00001.rfs, ...\n"
+		"      --zstd LEVEL       compress chunks with zstd 1..22 (0: store raw, default)\n"
+		"      --chunk-bytes SIZE target raw bytes per chunk (default 4M)\n"
+		"      --shard-bytes SIZE start a new shard when one would exceed SIZE\n"
+		"  -j, --threads N        compression threads (default 1)\n"
+		"  -q, --quiet            no progress and no summary\n"
+		"  -v, --verbose          more messages (repeat for debug)\n"
+		"  -h, --help             this help\n"
+		"\n"
+		"SIZE takes a suffix K, M, G, T (or KiB, MB, ...: all powers of 1024).\n"
+		"Exit status: 0 success, 1 failure, 2 bad usage, 130 interrupted.\n");
+}
+
+/* ------------------------------------------------------------- options */
+
+enum {
+	OPT_ZSTD = 256,
+	OPT_CHUNK,
+	OPT_SHARD,
+	OPT_RAW,
+	OPT_FIELD,
+	OPT_LLMC,
+	OPT_SEQ,
+};
+
+static int
+set_mode(pack_opts *o, enum pack_mode m)
+{
+	static const char *const names[] = {"", "NAME=FILE.npy", "--raw", "--llmc"};
+
+	if (o->mode != MODE_NONE && o->mode != m)
+		return rf_cli_usage_error(PACK_USAGE, "cannot mix %s and %s inputs", names[o->mode],
+					  names[m]);
+	o->mode = m;
+	return 0;
+}
+
+static int
+parse_args(pack_opts *o, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"output", required_argument, NULL, 'o'},
+		{"zstd", required_argument, NULL, OPT_ZSTD},
+		{"chunk-bytes", required_argument, NULL, OPT_CHUNK},
+		{"shard-bytes", required_argument, NULL, OPT_SHARD},
+		{"threads", required_argument, NULL, 'j'},
+		{"raw", required_argument, NULL, OPT_RAW},
+		{"field", required_argument, NULL, OPT_FIELD},
+		{"llmc", required_argument, NULL, OPT_LLMC},
+		{"seq-len", required_argument, NULL, OPT_SEQ},
+		{"quiet", no_argument, NULL, 'q'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	uint64_t v;
+	int c, rc;
+	char err[256];
+
+	o->threads = 1;
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":o:j:qvh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			o->out = optarg;
+			break;
+		case OPT_ZSTD:
+			if (rf_cli_parse_uint(optarg, 0, 22, &v) < 0)
+				return rf_cli_usage_error(PACK_USAGE,
+							  "--zstd: '%s' is not a level in 0..22",
+							  optarg);
+			o->zstd_level = (int)v;
+			break;
+		case OPT_CHUNK:
+		case OPT_SHARD:
+			if ((rc = rf_cli_parse_size(optarg, &v)) < 0 || v == 0)
+				return rf_cli_usage_error(
+					PACK_USAGE, "%s: '%s' is not a size%s",
+					c == OPT_CHUNK ? "--chunk-bytes" : "--shard-bytes", optarg,
+					rc == -ERANGE ? " (too large)" : " such as 4096, 64K, 4M, 1G");
+			if (c == OPT_CHUNK)
+				o->chunk_bytes = v;
+			else
+				o->shard_bytes = v;
+			break;
+		case 'j':
+			if (rf_cli_parse_uint(optarg, 1, 1024, &v) < 0)
+				return rf_cli_usage_error(PACK_USAGE,
+							  "-j: '%s' is not a thread count in 1..1024",
+							  optarg);
+			o->threads = (unsigned)v;
+			break;
+		case OPT_RAW:
+			if ((rc = set_mode(o, MODE_RAW)) != 0)
+				return rc;
+			o->inputs[o->ninputs++] = optarg;
+			break;
+		case OPT_FIELD:
+			if (rf_cli_parse_field_spec(optarg, &o->specs[o->nspecs], err, sizeof err) < 0)
+				return rf_cli_usage_error(PACK_USAGE, "--field: %s", err);
+			o->nspecs++;
+			break;
+		case OPT_LLMC:
+			if ((rc = set_mode(o, MODE_LLMC)) != 0)
+				return rc;
+			if (o->llmc_glob)
+				return rf_cli_usage_error(PACK_USAGE,
+							  "--llmc given twice (one glob, quoted)");
+			o->llmc_glob = optarg;
+			break;
+		case OPT_SEQ:
+			/* T + 1 u32 tokens must fit a value (2^40 bytes). */
+			if (rf_cli_parse_uint(optarg, 1, (1ull << 36), &v) < 0)
+				return rf_cli_usage_error(PACK_USAGE,
+							  "--seq-len: '%s' is not a length >= 1",
+							  optarg);
+			o->seq_len = v;
+			break;
+		case 'q':
+			rf_cli_verbosity = 0;
+			break;
+		case 'v':
+			rf_cli_verbosity = rf_cli_verbosity < 1 ? 2 : rf_cli_verbosity + 1;
+			break;
+		case 'h':
+			pack_help();
+			return -1;
+		default:
+			return rf_cli_bad_option(PACK_USAGE, c, argc, argv);
+		}
+	}
+	for (int i = optind; i < argc; i++) {
+		if ((rc = set_mode(o, MODE_NPY)) != 0)
+			return rc;
+		if (!strchr(argv[i], '=') || argv[i][0] == '=')
+			return rf_cli_usage_error(PACK_USAGE, "input '%s' is not NAME=FILE.npy",
+						  argv[i]);
+		o->inputs[o->ninputs++] = argv[i];
+	}
+	if (!o->out)
+		return rf_cli_usage_error(PACK_USAGE, "missing -o OUT.rfs");
+	if (o->mode == MODE_NONE)
+		return rf_cli_usage_error(PACK_USAGE, "no input given");
+	if (o->mode == MODE_RAW && o->nspecs == 0)
+		return rf_cli_usage_error(PACK_USAGE, "--raw needs at least one --field");
+	if (o->mode != MODE_RAW && o->nspecs)
+		return rf_cli_usage_error(PACK_USAGE, "--field applies to --raw only");
+	if (o->mode == MODE_LLMC && o->seq_len == 0)
+		return rf_cli_usage_error(PACK_USAGE, "--llmc needs --seq-len T");
+	if (o->mode != MODE_LLMC && o->seq_len)
+		return rf_cli_usage_error(PACK_USAGE, "--seq-len applies to --llmc only");
+	if (o->mode == MODE_NPY && o->ninputs > RF_MAX_FIELDS)
+		return rf_cli_usage_error(PACK_USAGE, "more than %d fields", RF_MAX_FIELDS);
+	if (o->nspecs > RF_MAX_FIELDS)
+		return rf_cli_usage_error(PACK_USAGE, "more than %d fields", RF_MAX_FIELDS);
+	return 0;
+}
+
+/* --------------------------------------------------------------- inputs */
+
+static int
+map_input(input_file *f, const char *path)
+{
+	struct stat st;
+	int fd;
+
+	f->path = path;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+		rf_cli_error("%s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		rf_cli_error("%s: %s", path, S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
+		close(fd);
+		return -1;
+	}
+	f->map_len = (size_t)st.st_size;
+	if (f->map_len) {
+		void *m = mmap(NULL, f->map_len, PROT_READ, MAP_SHARED, fd, 0);
+		if (m == MAP_FAILED) {
+			rf_cli_error("%s: mmap: %s", path, strerror(errno));
+			close(fd);
+			return -1;
+		}
+		/* Read ahead aggressively; pages behind are not needed again. */
+		madvise(m, f->map_len, MADV_SEQUENTIAL);
+		f->map = m;
+	}
+	close(fd);
+	return 0;
+}
+
+static void
+unmap_inputs(pack_job *j)
+{
+	for (size_t i = 0; i < j->nfiles; i++)
+		if (j->files[i].map)
+			munmap((void *)j->files[i].map, j->files[i].map_len);
+}
+
+/* Add a field with a message that says what is wrong. */
+static int
+add_field(pack_job *j, const char *name, const char *from, enum rf_dtype dtype, uint32_t rank,
+	  const uint64_t *shape)
+{
+	size_t nlen = strlen(name);
+
+	if (nlen == 0 || nlen >= RF_NAME_MAX || strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+						      "abcdefghijklmnopqrstuvwxyz0123456789_.-") != nlen) {
+		rf_cli_error("%s: invalid field name '%s' (1-%d characters of A-Z a-z 0-9 _ . -)",
+			     from, name, RF_NAME_MAX - 1);
+		return -1;
+	}
+	if (rf_schema_find(&j->schema, name) >= 0) {
+		rf_cli_error("%s: field '%s' given twice", from, name);
+		return -1;
+	}
+	if (rank > RF_MAX_RANK) {
+		rf_cli_error("%s: field '%s' has %u dimensions per sample (at most %d)", from, name,
+			     rank, RF_MAX_RANK);
+		return -1;
+	}
+	for (uint32_t i = 0; i < rank; i++)
+		if (shape[i] == 0) {
+			rf_cli_error("%s: field '%s' has a zero-length dimension", from, name);
+			return -1;
+		}
+	if (rf_schema_add(&j->schema, name, dtype, rank, shape, -1) < 0) {
+		rf_cli_error("%s: field '%s' is not valid (a value of over 2^40 bytes?)", from, name);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+open_npy(pack_job *j)
+{
+	for (size_t i = 0; i < j->opt.ninputs; i++) {
+		input_file *f = &j->files[i];
+		char *spec = j->opt.inputs[i];
+		char *eq = strchr(spec, '=');
+		char err[256];
+		rf_npy npy;
+		uint64_t shape[RF_NPY_MAX_DIMS + 1];
+		uint32_t rank;
+		int rc;
+
+		*eq = 0; /* spec is now NAME, eq + 1 the path */
+		j->nfiles++;
+		if (map_input(f, eq + 1) < 0)
+			return -1;
+		rc = rf_npy_parse(&npy, f->map, f->map_len, err, sizeof err);
+		if (rc < 0) {
+			rf_cli_error("%s: %s", f->path, err);
+			return -1;
+		}
+		if (npy.data_offset + npy.data_bytes > f->map_len) {
+			rf_cli_error("%s: truncated: the header declares %" PRIu64
+				     " bytes of data, the file holds %" PRIu64,
+				     f->path, npy.data_bytes, (uint64_t)f->map_len - npy.data_offset);
+			return -1;
+		}
+		if (npy.data_offset + npy.data_bytes < f->map_len) {
+			rf_cli_error("%s: %" PRIu64 " unexpected bytes after the array data", f->path,
+				     (uint64_t)f->map_len - npy.data_offset - npy.data_bytes);
+			return -1;
+		}
+		if (npy.ndim == 0) {
+			rf_cli_error("%s: a 0-d array has no samples axis", f->path);
+			return -1;
+		}
+		f->data = f->map + npy.data_offset;
+		f->data_bytes = npy.data_bytes;
+		f->samples = npy.shape[0];
+		if (i > 0 && f->samples != j->files[0].samples) {
+			rf_cli_error("%s: %" PRIu64 " samples, but %s has %" PRIu64
+				     " (the first axes must agree)",
+				     f->path, f->samples, j->files[0].path, j->files[0].samples);
+			return -1;
+		}
+		rank = (uint32_t)(npy.ndim - 1);
+		memcpy(shape, npy.shape + 1, sizeof shape[0] * rank);
+		/* Fixed-size byte strings become a trailing dimension of bytes. */
+		if (npy.dtype == RF_DTYPE_BYTES)
+			shape[rank++] = npy.itemsize;
+		if (add_field(j, spec, f->path, npy.dtype, rank, shape) < 0)
+			return -1;
+		f->item_bytes = rf_field_item_bytes(&j->schema.fields[j->schema.nfields - 1]);
+		j->in_bytes += f->data_bytes;
+		rf_cli_note(2, "%s: field '%s' %s, %" PRIu64 " samples of %" PRIu64 " bytes", f->path,
+			    spec, npy.descr, f->samples, f->item_bytes);
+	}
+	j->samples = j->files[0].samples;
+	return 0;
+}
+
+static int
+open_raw(pack_job *j)
+{
+	uint64_t record = 0;
+
+	for (size_t i = 0; i < j->opt.nspecs; i++) {
+		const rf_cli_field_spec *s = &j->opt.specs[i];
+		if (add_field(j, s->name, "--field", s->dtype, s->rank, s->shape) < 0)
+			return -1;
+		record += rf_field_item_bytes(&j->schema.fields[i]);
+	}
+	for (size_t i = 0; i < j->opt.ninputs; i++) {
+		input_file *f = &j->files[i];
+		j->nfiles++;
+		if (map_input(f, j->opt.inputs[i]) < 0)
+			return -1;
+		if (f->map_len % record) {
+			rf_cli_error("%s: size %zu is not a multiple of the record size %" PRIu64
+				     " (%zu trailing bytes)",
+				     f->path, f->map_len, record, (size_t)(f->map_len % record));
+			return -1;
+		}
+		f->data = f->map;
+		f->data_bytes = f->map_len;
+		f->samples = f->map_len / record;
+		f->item_bytes = record;
+		j->samples += f->samples;
+		j->in_bytes += f->data_bytes;
+	}
+	return 0;
+}
+
+static int
+open_llmc(pack_job *j)
+{
+	glob_t g;
+	int rc;
+	uint64_t tail = 0, tail_shards = 0;
+	uint64_t shape[1];
+
+	rc = glob(j->opt.llmc_glob, GLOB_ERR, NULL, &g);
+	if (rc == GLOB_NOMATCH) {
+		rf_cli_error("--llmc: no file matches '%s'", j->opt.llmc_glob);
+		return -1;
+	}
+	if (rc != 0) {
+		rf_cli_error("--llmc: cannot expand '%s': %s", j->opt.llmc_glob,
+			     rc == GLOB_NOSPACE ? "out of memory" : strerror(errno));
+		return -1;
+	}
+	/* glob() sorts its matches: the shards go in name order. */
+	j->files = calloc(g.gl_pathc, sizeof *j->files);
+	if (!j->files) {
+		globfree(&g);
+		rf_cli_error("out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < g.gl_pathc; i++) {
+		input_file *f = &j->files[i];
+		char err[256];
+		char *path = strdup(g.gl_pathv[i]);
+
+		if (!path) {
+			rf_cli_error("out of memory");
+			goto fail;
+		}
+		j->nfiles++;
+		if (map_input(f, path) < 0)
+			goto fail;
+		rc = rf_llmc_parse(&f->llmc, f->map, f->map_len, f->map_len, err, sizeof err);
+		if (rc < 0) {
+			rf_cli_error("%s: %s", f->path, err);
+			goto fail;
+		}
+		if (i > 0 && f->llmc.dtype != j->files[0].llmc.dtype) {
+			rf_cli_error("%s: %s tokens, but %s has %s tokens", f->path,
+				     rf_dtype_name(f->llmc.dtype), j->files[0].path,
+				     rf_dtype_name(j->files[0].llmc.dtype));
+			goto fail;
+		}
+		f->data = f->map + RF_LLMC_HEADER_BYTES;
+		f->data_bytes = f->llmc.ntokens * f->llmc.token_bytes;
+		f->samples = rf_llmc_windows(f->llmc.ntokens, j->opt.seq_len, &f->tail);
+		f->item_bytes = (j->opt.seq_len + 1) * f->llmc.token_bytes;
+		j->samples += f->samples;
+		j->in_bytes += f->data_bytes;
+		if (f->tail) {
+			tail += f->tail;
+			tail_shards++;
+			rf_cli_note(2, "%s: %" PRIu64 " tokens, %" PRIu64 " samples, last %" PRIu64
+				    " tokens dropped",
+				    f->path, f->llmc.ntokens, f->samples, f->tail);
+		}
+	}
+	globfree(&g);
+	shape[0] = j->opt.seq_len + 1;
+	if (add_field(j, "tokens", j->opt.llmc_glob, j->files[0].llmc.dtype, 1, shape) < 0)
+		return -1;
+	if (tail)
+		rf_cli_note(1, "%" PRIu64 " tokens at the ends of %" PRIu64
+			    " shard(s) do not fill a sample of %" PRIu64 " tokens and are dropped",
+			    tail, tail_shards, j->opt.seq_len + 1);
+	return 0;
+fail:
+	globfree(&g);
+	return -1;
+}
+
+/* ----------------------------------------------------------------- feed */
+
+static int
+writer_failed(pack_job *j, int rc)
+{
+	const char *msg = rf_writer_errmsg(j->w);
+
+	rf_cli_progress_finish(&j->progress);
+	rf_cli_error("%s", msg && *msg ? msg : rf_strerror(rc));
+	return -1;
+}
+
+/* Stop between blocks on Ctrl-C: the writer is aborted by the caller, so
+ * nothing is left on disk. */
+static int
+check_interrupt(pack_job *j)
+{
+	if (!rf_cli_interrupted())
+		return 0;
+	rf_cli_progress_finish(&j->progress);
+	return 1;
+}
+
+static int
+feed_npy(pack_job *j)
+{
+	uint64_t rec = 0;
+	uint64_t per;
+	rf_column cols[RF_MAX_FIELDS];
+
+	for (size_t i = 0; i < j->nfiles; i++)
+		rec += j->files[i].item_bytes;
+	per = rec >= PACK_BLOCK_BYTES ? 1 : PACK_BLOCK_BYTES / rec;
+	for (uint64_t s = 0; s < j->samples; s += per) {
+		uint64_t n = j->samples - s < per ? j->samples - s : per;
+		int rc;
+
+		if (check_interrupt(j))
+			return 1;
+		for (size_t i = 0; i < j->nfiles; i++) {
+			cols[i].data = j->files[i].data + s * j->files[i].item_bytes;
+			cols[i].offsets = NULL;
+		}
+		if ((rc = rf_writer_add_columns(j->w, n, cols)) < 0)
+			return writer_failed(j, rc);
+		j->done_bytes += n * rec;
+		rf_cli_progress_update(&j->progress, j->done_bytes);
+	}
+	return 0;
+}
+
+static int
+feed_raw(pack_job *j)
+{
+	uint32_t nf = j->schema.nfields;
+	uint64_t item[RF_MAX_FIELDS];
+	uint64_t rec = 0, per;
+	rf_column cols[RF_MAX_FIELDS];
+
+	for (uint32_t k = 0; k < nf; k++) {
+		item[k] = rf_field_item_bytes(&j->schema.fields[k]);
+		rec += item[k];
+	}
+	per = rec >= PACK_BLOCK_BYTES ? 1 : PACK_BLOCK_BYTES / rec;
+	if (nf > 1) {
+		/* Records interleave the fields; the writer takes columns, so
+		 * each block is split into one buffer per field. */
+		for (uint32_t k = 0; k < nf; k++) {
+			if (!(j->fbuf[k] = malloc(per * item[k]))) {
+				rf_cli_error("out of memory");
+				return -1;
+			}
+		}
+	}
+	for (size_t fi = 0; fi < j->nfiles; fi++) {
+		const input_file *f = &j->files[fi];
+		for (uint64_t s = 0; s < f->samples; s += per) {
+			uint64_t n = f->samples - s < per ? f->samples - s : per;
+			const unsigned char *src = f->data + s * rec;
+			int rc;
+
+			if (check_interrupt(j))
+				return 1;
+			if (nf == 1) {
+				cols[0].data = src;
+				cols[0].offsets = NULL;
+			} else {
+				for (uint64_t r = 0; r < n; r++) {
+					for (uint32_t k = 0; k < nf; k++) {
+						memcpy(j->fbuf[k] + r * item[k], src, item[k]);
+						src += item[k];
+					}
+				}
+				for (uint32_t k = 0; k < nf; k++) {
+					cols[k].data = j->fbuf[k];
+					cols[k].offsets = NULL;
+				}
+			}
+			if ((rc = rf_writer_add_columns(j->w, n, cols)) < 0)
+				return writer_failed(j, rc);
+			j->done_bytes += n * rec;
+			rf_cli_progress_update(&j->progress, j->done_bytes);
+		}
+	}
+	return 0;
+}
+
+static int
+feed_llmc(pack_job *j)
+{
+	uint64_t t = j->opt.seq_len;
+	uint64_t item = j->files[0].item_bytes;
+	uint32_t tb = j->files[0].llmc.token_bytes;
+	uint64_t per = item >= PACK_BLOCK_BYTES ? 1 : PACK_BLOCK_BYTES / item;
+	rf_column col = {NULL, NULL};
+
+	/* Consecutive samples share one token (sample i's last target is
+	 * sample i+1's first input), so windows are copied out, not pointed to. */
+	if (!(j->buf = malloc(per * item))) {
+		rf_cli_error("out of memory");
+		return -1;
+	}
+	col.data = j->buf;
+	for (size_t fi = 0; fi < j->nfiles; fi++) {
+		const input_file *f = &j->files[fi];
+		for (uint64_t s = 0; s < f->samples; s += per) {
+			uint64_t n = f->samples - s < per ? f->samples - s : per;
+			int rc;
+
+			if (check_interrupt(j))
+				return 1;
+			for (uint64_t r = 0; r < n; r++)
+				memcpy(j->buf + r * item, f->data + (s + r) * t * tb, item);
+			if ((rc = rf_writer_add_columns(j->w, n, &col)) < 0)
+				return writer_failed(j, rc);
+			j->done_bytes += n * t * tb;
+			rf_cli_progress_update(&j->progress, j->done_bytes);
+		}
+		j->done_bytes += f->data_bytes - f->samples * t * tb;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------ main */
+
+int
+rf_cmd_pack(int argc, char **argv)
+{
+	pack_job job;
+	pack_job *j = &job;
+	rf_writer_config cfg;
+	int rc, status = RF_CLI_FAIL;
+	double t0;
+	char a[24], b[24], c[24];
+
+	memset(j, 0, sizeof *j);
+	j->opt.inputs = calloc((size_t)argc, sizeof *j->opt.inputs);
+	j->opt.specs = calloc((size_t)argc, sizeof *j->opt.specs);
+	if (!j->opt.inputs || !j->opt.specs) {
+		rf_cli_error("out of memory");
+		goto out;
+	}
+	if ((rc = parse_args(&j->opt, argc, argv)) != 0) {
+		status = rc < 0 ? RF_CLI_OK : rc; /* -1: --help was printed */
+		goto out;
+	}
+	if (j->opt.mode != MODE_LLMC) {
+		j->files = calloc(j->opt.ninputs, sizeof *j->files);
+		if (!j->files) {
+			rf_cli_error("out of memory");
+			goto out;
+		}
+	}
+	switch (j->opt.mode) {
+	case MODE_NPY: rc = open_npy(j); break;
+	case MODE_RAW: rc = open_raw(j); break;
+	case MODE_LLMC: rc = open_llmc(j); break;
+	default: rc = -1; break;
+	}
+	if (rc < 0)
+		goto out;
+
+	rf_writer_config_init(&cfg);
+	cfg.zstd_level = j->opt.zstd_level;
+	if (j->opt.chunk_bytes)
+		cfg.chunk_bytes = j->opt.chunk_bytes;
+	cfg.shard_bytes = j->opt.shard_bytes;
+	cfg.threads = j->opt.threads;
+	cfg.log = pack_log;
+	log_last_error[0] = 0;
+	rf_cli_signals_install();
+	t0 = rf_cli_now();
+	if ((rc = rf_writer_open(&j->w, j->opt.out, &j->schema, &cfg)) < 0) {
+		rf_cli_error("%s: %s", j->opt.out, log_last_error[0] ? log_last_error : rf_strerror(rc));
+		goto out;
+	}
+	rf_cli_progress_start(&j->progress, "packing", j->in_bytes);
+	switch (j->opt.mode) {
+	case MODE_NPY: rc = feed_npy(j); break;
+	case MODE_RAW: rc = feed_raw(j); break;
+	default: rc = feed_llmc(j); break;
+	}
+	if (rc != 0) {
+		rf_writer_abort(&j->w);
+		if (rc > 0) {
+			rf_cli_error("interrupted; nothing written");
+			status = 128 + rf_cli_interrupted();
+		}
+		goto out;
+	}
+	rf_cli_progress_update(&j->progress, j->in_bytes);
+	{
+		uint64_t stored = rf_writer_bytes(j->w);
+		uint64_t samples = rf_writer_samples(j->w);
+		rf_cli_progress_finish(&j->progress);
+		log_last_error[0] = 0;
+		if ((rc = rf_writer_close(&j->w)) < 0) {
+			rf_cli_error("%s: %s", j->opt.out,
+				     log_last_error[0] ? log_last_error : rf_strerror(rc));
+			goto out;
+		}
+		double el = rf_cli_now() - t0;
+		rf_cli_note(1, "%" PRIu64 " samples, %s in, %s stored, %.1f s (%s/s) -> %s%s", samples,
+			    rf_cli_fmt_bytes(a, sizeof a, (double)j->in_bytes),
+			    rf_cli_fmt_bytes(b, sizeof b, (double)stored), el,
+			    rf_cli_fmt_bytes(c, sizeof c, el > 0 ? (double)j->in_bytes / el : 0),
+			    j->opt.out, j->opt.shard_bytes ? " (sharded)" : "");
+	}
+	status = RF_CLI_OK;
+out:
+	if (j->w)
+		rf_writer_abort(&j->w);
+	unmap_inputs(j);
+	if (j->opt.mode == MODE_LLMC)
+		for (size_t i = 0; i < j->nfiles; i++)
+			free((char *)j->files[i].path);
+	for (size_t k = 0; k < sizeof j->fbuf / sizeof j->fbuf[0]; k++)
+		free(j->fbuf[k]);
+	free(j->buf);
+	free(j->files);
+	free(j->opt.inputs);
+	free(j->opt.specs);
+	return status;
+}
