@@ -1,0 +1,599 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The host backend: "device" memory is host memory and each stream is a
+ * worker thread running a FIFO of ops (copy, event record, wait for an
+ * event), which gives CUDA's ordering rules without a GPU: work on one
+ * stream runs in order, streams run concurrently, a stream can wait for an
+ * event recorded on another, and host calls return before the work runs.
+ *
+ * Events follow cudaEvent semantics: each record bumps a generation; the
+ * event is complete when the newest record has been reached
+ * (completed >= recorded), so re-recording makes it pending again and a query
+ * reflects the latest record only.  A wait captures the generation current
+ * when it is enqueued.  An event never recorded counts as complete.
+ *
+ * Locking: one mutex per backend guards every queue, every event and the
+ * bookkeeping; copies run outside it.  Workers sleep on their stream's
+ * condvar; anything waiting for progress (event sync, stream sync, a stream
+ * waiting on an event) sleeps on the backend's `progress` condvar, which is
+ * broadcast whenever an op finishes.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "device/host.h"
+
+enum op_kind { OP_COPY, OP_RECORD, OP_WAIT };
+
+struct host_event;
+
+struct host_op {
+	enum op_kind kind;
+	void *dst;
+	const void *src;
+	size_t bytes;
+	struct host_event *ev;
+	uint64_t gen;
+	struct host_op *next;
+};
+
+struct host_event {
+	uint64_t recorded;   /* generation of the newest record */
+	uint64_t completed;  /* newest generation reached */
+	unsigned refs;       /* ops in queues that point here */
+	int destroyed;       /* freed when the last op lets go */
+	struct host_event *next, *prev;
+};
+
+struct host_stream {
+	struct host_dev *hd;
+	pthread_t thread;
+	pthread_cond_t cv;
+	struct host_op *head, *tail;
+	int hold, stop;
+	struct host_stream *next, *prev;
+};
+
+struct host_block {
+	void *p;
+	size_t bytes;
+};
+
+struct host_dev {
+	rf_device base;
+	pthread_mutex_t lock;
+	pthread_cond_t progress;
+	int closing;  /* close: waits are skipped so every worker can drain */
+	struct host_stream *streams;
+	struct host_event *events;
+	struct host_block *allocs, *regs;
+	unsigned nallocs, cap_allocs, nregs, cap_regs;
+	unsigned nstreams, nevents;
+	unsigned long long copies;
+};
+
+static const struct rf_device_ops host_ops;
+
+static struct host_dev *
+hd_of(rf_device *dev)
+{
+	return (struct host_dev *)dev;
+}
+
+/* rf_fail writes the owner's diag, which other threads may also write:
+ * called with the backend lock held so at least this backend's messages do
+ * not interleave. */
+#define HOST_FAIL(hd, code, ...) rf_fail((hd)->base.diag, (code), __VA_ARGS__)
+
+static void
+event_unref(struct host_dev *hd, struct host_event *ev)
+{
+	if (--ev->refs == 0 && ev->destroyed)
+		free(ev);
+	(void)hd;
+}
+
+static void *
+stream_worker(void *arg)
+{
+	struct host_stream *s = arg;
+	struct host_dev *hd = s->hd;
+	pthread_mutex_lock(&hd->lock);
+	for (;;) {
+		while ((!s->head || s->hold) && !s->stop)
+			pthread_cond_wait(&s->cv, &hd->lock);
+		if (!s->head)
+			break;
+		struct host_op *op = s->head;
+		switch (op->kind) {
+		case OP_COPY:
+			pthread_mutex_unlock(&hd->lock);
+			memcpy(op->dst, op->src, op->bytes);
+			pthread_mutex_lock(&hd->lock);
+			hd->copies++;
+			break;
+		case OP_RECORD:
+			if (op->ev->completed < op->gen)
+				op->ev->completed = op->gen;
+			break;
+		case OP_WAIT:
+			while (op->ev->completed < op->gen && !hd->closing)
+				pthread_cond_wait(&hd->progress, &hd->lock);
+			break;
+		}
+		/* The op leaves the queue only once done, so an empty queue
+		 * means the stream is idle (stream_sync). */
+		s->head = op->next;
+		if (!s->head)
+			s->tail = NULL;
+		if (op->ev)
+			event_unref(hd, op->ev);
+		free(op);
+		pthread_cond_broadcast(&hd->progress);
+	}
+	pthread_mutex_unlock(&hd->lock);
+	return NULL;
+}
+
+static int
+enqueue(struct host_dev *hd, struct host_stream *s, struct host_op *op)
+{
+	op->next = NULL;
+	if (s->tail)
+		s->tail->next = op;
+	else
+		s->head = op;
+	s->tail = op;
+	pthread_cond_signal(&s->cv);
+	return 0;
+}
+
+static int
+track(struct host_block **arr, unsigned *n, unsigned *cap, void *p, size_t bytes)
+{
+	if (*n == *cap) {
+		unsigned nc = *cap ? *cap * 2 : 16;
+		struct host_block *na = realloc(*arr, nc * sizeof *na);
+		if (!na)
+			return -ENOMEM;
+		*arr = na;
+		*cap = nc;
+	}
+	(*arr)[*n].p = p;
+	(*arr)[*n].bytes = bytes;
+	(*n)++;
+	return 0;
+}
+
+static int
+untrack(struct host_block *arr, unsigned *n, void *p)
+{
+	for (unsigned i = 0; i < *n; i++) {
+		if (arr[i].p == p) {
+			arr[i] = arr[--(*n)];
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static int
+host_alloc(rf_device *dev, size_t bytes, void **dptr)
+{
+	struct host_dev *hd = hd_of(dev);
+	void *p = NULL;
+	/* 256-byte alignment: what cudaMalloc guarantees, and what batch
+	 * layouts assume. */
+	if (posix_memalign(&p, 256, bytes ? bytes : 1) != 0) {
+		pthread_mutex_lock(&hd->lock);
+		int ret = HOST_FAIL(hd, -ENOMEM, "host: cannot allocate %zu bytes of device memory", bytes);
+		pthread_mutex_unlock(&hd->lock);
+		return ret;
+	}
+	pthread_mutex_lock(&hd->lock);
+	int ret = track(&hd->allocs, &hd->nallocs, &hd->cap_allocs, p, bytes);
+	pthread_mutex_unlock(&hd->lock);
+	if (ret < 0) {
+		free(p);
+		return ret;
+	}
+	*dptr = p;
+	return 0;
+}
+
+static int
+host_free(rf_device *dev, void *dptr)
+{
+	struct host_dev *hd = hd_of(dev);
+	if (!dptr)
+		return 0;
+	pthread_mutex_lock(&hd->lock);
+	int ret = untrack(hd->allocs, &hd->nallocs, dptr);
+	if (ret < 0)
+		ret = HOST_FAIL(hd, -EINVAL, "host: free of %p, which alloc did not return", dptr);
+	pthread_mutex_unlock(&hd->lock);
+	if (ret == 0)
+		free(dptr);
+	return ret;
+}
+
+static int
+host_register(rf_device *dev, void *p, size_t bytes)
+{
+	struct host_dev *hd = hd_of(dev);
+	int ret = 0;
+	pthread_mutex_lock(&hd->lock);
+	/* cudaHostRegister refuses a range overlapping a registered one. */
+	for (unsigned i = 0; i < hd->nregs; i++) {
+		char *a = hd->regs[i].p, *b = p;
+		if (b < a + hd->regs[i].bytes && a < b + bytes) {
+			ret = HOST_FAIL(hd, -EEXIST, "host: register of %zu bytes at %p overlaps a registered range",
+					bytes, p);
+			break;
+		}
+	}
+	if (ret == 0)
+		ret = track(&hd->regs, &hd->nregs, &hd->cap_regs, p, bytes);
+	pthread_mutex_unlock(&hd->lock);
+	return ret;
+}
+
+static int
+host_unregister(rf_device *dev, void *p)
+{
+	struct host_dev *hd = hd_of(dev);
+	pthread_mutex_lock(&hd->lock);
+	int ret = untrack(hd->regs, &hd->nregs, p);
+	if (ret < 0)
+		ret = HOST_FAIL(hd, -EINVAL, "host: unregister of %p, which is not registered", p);
+	pthread_mutex_unlock(&hd->lock);
+	return ret;
+}
+
+static int
+host_stream_create(rf_device *dev, void **stream)
+{
+	struct host_dev *hd = hd_of(dev);
+	struct host_stream *s = calloc(1, sizeof *s);
+	if (!s)
+		return -ENOMEM;
+	s->hd = hd;
+	pthread_cond_init(&s->cv, NULL);
+	int err = pthread_create(&s->thread, NULL, stream_worker, s);
+	if (err) {
+		pthread_cond_destroy(&s->cv);
+		free(s);
+		pthread_mutex_lock(&hd->lock);
+		int ret = HOST_FAIL(hd, -err, "host: cannot start a stream thread: %s", rf_strerror(-err));
+		pthread_mutex_unlock(&hd->lock);
+		return ret;
+	}
+	pthread_mutex_lock(&hd->lock);
+	s->next = hd->streams;
+	if (hd->streams)
+		hd->streams->prev = s;
+	hd->streams = s;
+	hd->nstreams++;
+	pthread_mutex_unlock(&hd->lock);
+	*stream = s;
+	return 0;
+}
+
+/* Called with the lock held; returns with it held, the stream freed. */
+static void
+stream_stop(struct host_dev *hd, struct host_stream *s)
+{
+	/* Like cudaStreamDestroy, queued work still runs. */
+	s->hold = 0;
+	s->stop = 1;
+	pthread_cond_signal(&s->cv);
+	pthread_mutex_unlock(&hd->lock);
+	pthread_join(s->thread, NULL);
+	pthread_mutex_lock(&hd->lock);
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		hd->streams = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	hd->nstreams--;
+	pthread_cond_destroy(&s->cv);
+	free(s);
+}
+
+static int
+host_stream_destroy(rf_device *dev, void *stream)
+{
+	struct host_dev *hd = hd_of(dev);
+	if (!stream)
+		return 0;
+	pthread_mutex_lock(&hd->lock);
+	stream_stop(hd, stream);
+	pthread_mutex_unlock(&hd->lock);
+	return 0;
+}
+
+static int
+host_event_create(rf_device *dev, void **event)
+{
+	struct host_dev *hd = hd_of(dev);
+	struct host_event *ev = calloc(1, sizeof *ev);
+	if (!ev)
+		return -ENOMEM;
+	pthread_mutex_lock(&hd->lock);
+	ev->next = hd->events;
+	if (hd->events)
+		hd->events->prev = ev;
+	hd->events = ev;
+	hd->nevents++;
+	pthread_mutex_unlock(&hd->lock);
+	*event = ev;
+	return 0;
+}
+
+static void
+event_unlink(struct host_dev *hd, struct host_event *ev)
+{
+	if (ev->prev)
+		ev->prev->next = ev->next;
+	else
+		hd->events = ev->next;
+	if (ev->next)
+		ev->next->prev = ev->prev;
+	hd->nevents--;
+	/* Like cudaEventDestroy: ops still queued keep it alive. */
+	ev->destroyed = 1;
+	if (ev->refs == 0)
+		free(ev);
+}
+
+static int
+host_event_destroy(rf_device *dev, void *event)
+{
+	struct host_dev *hd = hd_of(dev);
+	if (!event)
+		return 0;
+	pthread_mutex_lock(&hd->lock);
+	event_unlink(hd, event);
+	pthread_mutex_unlock(&hd->lock);
+	return 0;
+}
+
+static int
+host_copy_h2d_async(rf_device *dev, void *dst, const void *src, size_t bytes, void *stream)
+{
+	struct host_dev *hd = hd_of(dev);
+	if (!bytes)
+		return 0;
+	if (!stream) {
+		memcpy(dst, src, bytes);
+		return 0;
+	}
+	struct host_op *op = calloc(1, sizeof *op);
+	if (!op)
+		return -ENOMEM;
+	op->kind = OP_COPY;
+	op->dst = dst;
+	op->src = src;
+	op->bytes = bytes;
+	pthread_mutex_lock(&hd->lock);
+	enqueue(hd, stream, op);
+	pthread_mutex_unlock(&hd->lock);
+	return 0;
+}
+
+static int
+host_copy_d2h(rf_device *dev, void *dst, const void *src, size_t bytes)
+{
+	if (bytes)
+		memcpy(dst, src, bytes);
+	return 0;
+}
+
+static int
+host_event_record(rf_device *dev, void *event, void *stream)
+{
+	struct host_dev *hd = hd_of(dev);
+	struct host_event *ev = event;
+	struct host_op *op = NULL;
+	if (stream && !(op = calloc(1, sizeof *op)))
+		return -ENOMEM;
+	pthread_mutex_lock(&hd->lock);
+	uint64_t gen = ++ev->recorded;
+	if (!stream) {
+		ev->completed = gen;
+		pthread_cond_broadcast(&hd->progress);
+	} else {
+		op->kind = OP_RECORD;
+		op->ev = ev;
+		op->gen = gen;
+		ev->refs++;
+		enqueue(hd, stream, op);
+	}
+	pthread_mutex_unlock(&hd->lock);
+	return 0;
+}
+
+static int
+host_event_query(rf_device *dev, void *event)
+{
+	struct host_dev *hd = hd_of(dev);
+	struct host_event *ev = event;
+	pthread_mutex_lock(&hd->lock);
+	int ret = ev->completed >= ev->recorded ? 0 : -EAGAIN;
+	pthread_mutex_unlock(&hd->lock);
+	return ret;
+}
+
+static int
+host_event_sync(rf_device *dev, void *event)
+{
+	struct host_dev *hd = hd_of(dev);
+	struct host_event *ev = event;
+	pthread_mutex_lock(&hd->lock);
+	uint64_t gen = ev->recorded;
+	while (ev->completed < gen && !hd->closing)
+		pthread_cond_wait(&hd->progress, &hd->lock);
+	pthread_mutex_unlock(&hd->lock);
+	return 0;
+}
+
+static int
+host_stream_wait_event(rf_device *dev, void *stream, void *event)
+{
+	struct host_dev *hd = hd_of(dev);
+	struct host_event *ev = event;
+	struct host_op *op = NULL;
+	if (stream && !(op = calloc(1, sizeof *op)))
+		return -ENOMEM;
+	pthread_mutex_lock(&hd->lock);
+	uint64_t gen = ev->recorded;
+	if (ev->completed >= gen) {
+		free(op); /* nothing to wait for */
+	} else if (!stream) {
+		/* The synchronous stream is the caller: it blocks. */
+		while (ev->completed < gen && !hd->closing)
+			pthread_cond_wait(&hd->progress, &hd->lock);
+	} else {
+		op->kind = OP_WAIT;
+		op->ev = ev;
+		op->gen = gen;
+		ev->refs++;
+		enqueue(hd, stream, op);
+	}
+	pthread_mutex_unlock(&hd->lock);
+	return 0;
+}
+
+static int
+host_stream_sync(rf_device *dev, void *stream)
+{
+	struct host_dev *hd = hd_of(dev);
+	struct host_stream *s = stream;
+	if (!s)
+		return 0; /* the NULL stream's work ran in its callers */
+	pthread_mutex_lock(&hd->lock);
+	while (s->head && !hd->closing)
+		pthread_cond_wait(&hd->progress, &hd->lock);
+	pthread_mutex_unlock(&hd->lock);
+	return 0;
+}
+
+static int
+host_mem_info(rf_device *dev, size_t *free_bytes, size_t *total_bytes)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	long avail = sysconf(_SC_AVPHYS_PAGES);
+	long total = sysconf(_SC_PHYS_PAGES);
+	if (page <= 0 || avail < 0 || total <= 0)
+		return -ENOSYS;
+	*free_bytes = (size_t)avail * (size_t)page;
+	*total_bytes = (size_t)total * (size_t)page;
+	return 0;
+}
+
+static void
+host_close(rf_device *dev)
+{
+	struct host_dev *hd = hd_of(dev);
+	pthread_mutex_lock(&hd->lock);
+	/* Queued copies still run (their memory is still ours), but waits
+	 * for events that will never fire are dropped. */
+	hd->closing = 1;
+	pthread_cond_broadcast(&hd->progress);
+	while (hd->streams)
+		stream_stop(hd, hd->streams);
+	while (hd->events)
+		event_unlink(hd, hd->events);
+	pthread_mutex_unlock(&hd->lock);
+	for (unsigned i = 0; i < hd->nallocs; i++)
+		free(hd->allocs[i].p);
+	free(hd->allocs);
+	free(hd->regs);
+	pthread_cond_destroy(&hd->progress);
+	pthread_mutex_destroy(&hd->lock);
+	free(hd);
+}
+
+static const struct rf_device_ops host_ops = {
+	.name = "host",
+	.alloc = host_alloc,
+	.free = host_free,
+	.host_register = host_register,
+	.host_unregister = host_unregister,
+	.stream_create = host_stream_create,
+	.stream_destroy = host_stream_destroy,
+	.event_create = host_event_create,
+	.event_destroy = host_event_destroy,
+	.copy_h2d_async = host_copy_h2d_async,
+	.copy_d2h = host_copy_d2h,
+	.event_record = host_event_record,
+	.event_query = host_event_query,
+	.event_sync = host_event_sync,
+	.stream_wait_event = host_stream_wait_event,
+	.stream_sync = host_stream_sync,
+	.mem_info = host_mem_info,
+	.close = host_close,
+};
+
+int
+rf_device_open_host(rf_device **out, rf_diag *diag)
+{
+	*out = NULL;
+	struct host_dev *hd = calloc(1, sizeof *hd);
+	if (!hd)
+		return rf_fail(diag, -ENOMEM, "host: out of memory");
+	hd->base.ops = &host_ops;
+	hd->base.diag = diag;
+	hd->base.index = 0;
+	strcpy(hd->base.desc, "host");
+	pthread_mutex_init(&hd->lock, NULL);
+	pthread_cond_init(&hd->progress, NULL);
+	*out = &hd->base;
+	return 0;
+}
+
+int
+rf_device_is_host(const rf_device *dev)
+{
+	return dev && dev->ops == &host_ops;
+}
+
+int
+rf_device_host_counts(rf_device *dev, struct rf_device_host_counts *c)
+{
+	if (!rf_device_is_host(dev))
+		return -EINVAL;
+	struct host_dev *hd = hd_of(dev);
+	memset(c, 0, sizeof *c);
+	pthread_mutex_lock(&hd->lock);
+	c->allocs = hd->nallocs;
+	for (unsigned i = 0; i < hd->nallocs; i++)
+		c->alloc_bytes += hd->allocs[i].bytes;
+	c->registrations = hd->nregs;
+	for (unsigned i = 0; i < hd->nregs; i++)
+		c->registered_bytes += hd->regs[i].bytes;
+	c->streams = hd->nstreams;
+	c->events = hd->nevents;
+	c->copies = hd->copies;
+	pthread_mutex_unlock(&hd->lock);
+	return 0;
+}
+
+int
+rf_device_host_hold(rf_device *dev, void *stream, int hold)
+{
+	if (!rf_device_is_host(dev) || !stream)
+		return -EINVAL;
+	struct host_dev *hd = hd_of(dev);
+	struct host_stream *s = stream;
+	pthread_mutex_lock(&hd->lock);
+	s->hold = hold != 0;
+	pthread_cond_signal(&s->cv);
+	pthread_mutex_unlock(&hd->lock);
+	return 0;
+}

@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The reader's private state, shared by io.c (files, requests, the common
+ * completion path) and the two engines (uring.c, pread.c).
+ */
+#ifndef RF_IO_IMPL_H
+#define RF_IO_IMPL_H
+
+#include <liburing.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "io/io.h"
+
+enum rf_io_kind {
+	RF_IO_URING = 1,
+	RF_IO_PREAD = 2,
+};
+
+/* Largest piece one read request asks the kernel for.  A request's length is
+ * 32 bits and the kernel caps a read at about 2 GiB anyway; larger reads go
+ * out as successive pieces, like a short read. */
+#define RF_IO_MAX_PIECE ((size_t)1 << 30)
+
+/* The kernel refuses a registered buffer larger than 1 GiB (io_uring's
+ * io_buffer_validate), so a larger region is registered as 1 GiB iovecs and a
+ * read is split where it crosses one's end. */
+#define RF_IO_BUF_SHIFT 30
+
+struct rf_io_file {
+	int fd;
+	int direct;  /* opened with O_DIRECT */
+	int fixed;   /* index in io_uring's registered file table, or -1 */
+	char *path;
+};
+
+struct rf_io_req {
+	uint64_t tag;
+	uint64_t offset;  /* file offset of the whole read */
+	char *buf;
+	size_t len;
+	size_t done;      /* bytes in so far */
+	size_t piece;     /* length asked for by the request in flight */
+	int file;
+	int64_t res;      /* pread engine: result of the finished request */
+	unsigned again;   /* consecutive -EAGAIN/-EINTR retries */
+};
+
+struct rf_io {
+	rf_diag *diag;
+	enum rf_io_kind kind;
+	const char *engine;
+	unsigned qd;
+	int want_direct;
+	void *region;
+	size_t region_bytes;
+
+	struct rf_io_file *files;
+	unsigned nfiles, files_cap;
+	int warned_buffered;   /* the O_DIRECT fallback was logged */
+
+	/* Request slots: at most qd, reused from a free stack. */
+	struct rf_io_req *reqs;
+	unsigned *free_stack;
+	unsigned nfree;
+	/* Completed reads not yet handed to the caller (a ring of qd). */
+	rf_io_done *ready;
+	unsigned ready_head, ready_count;
+	/* Reads given by rf_io_read and not yet returned by rf_io_wait. */
+	unsigned outstanding;
+
+	/* Test hooks (RINGFEED_IO_FAIL_AT, RINGFEED_IO_REFUSE_DIRECT). */
+	uint64_t fail_at;
+	int refuse_direct;
+
+	/* io_uring engine. */
+	struct io_uring ring;
+	int ring_ok;
+	int bufs_registered;
+	unsigned nbufs;
+	int files_registered;
+	unsigned fixed_cap;
+	unsigned to_submit;    /* SQEs prepared and not yet submitted */
+	unsigned in_kernel;    /* requests submitted and not completed */
+
+	/* pread engine: pending requests are handed to the pool by submit;
+	 * workers push finished requests on the done queue. */
+	pthread_t *threads;
+	unsigned nthreads;
+	pthread_mutex_t lock;
+	pthread_cond_t work_cv, done_cv;
+	int lock_ok;
+	int stop;
+	unsigned *pending;     /* reader thread only, no lock */
+	unsigned npending;
+	unsigned *work;        /* ring of qd, under lock */
+	unsigned work_head, work_count;
+	unsigned *fin;         /* ring of qd, under lock */
+	unsigned fin_head, fin_count;
+	unsigned busy;         /* requests handed to the pool, not yet reaped */
+};
+
+/* Common completion path (io.c): a request finished with `res` for its last
+ * piece; decides between done, EOF, error and resubmission.  Returns 1 when
+ * the request must be issued again for the rest. */
+int rf_io_finish_piece(rf_io *io, unsigned idx, int64_t res);
+
+/* io_uring engine (uring.c). */
+int rf_io_uring_setup(rf_io *io, int forced);
+void rf_io_uring_teardown(rf_io *io);
+int rf_io_uring_add_file(rf_io *io, struct rf_io_file *f, unsigned index);
+void rf_io_uring_queue(rf_io *io, unsigned idx);
+int rf_io_uring_submit(rf_io *io);
+int rf_io_uring_reap(rf_io *io, unsigned min);
+
+/* pread engine (pread.c). */
+int rf_io_pread_setup(rf_io *io);
+void rf_io_pread_teardown(rf_io *io);
+void rf_io_pread_queue(rf_io *io, unsigned idx);
+int rf_io_pread_submit(rf_io *io);
+int rf_io_pread_reap(rf_io *io, unsigned min);
+
+/* Whether a piece of a request covers the RINGFEED_IO_FAIL_AT offset. */
+static inline int
+rf_io_hits_fail(const rf_io *io, const struct rf_io_req *r, size_t piece)
+{
+	uint64_t at = r->offset + r->done;
+	return RF_UNLIKELY(io->fail_at != UINT64_MAX) && io->fail_at >= at && io->fail_at - at < piece;
+}
+
+#endif
