@@ -210,11 +210,23 @@ verify_shard(verify_state *vs, const char *path)
 		rc = rf_dataset_verify_chunk(ds, k);
 		if (rc < 0) {
 			const char *m = rf_dataset_errmsg(ds);
-			snprintf(msg, sizeof msg,
-				 "chunk %" PRIu64 " (samples %" PRIu64 "..%" PRIu64
-				 ") at byte offset %" PRIu64 ": %s",
-				 k, ci.first_sample, ci.first_sample + ci.samples - 1, ci.offset,
-				 m && *m ? m : rf_strerror(rc));
+			size_t plen = strlen(path);
+			char head[32];
+			if (!m || !*m)
+				m = rf_strerror(rc);
+			/* The library's message usually names the shard, chunk
+			 * and offset already; do not say it twice. */
+			if (strncmp(m, path, plen) == 0 && strncmp(m + plen, ": ", 2) == 0)
+				m += plen + 2;
+			snprintf(head, sizeof head, "chunk %" PRIu64 " ", k);
+			if (strncmp(m, head, strlen(head)) == 0)
+				snprintf(msg, sizeof msg, "%s", m);
+			else
+				snprintf(msg, sizeof msg,
+					 "chunk %" PRIu64 " (samples %" PRIu64 "..%" PRIu64
+					 ") at byte offset %" PRIu64 ": %s",
+					 k, ci.first_sample, ci.first_sample + ci.samples - 1,
+					 ci.offset, m);
 			problem(vs, path, msg);
 			bad++;
 		}

@@ -1,0 +1,108 @@
+# SPDX-License-Identifier: MIT
+# Description: the tool's command line and its refusals: help and version;
+# bad usage exits 2 naming the option (unknown options, missing arguments,
+# bad values, mixed inputs, unknown commands); bad .npy inputs (Fortran
+# order, object dtype, big-endian, truncated data, trailing bytes,
+# mismatched lengths, not a .npy, bad field name) exit 1 with a clear message
+# and leave no output file; export of a missing field fails cleanly.
+import os
+
+import numpy as np
+
+from clitest import TempDir, check, finish, run
+
+with TempDir() as tmp:
+    # Help and version.
+    rc, out, _ = run("--help", expect=0)
+    for cmd in ["pack", "info", "verify", "export"]:
+        check(cmd in out, "--help lacks %s" % cmd)
+    for cmd in ["pack", "info", "verify", "export"]:
+        rc, out1, _ = run("help", cmd, expect=0)
+        rc, out2, _ = run(cmd, "--help", expect=0)
+        check(out1 == out2 and ("ringfeed " + cmd) in out1, "help for %s" % cmd)
+    rc, out, _ = run("--version", expect=0)
+    check(out.startswith("ringfeed ") and out.strip().split()[-1].count(".") == 2,
+          "version %r" % out)
+    run("help", "nosuch", expect=2)
+    rc, _, err = run("nosuch", expect=2)
+    check("nosuch" in err, "unknown command message %r" % err)
+    run(expect=2)
+
+    good = os.path.join(tmp, "good.npy")
+    np.save(good, np.arange(10, dtype="<i4"))
+    out = os.path.join(tmp, "out.rfs")
+
+    usage_cases = [
+        (["pack", "--foo", "-o", out, "a=" + good], "'--foo'"),
+        (["pack", "--foo=3", "-o", out, "a=" + good], "'--foo'"),
+        (["pack", "-Z", "-o", out, "a=" + good], "'-Z'"),
+        (["pack", "-o", out, "a=" + good, "--zstd"], "'--zstd'"),
+        (["pack", "-o", out, "--zstd", "23", "a=" + good], "--zstd"),
+        (["pack", "-o", out, "--zstd", "x", "a=" + good], "--zstd"),
+        (["pack", "-o", out, "-j", "0", "a=" + good], "-j"),
+        (["pack", "-o", out, "--shard-bytes", "1X", "a=" + good], "--shard-bytes"),
+        (["pack", "a=" + good], "-o"),
+        (["pack", "-o", out], "input"),
+        (["pack", "-o", out, good], "NAME=FILE"),
+        (["pack", "-o", out, "a=" + good, "--raw", good, "--field", "x:u8"], "mix"),
+        (["pack", "-o", out, "--seq-len", "4", "a=" + good], "--seq-len"),
+        (["info", "--bogus", out], "'--bogus'"),
+        (["info"], "PATH"),
+        (["info", "--json=1", out], "'--json'"),
+        (["verify", "-x", out], "'-x'"),
+        (["export", out, "-o", out + ".npy"], "--field"),
+        (["export", out, "--field", "a"], "-o"),
+        (["export", "--what", out], "'--what'"),
+    ]
+    for args, needle in usage_cases:
+        rc, _, err = run(*args, expect=2)
+        check(needle in err and "usage:" in err, "%s: message %r" % (args, err))
+        check(err.startswith("ringfeed " + args[0] + ": "), "%s: prefix %r" % (args, err))
+    check(not os.path.exists(out), "output written on bad usage")
+
+    def bad_npy(name, content_fn, needle):
+        p = os.path.join(tmp, name + ".npy")
+        content_fn(p)
+        rc, _, err = run("pack", "-q", "-o", out, "b=" + good, "a=" + p, expect=1)
+        check(needle.lower() in err.lower() and name in err, "%s: message %r" % (name, err))
+        check(not os.path.exists(out), "%s: output left behind" % name)
+
+    bad_npy("fortran", lambda p: np.save(p, np.asfortranarray(np.ones((10, 3), "<f4"))),
+            "Fortran order")
+    bad_npy("object", lambda p: np.save(p, np.array([1, "a", None] * 3 + [2], dtype=object),
+                                        allow_pickle=True), "object")
+    bad_npy("bigendian", lambda p: np.save(p, np.ones(10, ">f8")), "big-endian")
+
+    def truncated(p):
+        np.save(p, np.ones((10, 4), "<f4"))
+        with open(p, "r+b") as f:
+            f.truncate(os.path.getsize(p) - 3)
+    bad_npy("truncated", truncated, "truncated")
+
+    def trailing(p):
+        np.save(p, np.ones((10, 4), "<f4"))
+        with open(p, "ab") as f:
+            f.write(b"\0" * 8)
+    bad_npy("trailing", trailing, "after the array data")
+    bad_npy("mismatch", lambda p: np.save(p, np.ones((11, 2), "<u1")), "samples")
+    bad_npy("notnpy", lambda p: open(p, "wb").write(b"hello, world" * 10), "not a .npy")
+    bad_npy("scalar", lambda p: np.save(p, np.float32(3)), "samples axis")
+    bad_npy("unicode", lambda p: np.save(p, np.array(["ab"] * 10)), "unicode")
+    rc, _, err = run("pack", "-q", "-o", out, "a=" + os.path.join(tmp, "missing.npy"), expect=1)
+    check("missing.npy" in err, "missing file message %r" % err)
+    rc, _, err = run("pack", "-q", "-o", out, "bad name=" + good, expect=1)
+    check("field name" in err, "bad name message %r" % err)
+    rc, _, err = run("pack", "-q", "-o", out, "a=" + good, "a=" + good, expect=1)
+    check("twice" in err, "duplicate name message %r" % err)
+    check(not os.path.exists(out), "output left behind")
+
+    # Export: a missing field, an unreadable dataset.
+    run("pack", "-q", "-o", out, "a=" + good, expect=0)
+    npy = os.path.join(tmp, "x.npy")
+    rc, _, err = run("export", out, "--field", "nope", "-o", npy, expect=1)
+    check("nope" in err and "a" in err, "missing field message %r" % err)
+    check(not os.path.exists(npy), "export output left after a failure")
+    rc, _, err = run("export", good, "--field", "a", "-o", npy, expect=1)
+    check(not os.path.exists(npy), "export output left after a failure")
+    check(not [f for f in os.listdir(tmp) if ".tmp." in f], "temporary files left behind")
+finish()
