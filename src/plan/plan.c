@@ -1,0 +1,606 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The epoch order: chunk order, window segments, rank slices and the read
+ * sequence.  plan.h describes the order; this file holds the why of the
+ * tables.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/plan_impl.h"
+
+/* Tags that keep the keys of the different uses apart. */
+enum {
+	TAG_CHUNKS = 1,
+	TAG_FULL = 2,
+	TAG_SEGMENT = 3,
+	TAG_GROUP = 4,
+};
+
+static uint64_t
+plan_key(uint64_t seed, uint64_t epoch, uint64_t tag, uint64_t idx)
+{
+	uint64_t h = rf_plan_mix64(seed ^ 0x243F6A8885A308D3ull);
+	h = rf_plan_mix64(h ^ (epoch + 0x9E3779B97F4A7C15ull));
+	h = rf_plan_mix64(h ^ (tag * 0xD1B54A32D192ED03ull));
+	return rf_plan_mix64(h ^ (idx + 0x9E3779B97F4A7C15ull));
+}
+
+static const char *const mode_names[] = {"none", "chunks", "window", "full"};
+static const char *const tail_names[] = {"drop", "pad", "keep"};
+
+const char *
+rf_plan_mode_name(enum rf_plan_mode mode)
+{
+	return (unsigned)mode < 4 ? mode_names[mode] : NULL;
+}
+
+int
+rf_plan_mode_parse(const char *name, enum rf_plan_mode *out)
+{
+	for (unsigned i = 0; i < 4; i++) {
+		if (strcmp(name, mode_names[i]) == 0) {
+			*out = (enum rf_plan_mode)i;
+			return 0;
+		}
+	}
+	return RF_EUSAGE;
+}
+
+const char *
+rf_plan_tail_name(enum rf_plan_tail tail)
+{
+	return (unsigned)tail < 3 ? tail_names[tail] : NULL;
+}
+
+int
+rf_plan_tail_parse(const char *name, enum rf_plan_tail *out)
+{
+	for (unsigned i = 0; i < 3; i++) {
+		if (strcmp(name, tail_names[i]) == 0) {
+			*out = (enum rf_plan_tail)i;
+			return 0;
+		}
+	}
+	return RF_EUSAGE;
+}
+
+uint32_t
+rf_plan_default_window(uint64_t pinned_budget, uint64_t avg_chunk_raw_bytes)
+{
+	if (avg_chunk_raw_bytes == 0)
+		return RF_PLAN_WINDOW_MAX;
+	uint64_t w = pinned_budget / 2 / avg_chunk_raw_bytes;
+	if (w > RF_PLAN_WINDOW_MAX)
+		w = RF_PLAN_WINDOW_MAX;
+	w &= ~UINT64_C(1);
+	if (w < RF_PLAN_WINDOW_MIN)
+		w = RF_PLAN_WINDOW_MIN;
+	return (uint32_t)w;
+}
+
+void
+rf_plan_params_init(rf_plan_params *p)
+{
+	memset(p, 0, sizeof *p);
+	p->world = 1;
+	p->batch = 1;
+	p->window = 16;
+	p->mode = RF_PLAN_WINDOW;
+	p->tail = RF_PLAN_DROP;
+}
+
+static void
+geom_compute(struct rf_plan_geom *g, uint64_t n, const rf_plan_params *pp)
+{
+	g->G = (uint64_t)pp->world * pp->batch;
+	g->nfull = n / g->G;
+	g->base = g->nfull * g->G;
+	g->nbatches = g->nfull;
+	g->tail_s = 0;
+	uint64_t rem = n - g->base;
+	if (pp->tail == RF_PLAN_PAD && rem > 0) {
+		g->nbatches++;
+	} else if (pp->tail == RF_PLAN_KEEP && rem / pp->world > 0) {
+		g->tail_s = rem / pp->world;
+		g->nbatches++;
+	}
+}
+
+/* Index i of the sorted array a[0..len) with a[i] <= x < a[i+1]: the last
+ * entry not above x.  Requires a[0] <= x < a[len - 1]. */
+static uint64_t
+find_le(const uint64_t *a, uint64_t len, uint64_t x)
+{
+	uint64_t lo = 0, hi = len - 1; /* a[lo] <= x < a[hi] */
+	while (hi - lo > 1) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		if (a[mid] <= x)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Whether rank pp->rank receives a real sample (one that is not a pad) at a
+ * global position in [a, b).  [a, b) is shorter than G where it overlaps the
+ * full batches, or else certainly hits a slice. */
+static int
+rank_touches(const rf_plan *plan, const rf_plan_params *pp, const struct rf_plan_geom *g,
+	     uint64_t a, uint64_t b)
+{
+	uint64_t B = pp->batch, off = (uint64_t)pp->rank * B;
+	uint64_t full_end = g->base;
+	if (a < full_end) {
+		uint64_t e = b < full_end ? b : full_end;
+		if (e - a >= g->G)
+			return 1;
+		for (uint64_t k = a / g->G; k <= a / g->G + 1 && k < g->nfull; k++) {
+			uint64_t lo = k * g->G + off, hi = lo + B;
+			if (lo < e && a < hi)
+				return 1;
+		}
+	}
+	if (g->nbatches > g->nfull) {
+		uint64_t lo, hi;
+		if (pp->tail == RF_PLAN_PAD) {
+			lo = g->base + off;
+			hi = lo + B < plan->n ? lo + B : plan->n;
+			/* A rank with no real sample at all pads with P(N - 1). */
+			if (g->nfull == 0 && lo >= plan->n && a <= plan->n - 1 && plan->n - 1 < b)
+				return 1;
+		} else {
+			lo = g->base + (uint64_t)pp->rank * g->tail_s;
+			hi = lo + g->tail_s;
+		}
+		if (lo < hi && lo < b && a < hi)
+			return 1;
+	}
+	return 0;
+}
+
+void
+rf_plan_epoch_free(struct rf_plan_epoch *ep)
+{
+	free(ep->perm);
+	free(ep->pstart);
+	free(ep->readidx);
+	free(ep->reads);
+	free(ep->segstart);
+	free(ep->grp_read);
+	memset(ep, 0, sizeof *ep);
+}
+
+/* An unbiased draw in [0, bound) from a splitmix64 stream: values below
+ * 2^64 mod bound are rejected so that every residue is equally likely. */
+static uint64_t
+rng_below(uint64_t *state, uint64_t bound)
+{
+	uint64_t threshold = (0 - bound) % bound;
+	for (;;) {
+		*state += 0x9E3779B97F4A7C15ull;
+		uint64_t x = rf_plan_mix64(*state);
+		if (x >= threshold)
+			return x % bound;
+	}
+}
+
+int
+rf_plan_epoch_build(const rf_plan *plan, const rf_plan_params *pp, struct rf_plan_epoch *ep)
+{
+	uint64_t C = plan->nchunks;
+	memset(ep, 0, sizeof *ep);
+	geom_compute(&ep->geom, plan->n, pp);
+	if (pp->mode == RF_PLAN_FULL) {
+		rf_perm_init(&ep->full, plan->n, plan_key(pp->seed, pp->epoch, TAG_FULL, 0));
+		return 0;
+	}
+	/* +1 keeps the allocations non-empty when C = 0. */
+	ep->perm = malloc((C + 1) * sizeof *ep->perm);
+	ep->pstart = malloc((C + 1) * sizeof *ep->pstart);
+	ep->readidx = malloc((C + 1) * sizeof *ep->readidx);
+	ep->reads = malloc((C + 1) * sizeof *ep->reads);
+	if (!ep->perm || !ep->pstart || !ep->readidx || !ep->reads)
+		goto nomem;
+	for (uint64_t c = 0; c < C; c++)
+		ep->perm[c] = (uint32_t)c;
+	if (pp->mode != RF_PLAN_NONE) {
+		uint64_t st = plan_key(pp->seed, pp->epoch, TAG_CHUNKS, 0);
+		for (uint64_t i = C; i > 1; i--) {
+			uint64_t j = rng_below(&st, i);
+			uint32_t t = ep->perm[i - 1];
+			ep->perm[i - 1] = ep->perm[j];
+			ep->perm[j] = t;
+		}
+	}
+	ep->pstart[0] = 0;
+	for (uint64_t j = 0; j < C; j++) {
+		uint32_t c = ep->perm[j];
+		ep->pstart[j + 1] = ep->pstart[j] + (plan->start[c + 1] - plan->start[c]);
+	}
+	/* The read sequence.  Window mode reads every non-empty chunk: the
+	 * window's samples are spread over every global batch of its segments,
+	 * hence over every rank.  The other modes read only the chunks this
+	 * rank takes a sample from. */
+	for (uint64_t j = 0; j < C; j++) {
+		uint64_t a = ep->pstart[j], b = ep->pstart[j + 1];
+		int need = a < b && (pp->mode == RF_PLAN_WINDOW || rank_touches(plan, pp, &ep->geom, a, b));
+		if (need) {
+			ep->readidx[j] = (uint32_t)ep->nreads;
+			ep->reads[ep->nreads++] = ep->perm[j];
+		} else {
+			ep->readidx[j] = UINT32_MAX;
+		}
+	}
+	if (pp->mode != RF_PLAN_WINDOW)
+		return 0;
+
+	ep->overlap = pp->window >= 2;
+	ep->H = ep->overlap ? pp->window / 2 : 1;
+	uint64_t H = ep->H;
+	uint64_t ng = (C + H - 1) / H;
+	ep->ngroups = ng;
+	ep->segstart = malloc((ng + 2) * sizeof *ep->segstart);
+	ep->grp_read = malloc((ng + 1) * sizeof *ep->grp_read);
+	if (!ep->segstart || !ep->grp_read)
+		goto nomem;
+	/* Segment k holds the second part of group k-1 and the first part of
+	 * group k; the first part of a group of S samples is ceil(S/2) of them
+	 * (all of them without overlap). */
+	uint64_t pos = 0, nonempty = 0;
+	for (uint64_t g = 0; g <= ng; g++) {
+		ep->segstart[g] = pos;
+		if (g > 0) {
+			uint64_t s = ep->pstart[g * H < C ? g * H : C] - ep->pstart[(g - 1) * H];
+			uint64_t first = ep->overlap ? s - s / 2 : s;
+			pos += s - first;
+		}
+		if (g < ng) {
+			uint64_t end = (g + 1) * H < C ? (g + 1) * H : C;
+			uint64_t s = ep->pstart[end] - ep->pstart[g * H];
+			pos += ep->overlap ? s - s / 2 : s;
+			ep->grp_read[g] = (uint32_t)nonempty;
+			for (uint64_t j = g * H; j < end; j++)
+				nonempty += ep->pstart[j + 1] > ep->pstart[j];
+		}
+	}
+	ep->grp_read[ng] = (uint32_t)nonempty;
+	ep->segstart[ng + 1] = pos; /* = N */
+	return 0;
+nomem:
+	rf_plan_epoch_free(ep);
+	return -ENOMEM;
+}
+
+int
+rf_plan_create(rf_plan **out, const rf_plan_params *pp, const uint32_t *counts, uint64_t nchunks,
+	       rf_diag *d)
+{
+	*out = NULL;
+	rf_plan *plan = calloc(1, sizeof *plan);
+	if (!plan)
+		return -ENOMEM;
+	rf_diag_init(&plan->own_diag, NULL, NULL);
+	plan->diag = d ? d : &plan->own_diag;
+	rf_diag *dg = plan->diag;
+	int rc;
+	if (pp->world == 0 || pp->rank >= pp->world) {
+		rc = rf_fail(dg, RF_EUSAGE, "plan: rank %u is not in a world of %u", pp->rank, pp->world);
+		goto fail;
+	}
+	if (pp->batch == 0 || pp->window == 0) {
+		rc = rf_fail(dg, RF_EUSAGE, "plan: batch size (%u) and window (%u) must be >= 1",
+			     pp->batch, pp->window);
+		goto fail;
+	}
+	if ((unsigned)pp->mode > RF_PLAN_FULL || (unsigned)pp->tail > RF_PLAN_KEEP) {
+		rc = rf_fail(dg, RF_EUSAGE, "plan: unknown shuffle mode %d or tail policy %d",
+			     (int)pp->mode, (int)pp->tail);
+		goto fail;
+	}
+	if (nchunks >= UINT32_MAX || (nchunks > 0 && !counts)) {
+		rc = rf_fail(dg, RF_EUSAGE, "plan: %llu chunks (at most %u, with counts)",
+			     (unsigned long long)nchunks, UINT32_MAX - 1);
+		goto fail;
+	}
+	plan->pp = *pp;
+	plan->nchunks = nchunks;
+	plan->start = malloc((nchunks + 1) * sizeof *plan->start);
+	if (!plan->start) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	plan->start[0] = 0;
+	for (uint64_t c = 0; c < nchunks; c++)
+		plan->start[c + 1] = plan->start[c] + counts[c]; /* < 2^32 * 2^32: no overflow */
+	plan->n = plan->start[nchunks];
+	if ((rc = rf_plan_epoch_build(plan, pp, &plan->ep)) < 0) {
+		rf_fail(dg, rc, "plan: out of memory for the tables of %llu chunks",
+			(unsigned long long)nchunks);
+		goto fail;
+	}
+	*out = plan;
+	return 0;
+fail:
+	free(plan->start);
+	free(plan);
+	return rc;
+}
+
+void
+rf_plan_destroy(rf_plan **pplan)
+{
+	if (!pplan || !*pplan)
+		return;
+	rf_plan *plan = *pplan;
+	rf_plan_epoch_free(&plan->ep);
+	free(plan->start);
+	free(plan);
+	*pplan = NULL;
+}
+
+const char *
+rf_plan_errmsg(const rf_plan *plan)
+{
+	return plan->diag->msg;
+}
+
+int
+rf_plan_set_epoch(rf_plan *plan, uint64_t epoch)
+{
+	rf_plan_params pp = plan->pp;
+	pp.epoch = epoch;
+	struct rf_plan_epoch ep;
+	int rc = rf_plan_epoch_build(plan, &pp, &ep);
+	if (rc < 0)
+		return rf_fail(plan->diag, rc, "plan: out of memory for epoch %llu",
+			       (unsigned long long)epoch);
+	rf_plan_epoch_free(&plan->ep);
+	plan->ep = ep;
+	plan->pp = pp;
+	plan->cursor = 0;
+	return 0;
+}
+
+const rf_plan_params *
+rf_plan_params_get(const rf_plan *plan)
+{
+	return &plan->pp;
+}
+
+uint64_t
+rf_plan_samples(const rf_plan *plan)
+{
+	return plan->n;
+}
+
+uint64_t
+rf_plan_batches(const rf_plan *plan)
+{
+	return plan->ep.geom.nbatches;
+}
+
+uint32_t
+rf_plan_batch_size(const rf_plan *plan, uint64_t k)
+{
+	const struct rf_plan_geom *g = &plan->ep.geom;
+	if (k >= g->nbatches)
+		return 0;
+	if (k == g->nfull && plan->pp.tail == RF_PLAN_KEEP)
+		return (uint32_t)g->tail_s;
+	return plan->pp.batch;
+}
+
+uint64_t
+rf_plan_dropped(const rf_plan *plan)
+{
+	const struct rf_plan_geom *g = &plan->ep.geom;
+	uint64_t rem = plan->n - g->base;
+	switch (plan->pp.tail) {
+	case RF_PLAN_PAD: return 0;
+	case RF_PLAN_KEEP: return rem - g->tail_s * plan->pp.world;
+	default: return rem;
+	}
+}
+
+uint64_t
+rf_plan_consumed(const rf_plan *plan, uint64_t k)
+{
+	const struct rf_plan_geom *g = &plan->ep.geom;
+	if (k <= g->nfull)
+		return k * g->G;
+	if (plan->pp.tail == RF_PLAN_PAD)
+		return plan->n;
+	return g->base + g->tail_s * plan->pp.world;
+}
+
+/* Window mode: the place in the chunk order and the offset in that chunk of
+ * global position pos, plus the segment holding pos. */
+static void
+window_place(const rf_plan *plan, uint64_t pos, uint64_t *place, uint64_t *off, uint64_t *segment)
+{
+	const struct rf_plan_epoch *ep = &plan->ep;
+	const rf_plan_params *pp = &plan->pp;
+	uint64_t H = ep->H, C = plan->nchunks;
+	uint64_t k = find_le(ep->segstart, ep->ngroups + 2, pos);
+	uint64_t i = pos - ep->segstart[k];
+	uint64_t len = ep->segstart[k + 1] - ep->segstart[k];
+	rf_perm perm;
+	rf_perm_init(&perm, len, plan_key(pp->seed, pp->epoch, TAG_SEGMENT, k));
+	uint64_t v = rf_perm_at(&perm, i);
+	/* Which group, and which of its samples (by rank in the group's keyed
+	 * order: the first ceil(S/2) go to the group's first segment). */
+	uint64_t g, u;
+	uint64_t prev = 0, prev_first = 0;
+	if (k > 0) {
+		uint64_t s = ep->pstart[k * H < C ? k * H : C] - ep->pstart[(k - 1) * H];
+		prev_first = ep->overlap ? s - s / 2 : s;
+		prev = s - prev_first;
+	}
+	if (v < prev) {
+		g = k - 1;
+		u = prev_first + v;
+	} else {
+		g = k;
+		u = v - prev;
+	}
+	uint64_t gstart = g * H, gend = (g + 1) * H < C ? (g + 1) * H : C;
+	uint64_t gs = ep->pstart[gend] - ep->pstart[gstart];
+	rf_perm_init(&perm, gs, plan_key(pp->seed, pp->epoch, TAG_GROUP, g));
+	uint64_t x = ep->pstart[gstart] + rf_perm_at(&perm, u);
+	uint64_t j = gstart + find_le(ep->pstart + gstart, gend - gstart + 1, x);
+	*place = j;
+	*off = x - ep->pstart[j];
+	*segment = k;
+}
+
+/* Fill the item for global position pos < N (everything but flags). */
+static void
+item_at(const rf_plan *plan, uint64_t pos, rf_plan_item *it)
+{
+	const struct rf_plan_epoch *ep = &plan->ep;
+	it->pos = pos;
+	it->flags = 0;
+	switch (plan->pp.mode) {
+	case RF_PLAN_FULL: {
+		uint64_t s = rf_perm_at(&ep->full, pos);
+		uint64_t c = find_le(plan->start, plan->nchunks + 1, s);
+		it->sample = s;
+		it->chunk = c;
+		it->offset = (uint32_t)(s - plan->start[c]);
+		it->read = RF_PLAN_NO_READ;
+		it->keep_from = RF_PLAN_NO_READ;
+		return;
+	}
+	case RF_PLAN_WINDOW: {
+		uint64_t j, off, k;
+		window_place(plan, pos, &j, &off, &k);
+		uint32_t c = ep->perm[j];
+		it->chunk = c;
+		it->offset = (uint32_t)off;
+		it->sample = plan->start[c] + off;
+		it->read = ep->readidx[j];
+		/* Segment k needs groups k-1 and k (k alone without overlap). */
+		uint64_t g = (ep->overlap && k > 0) ? k - 1 : k;
+		it->keep_from = ep->grp_read[g];
+		return;
+	}
+	default: {
+		uint64_t j = find_le(ep->pstart, plan->nchunks + 1, pos);
+		uint32_t c = ep->perm[j];
+		uint64_t off = pos - ep->pstart[j];
+		it->chunk = c;
+		it->offset = (uint32_t)off;
+		it->sample = plan->start[c] + off;
+		it->read = ep->readidx[j];
+		it->keep_from = it->read;
+		return;
+	}
+	}
+}
+
+int
+rf_plan_global(const rf_plan *plan, uint64_t pos, uint64_t *sample)
+{
+	if (pos >= plan->n)
+		return -ERANGE;
+	rf_plan_item it;
+	item_at(plan, pos, &it);
+	*sample = it.sample;
+	return 0;
+}
+
+int
+rf_plan_locate(const rf_plan *plan, uint64_t sample, uint64_t *chunk, uint32_t *offset)
+{
+	if (sample >= plan->n)
+		return -ERANGE;
+	uint64_t c = find_le(plan->start, plan->nchunks + 1, sample);
+	*chunk = c;
+	*offset = (uint32_t)(sample - plan->start[c]);
+	return 0;
+}
+
+int
+rf_plan_batch(const rf_plan *plan, uint64_t k, rf_plan_item *items, uint32_t cap, uint32_t *n)
+{
+	const struct rf_plan_geom *g = &plan->ep.geom;
+	const rf_plan_params *pp = &plan->pp;
+	uint32_t bs = rf_plan_batch_size(plan, k);
+	*n = bs;
+	if (bs > cap)
+		return -ENOSPC;
+	if (bs == 0)
+		return 0;
+	uint64_t first;
+	if (k < g->nfull)
+		first = k * g->G + (uint64_t)pp->rank * pp->batch;
+	else if (pp->tail == RF_PLAN_KEEP)
+		first = g->base + (uint64_t)pp->rank * g->tail_s;
+	else
+		first = g->base + (uint64_t)pp->rank * pp->batch;
+	for (uint32_t i = 0; i < bs; i++) {
+		uint64_t pos = first + i;
+		if (pos < plan->n) {
+			item_at(plan, pos, &items[i]);
+			continue;
+		}
+		/* A pad (RF_PLAN_PAD tail): repeat the rank's own last real
+		 * sample, which is the item before it when the rank has one in
+		 * this batch, or its last sample of the previous global batch,
+		 * or P(N - 1) when it has none at all. */
+		if (i > 0) {
+			items[i] = items[i - 1];
+		} else {
+			uint64_t q = g->nfull > 0 ? (g->nfull - 1) * g->G + (uint64_t)pp->rank * pp->batch + pp->batch - 1
+						  : plan->n - 1;
+			item_at(plan, q, &items[i]);
+		}
+		items[i].flags = RF_PLAN_ITEM_PAD;
+	}
+	return 0;
+}
+
+int
+rf_plan_next_batch(rf_plan *plan, rf_plan_item *items, uint32_t cap, uint32_t *n)
+{
+	int rc = rf_plan_batch(plan, plan->cursor, items, cap, n);
+	if (rc < 0)
+		return rf_fail(plan->diag, rc, "plan: a batch of %u samples does not fit in %u items",
+			       *n, cap);
+	if (*n > 0)
+		plan->cursor++;
+	return 0;
+}
+
+int
+rf_plan_seek(rf_plan *plan, uint64_t k)
+{
+	if (k > plan->ep.geom.nbatches)
+		return -ERANGE;
+	plan->cursor = k;
+	return 0;
+}
+
+uint64_t
+rf_plan_tell(const rf_plan *plan)
+{
+	return plan->cursor;
+}
+
+uint64_t
+rf_plan_reads(const rf_plan *plan)
+{
+	return plan->ep.nreads;
+}
+
+int
+rf_plan_read_chunk(const rf_plan *plan, uint64_t j, uint64_t *chunk)
+{
+	if (j >= plan->ep.nreads)
+		return -ERANGE;
+	*chunk = plan->ep.reads[j];
+	return 0;
+}

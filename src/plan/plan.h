@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The plan: the order in which one rank receives the samples of one epoch.
+ *
+ * Everything here is a pure function of (chunk sample counts, seed, epoch,
+ * rank, world, mode, window, batch size, tail policy); nothing reads files.
+ * The loader builds one rf_plan per epoch from rf_dataset_chunk_info's sample
+ * counts and asks it for batches of sample indices and for the chunks to read.
+ *
+ * Memory: O(chunks) for the per-epoch tables (about 28 bytes a chunk), never
+ * O(samples).  Time: O(chunks) to set up an epoch; each sample's index is
+ * computed on demand in O(log chunks) (binary searches) plus O(1) keyed
+ * permutations.
+ *
+ * ---------------------------------------------------------------- the order
+ *
+ * 1. The epoch's GLOBAL order is a permutation P of [0, N), N = the sum of the
+ *    chunk sample counts:
+ *    - RF_PLAN_NONE:   file order, P(p) = p.
+ *    - RF_PLAN_CHUNKS: the chunks in a uniformly random order (Fisher-Yates
+ *      keyed by seed and epoch); the samples of a chunk in file order.
+ *    - RF_PLAN_WINDOW: chunks in the same random order as RF_PLAN_CHUNKS, cut
+ *      into groups of H = W/2 consecutive chunks (H = 1 for W = 1).  Each
+ *      group's samples are dealt by a keyed permutation into two halves; the
+ *      global order is a sequence of segments, segment k being the second
+ *      half of group k-1 and the first half of group k, in a uniformly random
+ *      (keyed) order.  So every sample is drawn uniformly from what is left of
+ *      a window of 2H <= W decoded chunks, a group is decoded when its first
+ *      segment starts and dropped when its second segment ends: at most W
+ *      decoded chunks are ever needed (W = 1: each chunk shuffled alone).
+ *      An odd W >= 3 uses W - 1.
+ *    - RF_PLAN_FULL: a uniformly random permutation of all samples: a keyed
+ *      8-round Feistel network on the smallest power of two >= N (>= 16),
+ *      alternating unbalanced halves, round function the splitmix64 mixer of
+ *      (half ^ round key), round keys from (seed, epoch, round); values >= N
+ *      are walked again (cycle walking, fewer than 2 steps on average).  O(1)
+ *      memory.
+ *
+ * 2. Sharding.  G = world x batch samples make a GLOBAL batch; global batch k
+ *    is positions [kG, (k+1)G) of the global order and rank r takes the slice
+ *    [kG + rB, kG + rB + B) of it, B the per-rank batch size.  Every rank gets
+ *    the same number of batches.  With nfull = N / G and rem = N % G, the tail
+ *    policy decides the last, partial global batch:
+ *    - RF_PLAN_DROP (default): no tail batch.  The dropped samples are exactly
+ *      P(p) for p in [nfull*G, N): the last rem samples of the global order
+ *      (in RF_PLAN_NONE, the last rem samples of the dataset).
+ *    - RF_PLAN_PAD: one more batch of B for every rank; rank r's slice of the
+ *      tail is [base + rB, base + rB + B) (base = nfull*G) and its positions
+ *      >= N are pads: each repeats the rank's own last real sample (the one
+ *      before it in the rank's order), or P(N - 1) when the rank has no real
+ *      sample in the epoch.  Pads carry RF_PLAN_ITEM_PAD.  Nothing is dropped.
+ *      (Repeating a sample the rank has just used keeps its chunk resident, so
+ *      padding never breaks the window bound.)
+ *    - RF_PLAN_KEEP: when s = rem / world > 0, one more, smaller batch of s
+ *      samples for every rank: rank r takes [base + rs, base + rs + s).  The
+ *      last rem % world samples of the global order are dropped (none when
+ *      world = 1: the usual "keep the last partial batch").
+ *
+ * 3. Resume.  A position is the number of global positions consumed: k*G after
+ *    k batches (the tail batch ends the epoch).  The state blob (below) holds
+ *    it with everything that defines the order; loading it seeks in O(log
+ *    chunks) after the epoch's O(chunks) set-up, which every epoch start pays
+ *    anyway: nothing is replayed, in any mode (the window mode's segments and
+ *    groups are located by binary search over O(chunks) prefix sums, and the
+ *    keyed permutations are stateless).  The blob names no rank: every rank
+ *    saves the same blob after the same batch, and any rank's blob restores
+ *    all of them.  Elastic: a blob saved with world w x batch b loads into a
+ *    plan with world w' x batch b' when w x b = w' x b'; the remaining global
+ *    batches are then split w' ways, so the ranks of the new job together
+ *    receive exactly the samples the old job had not consumed.
+ *
+ * ---------------------------------------------------------- I/O planning
+ *
+ * For RF_PLAN_NONE, _CHUNKS and _WINDOW a rank reads whole chunks, in the
+ * order of its READ SEQUENCE: rf_plan_reads() entries, rf_plan_read_chunk(j)
+ * the dataset chunk of entry j.  Every delivered item names the entry its
+ * sample comes from (item.read) and item.keep_from: decoded chunks of entries
+ * < keep_from will never be needed again this epoch.  keep_from never
+ * decreases along a rank's items, and the running maximum of item.read is at
+ * most keep_from + W - 1 (W = 1 for none and chunks), so a loader that reads
+ * entries in sequence, no further than needed, and drops what keep_from allows
+ * holds at most W decoded chunks.  In none and chunks modes the sequence skips
+ * the chunks no sample of this rank comes from; in window mode every rank
+ * reads every non-empty chunk (each global batch draws from the whole window,
+ * so its chunks are decoded by every rank: window mode reads the dataset
+ * `world` times over; chunks or full mode do not).  RF_PLAN_FULL reads samples
+ * one by one (item.chunk and item.offset locate each): item.read and
+ * item.keep_from are RF_PLAN_NO_READ and the read sequence is empty.
+ *
+ * --------------------------------------------------------- randomness
+ *
+ * RF_PLAN_FULL passes chi-square tests at the 0.001 level on the position of
+ * single samples and on which sample follows which (N = 64, 20000 seeds;
+ * tests/plan/test_plan_random.c).  RF_PLAN_WINDOW: the mean |position in
+ * epoch - position in file| / N is about 1/3 in every shuffling mode (the
+ * chunk order dominates it); the local mixing is what W buys: with 64-sample
+ * chunks, a sample moves on average (relative to its place in the shuffled
+ * chunk sequence) about 0.5 W chunks' worth of samples:
+ * W = 2: 0.50 chunks, W = 8: 2.0, W = 32: 8.0, W = 128 (the default for a
+ * 256 MiB budget and 1 MiB chunks): 32 (measured by test_plan_random, which
+ * prints them).
+ *
+ * Default window: rf_plan_default_window() sizes W so that the decoded window
+ * (W chunks of raw bytes, in ordinary host memory) takes at most half the
+ * pinned budget: W = budget / (2 x average raw chunk bytes), rounded down to
+ * an even number (odd W wastes one chunk), clamped to [2, 1024].  Half, so the
+ * loader's host memory stays within 1.5x the pinned budget; 2 is the least W
+ * that mixes across chunks at all; 1024 keeps the window's decode burst (H =
+ * W/2 chunks decoded at each segment start) short.  A loader whose budget
+ * cannot hold 2 decoded chunks should report RF_EMEMPLAN.
+ *
+ * Threads: an rf_plan may be read (rf_plan_batch, rf_plan_global, rf_plan_*
+ * getters) by many threads at once; rf_plan_next_batch, rf_plan_seek,
+ * rf_plan_set_epoch and rf_plan_state_load modify it and need exclusive use.
+ *
+ * ------------------------------------- proposed public API (ringfeed.h)
+ *
+ * The loader can expose the plan's resume state as follows (copy into the
+ * loader section of include/ringfeed/ringfeed.h):
+ *
+ *     // Bytes enough for any state blob of this library version.
+ *     #define RF_STATE_MAX 128
+ *
+ *     // Write the loader's position into buf (capacity cap bytes): the
+ *     // dataset's fingerprint, seed, epoch, shuffle mode, window, batch
+ *     // size, world size and the number of global samples consumed by the
+ *     // batches rf_loader_next has returned so far (batches still in
+ *     // flight in the pipeline are not counted), with a magic, a version and
+ *     // an XXH3-64 checksum.  *len is set to the blob's length.  Call it
+ *     // between rf_loader_next calls, on every rank after the same batch
+ *     // (the blob does not depend on the rank, so saving it on rank 0 alone
+ *     // is enough).  The blob is a few dozen bytes, little-endian, and
+ *     // portable between machines.
+ *     // Returns 0; -ENOSPC when cap is too small (*len still set);
+ *     // -EINVAL for NULL arguments.
+ *     RF_API int rf_state_save(const rf_loader *loader, void *buf, size_t cap,
+ *                              size_t *len);
+ *
+ *     // Restore a position saved by rf_state_save: the next rf_loader_next
+ *     // returns exactly the batch that would have followed the last batch
+ *     // returned before the save.  The blob's seed, epoch, mode, window
+ *     // and tail policy replace the loader's configured ones (a resumed job
+ *     // continues the saved order).  The world size may differ from the
+ *     // one at save when world x batch (the global batch) is the same: the
+ *     // ranks of the new job then share the samples not yet consumed.
+ *     // Call it after rf_loader_open and before the first rf_loader_next
+ *     // (or after draining: it discards batches in flight).  Takes O(chunks)
+ *     // time and reads no sample.
+ *     // Returns 0; RF_ESTATE for a blob that is corrupt (magic, version,
+ *     // size, checksum) or belongs to another dataset (fingerprint, sample
+ *     // or chunk count) or another global batch size; the message says
+ *     // which field differs and the two values.
+ *     RF_API int rf_state_load(rf_loader *loader, const void *buf, size_t len);
+ *
+ * Typical use in a training loop:
+ *
+ *     uint8_t st[RF_STATE_MAX]; size_t n;
+ *     if (step % 1000 == 0 && rf_state_save(loader, st, sizeof st, &n) == 0)
+ *         write_checkpoint(model, st, n);
+ *     ...
+ *     if (have_checkpoint && (rc = rf_state_load(loader, st, n)) < 0)
+ *         fprintf(stderr, "resume: %s\n", rf_loader_errmsg(loader));
+ */
+#ifndef RF_PLAN_H
+#define RF_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+
+enum rf_plan_mode {
+	RF_PLAN_NONE = 0,
+	RF_PLAN_CHUNKS = 1,
+	RF_PLAN_WINDOW = 2,
+	RF_PLAN_FULL = 3,
+};
+
+enum rf_plan_tail {
+	RF_PLAN_DROP = 0, /* drop the last partial global batch (default) */
+	RF_PLAN_PAD = 1,  /* pad it to a full batch by repeats */
+	RF_PLAN_KEEP = 2, /* keep it as a smaller batch, equal on every rank */
+};
+
+/* Mode and tail policy names ("none", "chunks", "window", "full"; "drop",
+ * "pad", "keep"), for logs and command lines.  NULL / RF_EUSAGE when unknown. */
+const char *rf_plan_mode_name(enum rf_plan_mode mode);
+int rf_plan_mode_parse(const char *name, enum rf_plan_mode *out);
+const char *rf_plan_tail_name(enum rf_plan_tail tail);
+int rf_plan_tail_parse(const char *name, enum rf_plan_tail *out);
+
+#define RF_PLAN_WINDOW_MIN 2
+#define RF_PLAN_WINDOW_MAX 1024
+
+/* The default window W for a pinned budget and the dataset's average raw
+ * (decoded) chunk size, as described above.  An average of 0 gives
+ * RF_PLAN_WINDOW_MAX.  Always in [RF_PLAN_WINDOW_MIN, RF_PLAN_WINDOW_MAX]. */
+uint32_t rf_plan_default_window(uint64_t pinned_budget, uint64_t avg_chunk_raw_bytes);
+
+typedef struct rf_plan_params {
+	uint64_t seed;
+	uint64_t epoch;
+	uint64_t fingerprint;   /* of the dataset, chosen by the caller; stored in the state */
+	uint32_t rank;          /* 0 <= rank < world */
+	uint32_t world;         /* >= 1 */
+	uint32_t batch;         /* samples per batch per rank, >= 1 */
+	uint32_t window;        /* W, decoded chunks, for RF_PLAN_WINDOW; >= 1 */
+	enum rf_plan_mode mode;
+	enum rf_plan_tail tail;
+} rf_plan_params;
+
+/* Defaults: seed 0, epoch 0, rank 0 of 1, batch 1, mode RF_PLAN_WINDOW with
+ * W = 16, RF_PLAN_DROP. */
+void rf_plan_params_init(rf_plan_params *p);
+
+typedef struct rf_plan rf_plan;
+
+/* Build the plan for params->epoch from the sample counts of the dataset's
+ * chunks (counts[c] for chunk c, dataset order; zero counts allowed).  The
+ * counts are copied.  `d` receives error messages and, when not NULL, must
+ * outlive the plan (the plan keeps using it; with NULL it uses its own).
+ * Returns 0; RF_EUSAGE for a bad parameter (rank >= world, batch 0, window 0,
+ * unknown mode or tail, more than UINT32_MAX chunks, world x batch or the
+ * sample count overflowing 64 bits); -ENOMEM. */
+int rf_plan_create(rf_plan **out, const rf_plan_params *params, const uint32_t *counts,
+		   uint64_t nchunks, rf_diag *d);
+/* Free a plan; accepts NULL and a pointer to NULL; clears *plan. */
+void rf_plan_destroy(rf_plan **plan);
+/* The last error message on the plan ("" when none). */
+const char *rf_plan_errmsg(const rf_plan *plan);
+
+/* Switch to another epoch and rewind to its first batch: O(chunks).
+ * Returns 0 or -ENOMEM (the plan is then unusable until a call succeeds). */
+int rf_plan_set_epoch(rf_plan *plan, uint64_t epoch);
+
+/* The parameters in force (after a state load they come from the blob). */
+const rf_plan_params *rf_plan_params_get(const rf_plan *plan);
+uint64_t rf_plan_samples(const rf_plan *plan);   /* N */
+/* Batches every rank receives this epoch (the same on every rank). */
+uint64_t rf_plan_batches(const rf_plan *plan);
+/* Samples of batch k for this rank (B, or smaller for a RF_PLAN_KEEP tail);
+ * 0 past the end. */
+uint32_t rf_plan_batch_size(const rf_plan *plan, uint64_t k);
+/* Samples of the global order that no rank receives this epoch (see above). */
+uint64_t rf_plan_dropped(const rf_plan *plan);
+
+/* The global order itself: *sample = P(pos) for pos < N.  Returns 0 or
+ * -ERANGE. */
+int rf_plan_global(const rf_plan *plan, uint64_t pos, uint64_t *sample);
+
+/* The chunk holding a dataset sample and its index in the chunk.  Returns 0
+ * or -ERANGE. */
+int rf_plan_locate(const rf_plan *plan, uint64_t sample, uint64_t *chunk, uint32_t *offset);
+
+#define RF_PLAN_NO_READ UINT64_MAX
+#define RF_PLAN_ITEM_PAD 1u   /* a repeat added by RF_PLAN_PAD */
+
+/* One sample as delivered to this rank. */
+typedef struct rf_plan_item {
+	uint64_t sample;    /* dataset-wide sample index */
+	uint64_t pos;       /* its position in the epoch's global order */
+	uint64_t chunk;     /* dataset chunk holding it */
+	uint64_t read;      /* read-sequence entry of that chunk; RF_PLAN_NO_READ in full mode */
+	uint64_t keep_from; /* entries below this are no longer needed; RF_PLAN_NO_READ in full mode */
+	uint32_t offset;    /* index of the sample within its chunk */
+	uint32_t flags;     /* RF_PLAN_ITEM_PAD */
+} rf_plan_item;
+
+/* Batch k of this rank: items[0..*n) in delivery order, *n =
+ * rf_plan_batch_size(k) (0 past the end).  Does not move the cursor.
+ * Returns 0; -ENOSPC when cap < the batch size (*n is set to it). */
+int rf_plan_batch(const rf_plan *plan, uint64_t k, rf_plan_item *items, uint32_t cap,
+		  uint32_t *n);
+
+/* The cursor: the next batch to deliver.  rf_plan_next_batch fills the batch
+ * at the cursor and advances it; at the end of the epoch it sets *n = 0 and
+ * returns 0.  rf_plan_seek moves the cursor to batch k (<= rf_plan_batches:
+ * else -ERANGE); rf_plan_tell returns it. */
+int rf_plan_next_batch(rf_plan *plan, rf_plan_item *items, uint32_t cap, uint32_t *n);
+int rf_plan_seek(rf_plan *plan, uint64_t k);
+uint64_t rf_plan_tell(const rf_plan *plan);
+
+/* The read sequence (see above): its length and entry j's dataset chunk
+ * (-ERANGE past the end). */
+uint64_t rf_plan_reads(const rf_plan *plan);
+int rf_plan_read_chunk(const rf_plan *plan, uint64_t j, uint64_t *chunk);
+
+/* ------------------------------------------------------------ state blob */
+
+/* Layout (little-endian), RF_PLAN_STATE_SIZE bytes:
+ *   0  magic "RFSTATE\0"       8  u32 version (1)    12 u32 size (96)
+ *   16 u64 fingerprint         24 u64 seed           32 u64 epoch
+ *   40 u64 position (global samples consumed)
+ *   48 u64 samples N           56 u64 chunks
+ *   64 u32 mode   68 u32 window   72 u32 batch   76 u32 world
+ *   80 u32 tail   84 u32 reserved (0)
+ *   88 u64 XXH3-64 of bytes [0, 88) */
+#define RF_PLAN_STATE_SIZE 96
+#define RF_PLAN_STATE_VERSION 1
+
+/* Serialise the cursor's position.  Returns 0; -ENOSPC when cap <
+ * RF_PLAN_STATE_SIZE (*len still set). */
+int rf_plan_state_save(const rf_plan *plan, void *buf, size_t cap, size_t *len);
+
+/* Restore a position: the blob's seed, epoch, mode, window and tail replace
+ * the plan's, the plan's rank, world and batch stay, and the cursor moves to
+ * the batch after the saved position.  Returns 0; RF_ESTATE (message on the
+ * plan's diag) for a short or corrupt blob (magic, version, size, checksum,
+ * a field out of range), a blob of another dataset (fingerprint, samples,
+ * chunks), a different global batch (world x batch) or a position that is not
+ * on a global batch boundary; -ENOMEM.  On failure the plan is unchanged. */
+int rf_plan_state_load(rf_plan *plan, const void *buf, size_t len);
+
+/* ------------------------------------------------------- rank and world */
+
+/* A getenv-like lookup (tests pass their own). */
+typedef const char *(*rf_plan_getenv_fn)(void *user, const char *name);
+
+/* Resolve this process's rank and world size.  cfg_rank / cfg_world are the
+ * configured values or -1 for unset; an unset one is taken from the first of
+ * these launcher environments whose two variables are both set:
+ *   RANK / WORLD_SIZE (torchrun), OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE
+ *   (Open MPI), PMI_RANK / PMI_SIZE (MPICH, Intel MPI), SLURM_PROCID /
+ *   SLURM_NTASKS (Slurm srun);
+ * when none is set, rank 0 of world 1.  *source is a static string for the
+ * log: "config", "default", or the variables' names, e.g. "RANK/WORLD_SIZE"
+ * ("config+RANK/WORLD_SIZE" when one value came from each, "config+default"
+ * when one was configured and no launcher set the other).  Returns 0 or
+ * RF_EUSAGE with a message on d: a configured value below -1, a variable that
+ * is not a plain decimal number or too large (> 2^24), world 0, rank >= world.
+ * getenv may be NULL (the process environment). */
+int rf_plan_resolve_rank(int64_t cfg_rank, int64_t cfg_world, rf_plan_getenv_fn getenv_fn,
+			 void *user, uint32_t *rank, uint32_t *world, const char **source,
+			 rf_diag *d);
+
+/* ------------------------------------------------ the keyed permutation */
+
+/* A keyed bijection on [0, n) in O(1) memory (the RF_PLAN_FULL order; also
+ * used inside window segments).  Exposed for tests and benchmarks. */
+#define RF_PERM_ROUNDS 8
+typedef struct rf_perm {
+	uint64_t n;
+	uint64_t umask[2];    /* mask of the unchanged (low) half, per round parity */
+	unsigned shift[2];    /* bits of the unchanged half, per round parity */
+	unsigned fshift[2];   /* 64 - bits of the changed half */
+	unsigned rot[2];      /* bits of the changed half */
+	uint64_t key[RF_PERM_ROUNDS];
+} rf_perm;
+
+void rf_perm_init(rf_perm *p, uint64_t n, uint64_t key);
+/* The image of i < n. */
+uint64_t rf_perm_at(const rf_perm *p, uint64_t i);
+
+/* 64-bit keyed hashing used for every key the plan derives. */
+uint64_t rf_plan_mix64(uint64_t x);
+
+#endif
