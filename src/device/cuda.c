@@ -85,6 +85,7 @@ struct ptr_set {
 struct cuda_dev {
 	rf_device base;
 	void *lib;
+	int resolved; /* every required entry point was found */
 	struct cuda_api api;
 	pthread_mutex_t lock;
 	struct ptr_set allocs, regs, streams, events;
@@ -421,7 +422,7 @@ static void
 cuda_close(rf_device *dev)
 {
 	struct cuda_dev *cd = cd_of(dev);
-	if (cd->lib) {
+	if (cd->lib && cd->resolved) {
 		int prev;
 		int entered = cu_enter(cd, &prev) == 0;
 		/* Work still queued may read registered memory or write
@@ -440,8 +441,9 @@ cuda_close(rf_device *dev)
 			cd->api.p_cudaGetLastError();
 		if (entered)
 			cu_leave(cd, prev);
-		dlclose(cd->lib);
 	}
+	if (cd->lib)
+		dlclose(cd->lib);
 	free(cd->streams.p);
 	free(cd->events.p);
 	free(cd->regs.p);
@@ -559,6 +561,7 @@ rf_device_open_cuda(rf_device **out, int index, rf_diag *diag)
 	} while (0);
 	RF_CUDA_FUNCS(RF_CUDA_RESOLVE)
 #undef RF_CUDA_RESOLVE
+	cd->resolved = 1;
 
 	int count = 0;
 	cudaError_t e = cd->api.p_cudaGetDeviceCount(&count);

@@ -31,16 +31,16 @@ rf_io_config_init(rf_io_config *cfg)
 }
 
 static uint64_t
-env_fail_at(void)
+env_u64(const char *name, uint64_t def)
 {
-	const char *s = getenv("RINGFEED_IO_FAIL_AT");
+	const char *s = getenv(name);
 	if (!s || !*s)
-		return UINT64_MAX;
+		return def;
 	char *end;
 	errno = 0;
 	unsigned long long v = strtoull(s, &end, 0);
 	if (errno || *end)
-		return UINT64_MAX;
+		return def;
 	return v;
 }
 
@@ -84,7 +84,11 @@ rf_io_open(rf_io **out, const rf_io_config *cfg, rf_diag *diag)
 	io->want_direct = cfg->direct != 0;
 	io->region = cfg->region;
 	io->region_bytes = cfg->region ? cfg->region_bytes : 0;
-	io->fail_at = env_fail_at();
+	io->fail_at = env_u64("RINGFEED_IO_FAIL_AT", UINT64_MAX);
+	uint64_t piece = env_u64("RINGFEED_IO_MAX_PIECE", RF_IO_MAX_PIECE);
+	/* Whole pages, so the pieces of an O_DIRECT read stay aligned. */
+	piece &= ~(uint64_t)4095;
+	io->max_piece = piece && piece < RF_IO_MAX_PIECE ? (size_t)piece : RF_IO_MAX_PIECE;
 	const char *rd = getenv("RINGFEED_IO_REFUSE_DIRECT");
 	io->refuse_direct = rd && *rd && strcmp(rd, "0") != 0;
 

@@ -18,6 +18,22 @@
  *
  * Thread rules: submit and wait from one thread (the loader's reader
  * thread); the pread engine's workers are internal.
+ *
+ * The environment, read at rf_io_open:
+ *  - RINGFEED_IO=pread|uring|auto overrides cfg->engine (pread forces the
+ *    fallback engine; uring fails the open if io_uring cannot be set up).
+ * Test-only hooks (never set them in production):
+ *  - RINGFEED_IO_FAIL_AT=offset: the piece of a read that covers this file
+ *    offset (of any file) completes with -EIO, on both engines;
+ *  - RINGFEED_IO_REFUSE_DIRECT=1: rf_io_add_file behaves as if the file
+ *    system refused O_DIRECT (EINVAL), so the buffered fallback runs;
+ *  - RINGFEED_IO_MAX_PIECE=bytes: each request asks the kernel for at most
+ *    this many bytes (rounded down to 4096), so reads complete in pieces
+ *    through the short-read resubmission path.
+ *
+ * Large regions: the kernel registers at most 1 GiB per buffer, so a region
+ * is registered as consecutive 1 GiB buffers (index = offset >> 30) and a
+ * read crossing a boundary goes out in two pieces.
  */
 #ifndef RF_IO_H
 #define RF_IO_H

@@ -69,6 +69,9 @@ struct rf_io {
 	/* Reads given by rf_io_read and not yet returned by rf_io_wait. */
 	unsigned outstanding;
 
+	/* Largest piece per request: RF_IO_MAX_PIECE, or smaller through the
+	 * test hook RINGFEED_IO_MAX_PIECE (forces the resubmission path). */
+	size_t max_piece;
 	/* Test hooks (RINGFEED_IO_FAIL_AT, RINGFEED_IO_REFUSE_DIRECT). */
 	uint64_t fail_at;
 	int refuse_direct;

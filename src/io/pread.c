@@ -87,7 +87,7 @@ rf_io_pread_queue(rf_io *io, unsigned idx)
 {
 	struct rf_io_req *r = &io->reqs[idx];
 	size_t n = r->len - r->done;
-	r->piece = n > RF_IO_MAX_PIECE ? RF_IO_MAX_PIECE : n;
+	r->piece = n > io->max_piece ? io->max_piece : n;
 	io->pending[io->npending++] = idx;
 }
 

@@ -220,8 +220,8 @@ rf_io_uring_queue(rf_io *io, unsigned idx)
 	char *p = r->buf + r->done;
 	uint64_t off = r->offset + r->done;
 	size_t n = r->len - r->done;
-	if (n > RF_IO_MAX_PIECE)
-		n = RF_IO_MAX_PIECE;
+	if (n > io->max_piece)
+		n = io->max_piece;
 
 	/* Requests in use never exceed qd <= the SQ size, so an SQE is free
 	 * unless prepared ones wait for a submit; submit those then. */

@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Description: the reader on both engines (io_uring, pread), with O_DIRECT and
+ * buffered files, at queue depths 1, 8 and 64, into a registered region and
+ * into memory outside it: every read completes with the right length (the
+ * last one is an aligned read past an unaligned end of file) and every byte
+ * matches the file.  Also: RINGFEED_IO forces the engine, and a file opened
+ * with O_DIRECT reports rf_io_direct() = 1.  With the test hook
+ * RINGFEED_IO_MAX_PIECE=4096 every read goes out in 4 KiB pieces, which runs
+ * the resubmission path of short reads on every read.  Where the process may
+ * lock the region (CAP_IPC_LOCK or no RLIMIT_MEMLOCK), io_uring registers it.
+ */
+#include <linux/capability.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+
+#include "io_test.h"
+
+static int
+may_register(void)
+{
+	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+	if (syscall(SYS_capget, &hdr, data) == 0 &&
+	    ((data[CAP_IPC_LOCK / 32].effective >> (CAP_IPC_LOCK % 32)) & 1))
+		return 1;
+	struct rlimit rl;
+	return getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur == RLIM_INFINITY;
+}
+
+static const char *
+expected_engine(int engine)
+{
+	return engine == 2 ? "pread" : "io_uring";
+}
+
+static int
+run(const char *path, uint64_t size, int engine, int direct, unsigned qd, int use_region)
+{
+	struct t_log log = {0};
+	rf_diag diag;
+	rf_diag_init(&diag, t_log_fn, &log);
+	const size_t slot_bytes = 64 * 1024;
+	unsigned nslots = qd + 2;
+	char *mem = t_map(slot_bytes * nslots);
+
+	rf_io_config cfg;
+	rf_io_config_init(&cfg);
+	CHECK(cfg.queue_depth == 32 && cfg.direct == 1 && cfg.engine == 0);
+	cfg.queue_depth = qd;
+	cfg.direct = direct;
+	cfg.engine = engine;
+	if (use_region) {
+		cfg.region = mem;
+		cfg.region_bytes = slot_bytes * nslots;
+	}
+	rf_io *io = NULL;
+	int ret = rf_io_open(&io, &cfg, &diag);
+	if (ret < 0 && engine == 1 && (ret == -ENOSYS || ret == -EPERM)) {
+		printf("io_uring unavailable here (%s): skipping its configurations\n", diag.msg);
+		munmap(mem, slot_bytes * nslots);
+		return T_SKIP;
+	}
+	CHECK_RC(ret, 0);
+	CHECK(strncmp(rf_io_engine(io), expected_engine(engine), strlen(expected_engine(engine))) == 0);
+	if (engine == 1 && use_region && may_register())
+		CHECK(strcmp(rf_io_engine(io), "io_uring") == 0);
+	int file = -1;
+	CHECK_RC(rf_io_add_file(io, path, &file), 0);
+	CHECK(file == 0);
+	if (direct && t_direct_ok(path))
+		CHECK(rf_io_direct(io) == 1);
+	if (!direct)
+		CHECK(rf_io_direct(io) == 0);
+	unsigned reads = t_read_all(io, file, size, 7, mem, slot_bytes, nslots, qd);
+	/* Read it again: request slots and the ready ring wrap around. */
+	reads += t_read_all(io, file, size, 7, mem, slot_bytes, nslots, qd);
+	printf("engine=%s direct=%d qd=%u region=%d: %u reads ok\n", rf_io_engine(io), direct, qd,
+	       use_region, reads);
+	CHECK(log.errors == 0);
+	rf_io_close(&io);
+	CHECK(io == NULL);
+	rf_io_close(&io); /* NULL is a no-op */
+	munmap(mem, slot_bytes * nslots);
+	return 0;
+}
+
+int
+main(void)
+{
+	/* Unaligned end: the last read comes back short. */
+	const uint64_t size = 3 * 1024 * 1024 + 12345;
+	char *path = t_path(NULL, "read.bin");
+	t_write_file(path, size, 7);
+
+	static const unsigned depths[] = {1, 8, 64};
+	int uring_skipped = 0;
+	for (int engine = 1; engine <= 2; engine++) {
+		for (int direct = 1; direct >= 0; direct--) {
+			for (unsigned d = 0; d < 3; d++) {
+				if (engine == 1 && uring_skipped)
+					continue;
+				int r = run(path, size, engine, direct, depths[d], 1);
+				if (r == T_SKIP)
+					uring_skipped = 1;
+			}
+		}
+		if (engine == 1 && uring_skipped)
+			continue;
+		/* Memory outside any registered region. */
+		run(path, size, engine, 1, 8, 0);
+		/* Every read in 4 KiB pieces: resubmission for the rest. */
+		setenv("RINGFEED_IO_MAX_PIECE", "4096", 1);
+		run(path, size, engine, 1, 8, 1);
+		run(path, size, engine, 0, 64, 1);
+		unsetenv("RINGFEED_IO_MAX_PIECE");
+	}
+
+	/* The environment overrides the config. */
+	struct t_log log = {0};
+	rf_diag diag;
+	rf_diag_init(&diag, t_log_fn, &log);
+	rf_io_config cfg;
+	rf_io_config_init(&cfg);
+	cfg.engine = 1;
+	setenv("RINGFEED_IO", "pread", 1);
+	rf_io *io = NULL;
+	CHECK_RC(rf_io_open(&io, &cfg, &diag), 0);
+	CHECK(strcmp(rf_io_engine(io), "pread") == 0);
+	rf_io_close(&io);
+	if (!uring_skipped) {
+		cfg.engine = 2;
+		setenv("RINGFEED_IO", "uring", 1);
+		CHECK_RC(rf_io_open(&io, &cfg, &diag), 0);
+		CHECK(strncmp(rf_io_engine(io), "io_uring", 8) == 0);
+		rf_io_close(&io);
+	}
+	unsetenv("RINGFEED_IO");
+
+	/* A bad engine number is a usage error. */
+	cfg.engine = 3;
+	CHECK_RC(rf_io_open(&io, &cfg, &diag), RF_EUSAGE);
+	CHECK(io == NULL);
+
+	unlink(path);
+	free(path);
+	return 0;
+}
