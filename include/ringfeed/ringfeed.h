@@ -243,7 +243,7 @@ typedef struct rf_config {
 	 * variable-size values are not known before they are read, so each such
 	 * field gets a fixed region of this many bytes in every batch buffer.
 	 * 0 (default): 2 x B x the largest per-sample average of any chunk
-	 * (raw chunk bytes / samples), at least 64 KiB, rounded up to 256.
+	 * (raw chunk bytes / samples), at least 4 KiB, rounded up to 256.
 	 * A batch whose values would overflow the region is closed early: it
 	 * holds fewer than B samples (rf_batch.samples says how many) and the
 	 * rest start the next batch; order is unchanged.  A single value larger

@@ -1,0 +1,1561 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The streaming loader: wires the reader (io_uring), the pinned ring, the
+ * decode workers and the device backend into one pipeline, and implements the
+ * public loader API of <ringfeed/ringfeed.h>.
+ *
+ *   reader thread   plan -> chunk reads into ring slots (read slots)
+ *   decode workers  take completed reads in plan order, verify + decompress +
+ *                   validate in parallel, then gather samples into the
+ *                   current batch in plan order (a turn per step)
+ *   copy thread     one async copy per staged batch into a free device
+ *                   buffer, completion event; the staging slot goes back to
+ *                   the ring when that event fires; the batch becomes ready
+ *   consumer        rf_loader_next / release
+ *
+ * Memory: the ring's slots are split between reads (n_read) and staging
+ * (n_stage) by counting, so neither side can starve the other: every slot a
+ * stage may wait for is held by a later stage that always makes progress
+ * (reads complete, gathers run in order, copies complete once a device buffer
+ * is free, and a device buffer is free unless the consumer holds all of them,
+ * in which case rf_loader_next returns RF_EHELD instead of waiting).
+ *
+ * Locking: one mutex (ld->mu) guards every piece of shared pipeline state;
+ * work on data (reads, decode, gather, copies) runs outside it.  The gather
+ * state (assembly, current staging slot) belongs to the worker whose turn it
+ * is (next_gather == its step), handed over through ld->mu.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common.h"
+#include "decode/decode.h"
+#include "device/device.h"
+#include "format/format.h"
+#include "io/io.h"
+#include "ring/ring.h"
+
+#define RF_CONFIG_MIN_SIZE offsetof(rf_config, reserved)
+
+/* ------------------------------------------------------------------ plan */
+
+/*
+ * The order of work.  Every stage downstream of the plan sees only steps:
+ * "read chunk C and deliver its samples [lo, hi) in this order".  File order
+ * (no shuffling) is one step per chunk; chunk-order shuffles permute the
+ * steps; modes that mix samples across chunks replace lplan_next and the
+ * gather's sample source, nothing else.
+ */
+struct lstep {
+	uint64_t chunk;     /* dataset-wide chunk number */
+	uint32_t lo, hi;    /* samples of the chunk to deliver */
+	uint64_t epoch;
+	uint64_t pos;       /* position in the epoch's order of sample lo */
+	int epoch_end;      /* last step of its epoch: flush the partial batch */
+};
+
+struct lplan {
+	const rf_chunk_info *chunks;
+	uint64_t nchunks;
+	uint64_t limit;     /* samples delivered per epoch */
+	uint32_t epochs;    /* 0: unbounded */
+	uint64_t epoch;
+	uint64_t chunk;     /* next chunk of this epoch */
+	uint64_t pos;       /* samples planned in this epoch */
+};
+
+static void
+lplan_init(struct lplan *p, const rf_chunk_info *chunks, uint64_t nchunks, uint64_t limit,
+	   uint32_t epochs)
+{
+	memset(p, 0, sizeof(*p));
+	p->chunks = chunks;
+	p->nchunks = nchunks;
+	p->limit = limit;
+	p->epochs = epochs;
+}
+
+/* The next step, or 0 at the end of the last epoch. */
+static int
+lplan_next(struct lplan *p, struct lstep *s)
+{
+	if (p->limit == 0)
+		return 0;
+	for (;;) {
+		if (p->epochs && p->epoch >= p->epochs)
+			return 0;
+		if (p->pos < p->limit && p->chunk < p->nchunks)
+			break;
+		p->epoch++;
+		p->chunk = 0;
+		p->pos = 0;
+	}
+	const rf_chunk_info *c = &p->chunks[p->chunk];
+	uint64_t n = c->samples;
+	if (n > p->limit - p->pos)
+		n = p->limit - p->pos;
+	s->chunk = p->chunk;
+	s->lo = 0;
+	s->hi = (uint32_t)n;
+	s->epoch = p->epoch;
+	s->pos = p->pos;
+	p->chunk++;
+	p->pos += n;
+	s->epoch_end = p->pos >= p->limit || p->chunk >= p->nchunks;
+	return 1;
+}
+
+/* ----------------------------------------------------------- structures */
+
+enum step_state { ST_EMPTY = 0, ST_READING, ST_READ, ST_TAKEN };
+
+struct wstep {              /* a step in the pipeline window */
+	struct lstep s;
+	uint64_t seq;
+	unsigned slot;
+	int state;
+	int64_t res;        /* read result: bytes or -errno */
+};
+
+enum dbuf_state { DB_FREE = 0, DB_COPYING, DB_READY, DB_HELD, DB_RELEASED };
+
+struct dbuf {               /* one device buffer and the batch it holds */
+	rf_batch pub;       /* first: rf_batch_wait recovers the dbuf from it */
+	struct rf_loader *ld;
+	void *dptr;
+	void *copy_event;   /* the batch's ready event */
+	void *rel_event;    /* recorded by rf_loader_release */
+	int state;
+	rf_batch_field *fields;
+	int64_t *host_off;  /* nvar x (B + 1) */
+};
+
+enum staged_kind { SK_BATCH = 0, SK_END, SK_ERROR };
+
+struct staged {             /* a batch in its staging slot, or a marker */
+	int kind;
+	unsigned slot;
+	uint32_t n;
+	uint64_t index, epoch, first;
+	uint64_t copy_bytes, payload;
+	uint64_t used[RF_MAX_FIELDS];
+};
+
+struct worker {
+	struct rf_loader *ld;
+	pthread_t thread;
+	int started;
+	rf_decoder dec;
+	rf_diag diag;
+};
+
+struct tcpu {               /* CPU time of a loader thread */
+	pthread_t thread;
+	int live;
+};
+
+struct rf_loader {
+	rf_config cfg;
+	rf_diag diag;       /* the consumer's messages (errmsg) */
+	rf_diag io_diag, dev_diag, ring_diag, copy_diag;
+
+	rf_dataset *ds;
+	const rf_schema *schema;
+	const rf_chunk_info *chunks;
+	uint64_t nchunks;
+	int *files;         /* per shard: the io handle */
+	size_t nshards;
+
+	rf_batch_layout layout;
+	uint32_t nvar;
+	rf_device *dev;
+	rf_ring *ring;
+	rf_io *io;
+	void *copy_stream;
+	struct dbuf *dbufs;
+	uint32_t depth;
+
+	uint64_t slot_bytes;
+	unsigned nslots, n_read, n_stage;
+	unsigned qd;
+
+	pthread_mutex_t mu;
+	pthread_cond_t reader_cv, work_cv, stage_cv, copy_cv, cons_cv;
+	int sync_init;
+
+	/* --- under mu --- */
+	int stop;
+	int failed;          /* the pipeline stopped on an error */
+	int fail_code;
+	char fail_msg[RF_ERRMSG_MAX];
+
+	struct lplan plan;
+	int plan_done;
+	uint64_t total_steps;
+	int end_pushed;
+
+	struct wstep *win;
+	unsigned nwin;
+	uint64_t next_seq, next_dispatch, next_gather;
+	unsigned read_held, stage_held, inflight;
+
+	struct staged *sq;   /* staged FIFO */
+	unsigned sq_cap, sq_head, sq_len;
+
+	unsigned *rq;        /* ready FIFO of dbuf indices */
+	unsigned rq_head, rq_len;
+	int eos;             /* the copy thread passed the end marker */
+	int final_code;      /* the copy thread passed an error marker */
+	char final_msg[RF_ERRMSG_MAX];
+	unsigned held;
+
+	/* gather state: owned by the worker whose turn it is */
+	rf_assembly asmb;
+	int cur_slot;
+	uint64_t cur_first, cur_epoch, batch_counter;
+
+	/* threads */
+	pthread_t reader, copier;
+	int reader_started, copier_started;
+	struct worker *workers;
+	unsigned nworkers;
+	struct tcpu cpu[3 + 64];
+	unsigned ncpu;
+	_Atomic uint64_t cpu_done_ns;
+
+	/* stats */
+	struct timespec t_open;
+	_Atomic uint64_t st_bytes_read, st_read_ns, st_decode_ns, st_copy_ns, st_chunks;
+	uint64_t st_bytes_delivered, st_batches, st_samples, st_stall_ns; /* consumer */
+	unsigned mx_inflight, mx_slots, mx_staged, mx_ready, mx_held;
+	uint64_t device_bytes;
+	char io_engine[32];
+	int io_direct;
+};
+
+static _Thread_local char open_error[RF_ERRMSG_MAX];
+
+static uint64_t
+now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t
+thread_cpu_ns(pthread_t t)
+{
+	clockid_t cid;
+	struct timespec ts;
+	if (pthread_getcpuclockid(t, &cid) || clock_gettime(cid, &ts))
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Called by a loader thread just before it returns. */
+static void
+thread_exit_account(rf_loader *ld, unsigned cpu_index)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
+		atomic_fetch_add_explicit(&ld->cpu_done_ns,
+					  (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
+					  memory_order_relaxed);
+	pthread_mutex_lock(&ld->mu);
+	ld->cpu[cpu_index].live = 0;
+	pthread_mutex_unlock(&ld->mu);
+}
+
+static void
+fmt_size(char *buf, size_t cap, uint64_t b)
+{
+	if (b >= (1ull << 30))
+		snprintf(buf, cap, "%.2f GiB", (double)b / (double)(1ull << 30));
+	else if (b >= (1ull << 20))
+		snprintf(buf, cap, "%.2f MiB", (double)b / (double)(1ull << 20));
+	else if (b >= (1ull << 10))
+		snprintf(buf, cap, "%.1f KiB", (double)b / 1024.0);
+	else
+		snprintf(buf, cap, "%" PRIu64 " B", b);
+}
+
+/* ------------------------------------------------------- queue helpers */
+
+static void
+note_max(unsigned *mx, unsigned v)
+{
+	if (v > *mx)
+		*mx = v;
+}
+
+/* Append to the staged FIFO (mu held).  Its capacity is n_stage + 2: at
+ * most n_stage batches (one per staging slot) plus the end and error
+ * markers. */
+static void
+sq_push_locked(rf_loader *ld, const struct staged *s)
+{
+	ld->sq[(ld->sq_head + ld->sq_len) % ld->sq_cap] = *s;
+	ld->sq_len++;
+	note_max(&ld->mx_staged, ld->sq_len);
+	pthread_cond_signal(&ld->copy_cv);
+}
+
+/* Stop the pipeline on an error (mu held).  The first error wins; it is
+ * queued behind the batches already staged, so the consumer receives every
+ * batch before the failing point and then the error. */
+static void
+fail_locked(rf_loader *ld, int code, const char *msg)
+{
+	if (ld->failed || ld->stop)
+		return;
+	ld->failed = 1;
+	ld->fail_code = code;
+	snprintf(ld->fail_msg, sizeof(ld->fail_msg), "%s", msg);
+	struct staged m = {.kind = SK_ERROR};
+	sq_push_locked(ld, &m);
+	pthread_cond_broadcast(&ld->reader_cv);
+	pthread_cond_broadcast(&ld->work_cv);
+	pthread_cond_broadcast(&ld->stage_cv);
+	pthread_cond_broadcast(&ld->cons_cv);
+}
+
+/* The end of the stream, once the last step has been gathered (mu held). */
+static void
+maybe_end_locked(rf_loader *ld)
+{
+	if (ld->plan_done && !ld->end_pushed && !ld->failed && ld->next_gather == ld->total_steps) {
+		ld->end_pushed = 1;
+		struct staged m = {.kind = SK_END};
+		sq_push_locked(ld, &m);
+	}
+}
+
+static void
+release_read_slot(rf_loader *ld, unsigned slot)
+{
+	/* Back to the ring first, then the count: the reader takes a slot only
+	 * when the count allows, so the ring always has one for it. */
+	rf_ring_release(ld->ring, slot);
+	pthread_mutex_lock(&ld->mu);
+	ld->read_held--;
+	pthread_cond_signal(&ld->reader_cv);
+	pthread_mutex_unlock(&ld->mu);
+}
+
+/* ---------------------------------------------------------- the reader */
+
+static void *
+reader_main(void *arg)
+{
+	rf_loader *ld = arg;
+	rf_io_done done[64];
+
+	pthread_mutex_lock(&ld->mu);
+	for (;;) {
+		if (ld->stop || ld->failed)
+			break;
+		while (!ld->plan_done && ld->read_held < ld->n_read && ld->inflight < ld->qd &&
+		       ld->next_seq - ld->next_gather < ld->nwin) {
+			struct lstep st;
+			if (!lplan_next(&ld->plan, &st)) {
+				ld->plan_done = 1;
+				ld->total_steps = ld->next_seq;
+				maybe_end_locked(ld);
+				break;
+			}
+			unsigned slot;
+			int rc = rf_ring_acquire(ld->ring, &slot, 0);
+			if (rc < 0) {
+				/* Cannot happen while the counts hold; a stop is the
+				 * only other cause. */
+				if (!ld->stop)
+					fail_locked(ld, rc, "loader: no free ring slot for a read");
+				break;
+			}
+			ld->read_held++;
+			note_max(&ld->mx_slots, ld->read_held + ld->stage_held);
+			uint64_t seq = ld->next_seq++;
+			struct wstep *w = &ld->win[seq % ld->nwin];
+			w->s = st;
+			w->seq = seq;
+			w->slot = slot;
+			w->state = ST_READING;
+			w->res = 0;
+			const rf_chunk_info *c = &ld->chunks[st.chunk];
+			uint64_t span = RF_ALIGN_UP(c->stored_bytes, 4096);
+			/* The io queue belongs to this thread; only the window
+			 * bookkeeping needs the lock. */
+			pthread_mutex_unlock(&ld->mu);
+			rc = rf_io_read(ld->io, ld->files[c->shard], c->offset,
+					rf_ring_slot(ld->ring, slot), span, seq);
+			pthread_mutex_lock(&ld->mu);
+			if (rc < 0) {
+				w->state = ST_READ;
+				w->res = rc;
+				pthread_cond_broadcast(&ld->work_cv);
+			} else {
+				ld->inflight++;
+				note_max(&ld->mx_inflight, ld->inflight);
+			}
+		}
+		if (ld->stop || ld->failed)
+			break;
+		if (ld->inflight == 0) {
+			if (ld->plan_done)
+				break;
+			pthread_cond_wait(&ld->reader_cv, &ld->mu);
+			continue;
+		}
+		pthread_mutex_unlock(&ld->mu);
+		uint64_t t0 = now_ns();
+		int n = rf_io_wait(ld->io, done, 64, 1);
+		atomic_fetch_add_explicit(&ld->st_read_ns, now_ns() - t0, memory_order_relaxed);
+		pthread_mutex_lock(&ld->mu);
+		if (n < 0) {
+			char msg[RF_ERRMSG_MAX + 64];
+			snprintf(msg, sizeof(msg), "loader: waiting for reads failed: %s (%s)",
+				 rf_strerror(n), ld->io_diag.msg);
+			fail_locked(ld, n, msg);
+			break;
+		}
+		for (int i = 0; i < n; i++) {
+			struct wstep *w = &ld->win[done[i].tag % ld->nwin];
+			w->state = ST_READ;
+			w->res = done[i].res;
+			ld->inflight--;
+			if (done[i].res > 0)
+				atomic_fetch_add_explicit(&ld->st_bytes_read, (uint64_t)done[i].res,
+							  memory_order_relaxed);
+		}
+		if (n > 0)
+			pthread_cond_broadcast(&ld->work_cv);
+	}
+	pthread_mutex_unlock(&ld->mu);
+
+	/* Reads still in flight land in ring memory: wait for them before the
+	 * ring can be unmapped. */
+	while (rf_io_inflight(ld->io) > 0) {
+		if (rf_io_wait(ld->io, done, 64, 1) < 0)
+			break;
+	}
+	thread_exit_account(ld, 0);
+	return NULL;
+}
+
+/* ------------------------------------------------------------ the gather */
+
+/* Take a staging slot for a new batch (the turn holder only).  Returns 0 or
+ * -ECANCELED when the pipeline stops. */
+static int
+gather_open_batch(rf_loader *ld, uint64_t epoch, uint64_t first)
+{
+	pthread_mutex_lock(&ld->mu);
+	while (!ld->stop && !ld->failed && ld->stage_held >= ld->n_stage)
+		pthread_cond_wait(&ld->stage_cv, &ld->mu);
+	if (ld->stop || ld->failed) {
+		pthread_mutex_unlock(&ld->mu);
+		return -ECANCELED;
+	}
+	unsigned slot;
+	int rc = rf_ring_acquire(ld->ring, &slot, 0);
+	if (rc == 0) {
+		ld->stage_held++;
+		note_max(&ld->mx_slots, ld->read_held + ld->stage_held);
+	}
+	pthread_mutex_unlock(&ld->mu);
+	if (rc < 0)
+		return rc;
+	ld->cur_slot = (int)slot;
+	ld->cur_epoch = epoch;
+	ld->cur_first = first;
+	rf_assembly_begin(&ld->asmb, &ld->layout, rf_ring_slot(ld->ring, slot));
+	return 0;
+}
+
+static void
+gather_drop_batch(rf_loader *ld)
+{
+	if (ld->cur_slot < 0)
+		return;
+	rf_ring_release(ld->ring, (unsigned)ld->cur_slot);
+	ld->cur_slot = -1;
+	pthread_mutex_lock(&ld->mu);
+	ld->stage_held--;
+	pthread_cond_signal(&ld->stage_cv);
+	pthread_mutex_unlock(&ld->mu);
+}
+
+static void
+gather_push_batch(rf_loader *ld)
+{
+	struct staged s = {.kind = SK_BATCH};
+	s.slot = (unsigned)ld->cur_slot;
+	s.n = ld->asmb.n;
+	s.epoch = ld->cur_epoch;
+	s.first = ld->cur_first;
+	s.copy_bytes = rf_assembly_bytes(&ld->asmb);
+	s.payload = rf_assembly_payload(&ld->asmb);
+	memcpy(s.used, ld->asmb.used, sizeof(s.used));
+	pthread_mutex_lock(&ld->mu);
+	if (ld->failed || ld->stop) {
+		pthread_mutex_unlock(&ld->mu);
+		gather_drop_batch(ld);
+		return;
+	}
+	s.index = ld->batch_counter++;
+	sq_push_locked(ld, &s);
+	pthread_mutex_unlock(&ld->mu);
+	ld->cur_slot = -1;
+}
+
+/* Gather a step's samples into batches, in order (the turn holder only). */
+static int
+gather_step(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *sec,
+	    const rf_chunk_ctx *ctx, rf_diag *d)
+{
+	uint32_t i = st->lo;
+	uint64_t pos = st->pos;
+	while (i < st->hi) {
+		if (ld->cur_slot < 0) {
+			int rc = gather_open_batch(ld, st->epoch, pos);
+			if (rc < 0)
+				return rc;
+		}
+		uint32_t added = 0, part = 0;
+		uint64_t need = 0;
+		int rc = rf_assembly_add(&ld->asmb, sec, i, st->hi, &added, &need, &part);
+		if (rc == -E2BIG) {
+			const rf_batch_part *p = &ld->layout.part[part];
+			return rf_fail(d, RF_EMEMPLAN,
+				       "%s: chunk %" PRIu64 " at offset %" PRIu64 ": sample %" PRIu64
+				       " has %" PRIu64 " bytes of field %s, more than the %" PRIu64
+				       " bytes a batch holds for it: set var_bytes to at least %" PRIu64,
+				       ctx->path, ctx->chunk, ctx->offset,
+				       ld->chunks[st->chunk].first_sample + i, need,
+				       ld->schema->fields[p->field].name, p->cap,
+				       RF_ALIGN_UP(need, RF_BATCH_ALIGN));
+		}
+		if (rc < 0)
+			return rf_fail(d, rc, "loader: assembling chunk %" PRIu64 " failed",
+				       st->chunk);
+		i += added;
+		pos += added;
+		/* Full, or a variable field's region is: close the batch early. */
+		if (rf_assembly_full(&ld->asmb) || added == 0)
+			gather_push_batch(ld);
+	}
+	if (st->epoch_end && ld->cur_slot >= 0) {
+		if (ld->asmb.n == 0 || (ld->cfg.drop_last && ld->asmb.n < ld->layout.batch))
+			gather_drop_batch(ld);
+		else
+			gather_push_batch(ld);
+	}
+	return 0;
+}
+
+/* -------------------------------------------------------- decode workers */
+
+static void *
+worker_main(void *arg)
+{
+	struct worker *w = arg;
+	rf_loader *ld = w->ld;
+	unsigned cpu_index = (unsigned)(w - ld->workers) + 2;
+
+	pthread_mutex_lock(&ld->mu);
+	for (;;) {
+		while (!ld->stop && !ld->failed &&
+		       !(ld->next_dispatch < ld->next_seq &&
+			 ld->win[ld->next_dispatch % ld->nwin].state == ST_READ))
+			pthread_cond_wait(&ld->work_cv, &ld->mu);
+		if (ld->stop || ld->failed)
+			break;
+		/* Steps are taken strictly in plan order, so the workers always
+		 * hold a contiguous run of steps and the one whose turn comes
+		 * next is being worked on: no worker can wait for a turn that
+		 * nobody will take. */
+		uint64_t seq = ld->next_dispatch++;
+		struct wstep *ws = &ld->win[seq % ld->nwin];
+		ws->state = ST_TAKEN;
+		struct wstep step = *ws;
+		pthread_mutex_unlock(&ld->mu);
+
+		uint64_t t0 = now_ns();
+		const rf_chunk_info *info = &ld->chunks[step.s.chunk];
+		rf_chunk_ctx ctx;
+		rf_dataset_chunk_ctx(ld->ds, step.s.chunk, &ctx);
+		rf_chunk_sections sec;
+		int rc, slot_held = 1;
+		if (step.res < 0) {
+			rc = rf_fail(&w->diag, (int)step.res,
+				     "%s: chunk %" PRIu64 " at offset %" PRIu64 ": read failed: %s",
+				     ctx.path, ctx.chunk, ctx.offset, rf_strerror((int)step.res));
+		} else if ((uint64_t)step.res < info->stored_bytes) {
+			rc = rf_fail(&w->diag, RF_ETRUNCATED,
+				     "%s: chunk %" PRIu64 " at offset %" PRIu64 ": read %" PRId64
+				     " of its %" PRIu64 " bytes: the file is truncated",
+				     ctx.path, ctx.chunk, ctx.offset, step.res, info->stored_bytes);
+		} else {
+			rc = rf_decoder_chunk(&w->dec, ld->schema, info, rf_ring_slot(ld->ring, step.slot),
+					      ld->cfg.verify, &sec, &ctx, &w->diag);
+		}
+		/* A compressed chunk was decoded into the worker's own buffer:
+		 * its read slot can go back at once. */
+		if (rc < 0 || info->codec != RF_CODEC_NONE) {
+			release_read_slot(ld, step.slot);
+			slot_held = 0;
+		}
+		uint64_t t1 = now_ns();
+
+		pthread_mutex_lock(&ld->mu);
+		while (!ld->stop && !ld->failed && ld->next_gather != seq)
+			pthread_cond_wait(&ld->work_cv, &ld->mu);
+		if (ld->stop || ld->failed) {
+			pthread_mutex_unlock(&ld->mu);
+			if (slot_held)
+				release_read_slot(ld, step.slot);
+			pthread_mutex_lock(&ld->mu);
+			break;
+		}
+		pthread_mutex_unlock(&ld->mu);
+
+		uint64_t t2 = now_ns();
+		if (rc == 0)
+			rc = gather_step(ld, &step.s, &sec, &ctx, &w->diag);
+		if (slot_held)
+			release_read_slot(ld, step.slot);
+		if (rc < 0 && rc != -ECANCELED)
+			gather_drop_batch(ld);
+		atomic_fetch_add_explicit(&ld->st_decode_ns, (t1 - t0) + (now_ns() - t2),
+					  memory_order_relaxed);
+		atomic_fetch_add_explicit(&ld->st_chunks, 1, memory_order_relaxed);
+
+		pthread_mutex_lock(&ld->mu);
+		if (rc < 0 && rc != -ECANCELED)
+			fail_locked(ld, rc, w->diag.msg);
+		if (rc == 0) {
+			ld->next_gather++;
+			maybe_end_locked(ld);
+		}
+		pthread_cond_broadcast(&ld->work_cv);
+		pthread_cond_signal(&ld->reader_cv);
+		if (rc < 0)
+			break;
+	}
+	pthread_mutex_unlock(&ld->mu);
+	thread_exit_account(ld, cpu_index);
+	return NULL;
+}
+
+/* ------------------------------------------------------- the copy stage */
+
+static void
+fill_batch(rf_loader *ld, struct dbuf *b, const struct staged *s)
+{
+	const rf_batch_layout *l = &ld->layout;
+	uint8_t *base = b->dptr;
+	uint32_t v = 0;
+	for (uint32_t i = 0; i < l->nparts; i++) {
+		const rf_batch_part *p = &l->part[i];
+		const rf_field *f = &ld->schema->fields[p->field];
+		rf_batch_field *bf = &b->fields[i];
+		bf->name = f->name;
+		bf->dtype = f->dtype;
+		bf->ndim = 1 + f->rank;
+		bf->shape[0] = s->n;
+		for (uint32_t k = 0; k < f->rank; k++)
+			bf->shape[1 + k] = (int64_t)f->shape[k];
+		bf->var_dim = f->var_dim;
+		if (p->var) {
+			bf->shape[1 + f->var_dim] = 0;
+			bf->data = base + p->data_off;
+			bf->bytes = s->used[i];
+			bf->offsets = (int64_t *)(void *)(base + p->off);
+			bf->host_offsets = b->host_off + (uint64_t)v * (l->batch + 1);
+			v++;
+		} else {
+			bf->data = base + p->off;
+			bf->bytes = (uint64_t)s->n * p->value_bytes;
+			bf->offsets = NULL;
+			bf->host_offsets = NULL;
+		}
+	}
+	b->pub.index = s->index;
+	b->pub.epoch = s->epoch;
+	b->pub.first_sample = s->first;
+	b->pub.samples = s->n;
+	b->pub.nfields = l->nparts;
+	b->pub.fields = b->fields;
+	b->pub.data = b->dptr;
+	b->pub.bytes = s->payload;
+	b->pub.ready_event = b->copy_event;
+}
+
+/* Move one staged batch into device buffer `b` and wait for the copy.  The
+ * staging slot is released (and, in transient mode, unpinned) as soon as the
+ * copy's event has fired, never before. */
+static int
+copy_one(rf_loader *ld, struct dbuf *b, const struct staged *s)
+{
+	const struct rf_device_ops *ops = ld->dev->ops;
+	void *src = rf_ring_slot(ld->ring, s->slot);
+	int rc = 0, pinned = 0;
+
+	if (ld->cfg.pinning == RF_PINNING_TRANSIENT) {
+		rc = rf_ring_pin(ld->ring, s->slot, s->copy_bytes);
+		if (rc < 0)
+			return rf_fail(&ld->copy_diag, rc, "loader: pinning staging slot %u (%" PRIu64
+				       " bytes) failed: %s", s->slot, s->copy_bytes, ld->ring_diag.msg);
+		pinned = 1;
+	}
+	uint64_t t0 = now_ns();
+	rc = ops->copy_h2d_async(ld->dev, b->dptr, src, s->copy_bytes, ld->copy_stream);
+	if (rc == 0)
+		rc = ops->event_record(ld->dev, b->copy_event, ld->copy_stream);
+	if (rc == 0)
+		rc = ops->event_sync(ld->dev, b->copy_event);
+	else
+		ops->stream_sync(ld->dev, ld->copy_stream); /* nothing may still read src */
+	atomic_fetch_add_explicit(&ld->st_copy_ns, now_ns() - t0, memory_order_relaxed);
+	if (rc < 0) {
+		rf_fail(&ld->copy_diag, rc, "loader: copying batch %" PRIu64 " to the device failed: %s",
+			s->index, ld->dev_diag.msg);
+	}
+	if (pinned) {
+		int urc = rf_ring_unpin(ld->ring, s->slot);
+		if (urc < 0 && rc == 0)
+			rc = rf_fail(&ld->copy_diag, urc, "loader: unpinning staging slot %u failed: %s",
+				     s->slot, ld->ring_diag.msg);
+	}
+	if (rc == 0) {
+		/* The offsets in host memory, for the consumer: the slot is
+		 * read after the copy, so nothing races with it. */
+		const rf_batch_layout *l = &ld->layout;
+		uint32_t v = 0;
+		for (uint32_t i = 0; i < l->nparts; i++) {
+			if (!l->part[i].var)
+				continue;
+			memcpy(b->host_off + (uint64_t)v * (l->batch + 1),
+			       (const uint8_t *)src + l->part[i].off, ((uint64_t)s->n + 1) * 8);
+			v++;
+		}
+		fill_batch(ld, b, s);
+	}
+	rf_ring_release(ld->ring, s->slot);
+	return rc;
+}
+
+static void *
+copy_main(void *arg)
+{
+	rf_loader *ld = arg;
+	const struct rf_device_ops *ops = ld->dev->ops;
+
+	pthread_mutex_lock(&ld->mu);
+	for (;;) {
+		while (!ld->stop && ld->sq_len == 0)
+			pthread_cond_wait(&ld->copy_cv, &ld->mu);
+		if (ld->stop)
+			break;
+		struct staged s = ld->sq[ld->sq_head];
+		if (s.kind != SK_BATCH) {
+			ld->sq_head = (ld->sq_head + 1) % ld->sq_cap;
+			ld->sq_len--;
+			if (s.kind == SK_END) {
+				ld->eos = 1;
+			} else if (!ld->final_code) {
+				ld->final_code = ld->fail_code ? ld->fail_code : -EIO;
+				memcpy(ld->final_msg, ld->fail_msg, sizeof(ld->final_msg));
+			}
+			pthread_cond_broadcast(&ld->cons_cv);
+			continue;
+		}
+		/* A device buffer: free, or released by the consumer (its event
+		 * may still be pending: wait for it outside the lock). */
+		int pick = -1;
+		for (;;) {
+			for (uint32_t i = 0; i < ld->depth && pick < 0; i++)
+				if (ld->dbufs[i].state == DB_FREE)
+					pick = (int)i;
+			for (uint32_t i = 0; i < ld->depth && pick < 0; i++)
+				if (ld->dbufs[i].state == DB_RELEASED)
+					pick = (int)i;
+			if (pick >= 0 || ld->stop)
+				break;
+			pthread_cond_wait(&ld->copy_cv, &ld->mu);
+		}
+		if (ld->stop)
+			break;
+		struct dbuf *b = &ld->dbufs[pick];
+		int was_released = b->state == DB_RELEASED;
+		b->state = DB_COPYING;
+		pthread_mutex_unlock(&ld->mu);
+
+		int rc = 0;
+		if (was_released) {
+			/* Invariant 2: the consumer's work recorded at release
+			 * must be done before the buffer is overwritten. */
+			rc = ops->event_sync(ld->dev, b->rel_event);
+			if (rc < 0)
+				rf_fail(&ld->copy_diag, rc, "loader: waiting for a released batch "
+					"failed: %s", ld->dev_diag.msg);
+		}
+		if (rc == 0)
+			rc = copy_one(ld, b, &s);
+		else
+			rf_ring_release(ld->ring, s.slot);
+
+		pthread_mutex_lock(&ld->mu);
+		ld->sq_head = (ld->sq_head + 1) % ld->sq_cap;
+		ld->sq_len--;
+		ld->stage_held--;
+		pthread_cond_signal(&ld->stage_cv);
+		if (rc < 0) {
+			b->state = DB_FREE;
+			if (!ld->failed) {
+				fail_locked(ld, rc, ld->copy_diag.msg);
+			} else if (!ld->final_code) {
+				/* Already failing elsewhere: the device error is
+				 * the one the consumer will see first. */
+			}
+			if (!ld->final_code) {
+				ld->final_code = rc;
+				snprintf(ld->final_msg, sizeof(ld->final_msg), "%s", ld->copy_diag.msg);
+			}
+			pthread_cond_broadcast(&ld->cons_cv);
+			continue;
+		}
+		b->state = DB_READY;
+		ld->rq[(ld->rq_head + ld->rq_len) % ld->depth] = (unsigned)pick;
+		ld->rq_len++;
+		note_max(&ld->mx_ready, ld->rq_len);
+		pthread_cond_signal(&ld->cons_cv);
+	}
+	pthread_mutex_unlock(&ld->mu);
+	thread_exit_account(ld, 1);
+	return NULL;
+}
+
+/* ------------------------------------------------------- config, open */
+
+RF_API void
+rf_config_init(rf_config *cfg)
+{
+	if (!cfg)
+		return;
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->size = sizeof(*cfg);
+	cfg->batch_size = 32;
+	cfg->drop_last = 0;
+	cfg->epochs = 1;
+	cfg->device = RF_DEVICE_AUTO;
+	cfg->device_index = 0;
+	cfg->depth = 2;
+	cfg->pinned_bytes = 256ull << 20;
+	cfg->pinning = RF_PINNING_RING;
+	cfg->io_depth = 32;
+	cfg->direct = 1;
+	cfg->decode_threads = 2;
+	cfg->verify = 1;
+	cfg->var_bytes = 0;
+}
+
+RF_API const char *
+rf_loader_last_open_error(void)
+{
+	return open_error;
+}
+
+static void loader_free(rf_loader *ld);
+
+/* The default capacity of a variable field's region per batch: twice B
+ * times the largest per-sample average of any chunk, so a batch of typical
+ * samples fits with room for variance (the raw chunk bytes bound every
+ * field's bytes in it). */
+static int
+default_var_bytes(rf_loader *ld, uint64_t *out)
+{
+	uint64_t per = 0;
+	for (uint64_t c = 0; c < ld->nchunks; c++) {
+		const rf_chunk_info *ci = &ld->chunks[c];
+		uint64_t a = (ci->raw_bytes + ci->samples - 1) / ci->samples;
+		if (a > per)
+			per = a;
+	}
+	uint64_t v;
+	if (rf_mul_u64(per, 2ull * ld->cfg.batch_size, &v))
+		return -1;
+	if (v < 4096)
+		v = 4096;
+	*out = RF_ALIGN_UP(v, RF_BATCH_ALIGN);
+	return 0;
+}
+
+static int
+open_device(rf_loader *ld)
+{
+	rf_diag *d = &ld->dev_diag;
+	int rc;
+	switch (ld->cfg.device) {
+	case RF_DEVICE_HOST:
+		rc = rf_device_open_host(&ld->dev, d);
+		break;
+	case RF_DEVICE_CUDA:
+		rc = rf_device_open_cuda(&ld->dev, ld->cfg.device_index, d);
+		break;
+	case RF_DEVICE_AUTO:
+		rc = rf_device_open_cuda(&ld->dev, ld->cfg.device_index, d);
+		if (rc < 0) {
+			rf_log(&ld->diag, RF_LOG_INFO, "device auto: no CUDA device (%s); using host",
+			       d->msg);
+			rc = rf_device_open_host(&ld->dev, d);
+		}
+		break;
+	default:
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: device %d is not auto, host or cuda",
+			       (int)ld->cfg.device);
+	}
+	if (rc < 0)
+		return rf_fail(&ld->diag, rc, "%s", d->msg);
+	rf_log(&ld->diag, RF_LOG_INFO, "device: %s", ld->dev->desc);
+	return 0;
+}
+
+/* Decide the batch layout, slot size and counts, and check them against the
+ * pinned budget and the device's free memory. */
+static int
+plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
+{
+	rf_config *cfg = &ld->cfg;
+	char a[32], b[32], c[32];
+	uint64_t var_cap = cfg->var_bytes;
+	int has_var = 0;
+	for (uint32_t i = 0; i < nsel; i++)
+		has_var |= ld->schema->fields[sel[i]].var_dim >= 0;
+	if (has_var && var_cap == 0 && default_var_bytes(ld, &var_cap) < 0)
+		return rf_fail(&ld->diag, RF_EMEMPLAN, "memory plan: the variable-size region of "
+			       "a batch overflows: lower batch_size or set var_bytes");
+	int rc = rf_batch_layout_init(&ld->layout, ld->schema, sel, nsel, cfg->batch_size, var_cap,
+				      &ld->diag);
+	if (rc < 0)
+		return rc;
+	uint64_t bb = ld->layout.bytes;
+	uint64_t span = rf_dataset_max_stored_span(ld->ds);
+	uint64_t slot = RF_ALIGN_UP(bb > span ? bb : span, 4096);
+	if (slot < bb || slot == 0)
+		return rf_fail(&ld->diag, RF_EMEMPLAN, "memory plan: a batch of %u samples is too "
+			       "large: lower batch_size", cfg->batch_size);
+	uint64_t nslots = cfg->pinned_bytes / slot;
+	ld->slot_bytes = slot;
+	if (nslots < 2) {
+		fmt_size(a, sizeof a, cfg->pinned_bytes);
+		fmt_size(b, sizeof b, bb);
+		fmt_size(c, sizeof c, span);
+		char need[32];
+		fmt_size(need, sizeof need, 2 * slot);
+		return rf_fail(&ld->diag, RF_EMEMPLAN,
+			       "memory plan: pinned_bytes %s holds %" PRIu64 " slot(s) of %" PRIu64
+			       " bytes (the larger of a batch, %s for batch_size %u, and the largest "
+			       "chunk read, %s); the loader needs at least 2 (one read, one staged "
+			       "batch): raise pinned_bytes to at least %s or lower batch_size",
+			       a, nslots, slot, b, cfg->batch_size, c, need);
+	}
+	if (nslots > 4096)
+		nslots = 4096; /* more slots only add bookkeeping */
+	ld->nslots = (unsigned)nslots;
+	/* Staging: enough for the copy stage to stay busy (depth + 1 batches)
+	 * but never more than half of the ring: reads keep the disk busy. */
+	unsigned st = ld->nslots / 2;
+	if (st > ld->depth + 1)
+		st = ld->depth + 1;
+	if (st < 1)
+		st = 1;
+	ld->n_stage = st;
+	ld->n_read = ld->nslots - st;
+
+	uint64_t dev_bytes;
+	if (rf_mul_u64(bb, ld->depth, &dev_bytes))
+		return rf_fail(&ld->diag, RF_EMEMPLAN, "memory plan: depth x batch bytes overflows");
+	size_t fr = 0, tot = 0;
+	rc = ld->dev->ops->mem_info(ld->dev, &fr, &tot);
+	if (rc == 0 && dev_bytes > fr) {
+		fmt_size(a, sizeof a, dev_bytes);
+		fmt_size(b, sizeof b, bb);
+		fmt_size(c, sizeof c, fr);
+		return rf_fail(&ld->diag, RF_EMEMPLAN,
+			       "memory plan: device buffers need %s (depth %u x batch %s for "
+			       "batch_size %u) but %s has only %s free: lower batch_size or depth",
+			       a, ld->depth, b, cfg->batch_size, ld->dev->desc, c);
+	}
+	fmt_size(a, sizeof a, (uint64_t)ld->nslots * slot);
+	fmt_size(b, sizeof b, dev_bytes);
+	rf_log(&ld->diag, RF_LOG_INFO,
+	       "memory plan: pinned %s = %u slots of %" PRIu64 " bytes (%u read, %u staging); "
+	       "device %s = %u x %" PRIu64 " bytes", a, ld->nslots, slot, ld->n_read, ld->n_stage,
+	       b, ld->depth, bb);
+	return 0;
+}
+
+static int
+alloc_device_buffers(rf_loader *ld)
+{
+	const struct rf_device_ops *ops = ld->dev->ops;
+	int rc = ops->stream_create(ld->dev, &ld->copy_stream);
+	if (rc < 0)
+		return rf_fail(&ld->diag, rc, "loader: creating the copy stream failed: %s",
+			       ld->dev_diag.msg);
+	ld->dbufs = calloc(ld->depth, sizeof(*ld->dbufs));
+	ld->rq = calloc(ld->depth, sizeof(*ld->rq));
+	if (!ld->dbufs || !ld->rq)
+		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
+	for (uint32_t i = 0; i < ld->depth; i++) {
+		struct dbuf *b = &ld->dbufs[i];
+		b->ld = ld;
+		b->fields = calloc(ld->layout.nparts, sizeof(*b->fields));
+		if (ld->nvar)
+			b->host_off = calloc((uint64_t)ld->nvar * (ld->layout.batch + 1), 8);
+		if (!b->fields || (ld->nvar && !b->host_off))
+			return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
+		rc = ops->alloc(ld->dev, ld->layout.bytes, &b->dptr);
+		if (rc < 0) {
+			b->dptr = NULL;
+			char a[32], bb[32];
+			fmt_size(a, sizeof a, ld->layout.bytes * ld->depth);
+			fmt_size(bb, sizeof bb, ld->layout.bytes);
+			return rf_fail(&ld->diag, RF_EMEMPLAN,
+				       "memory plan: allocating device buffer %u of %u (%s each, %s "
+				       "in all for batch_size %u) failed on %s: %s; lower batch_size "
+				       "or depth", i + 1, ld->depth, bb, a, ld->cfg.batch_size,
+				       ld->dev->desc, ld->dev_diag.msg);
+		}
+		ld->device_bytes += ld->layout.bytes;
+		rc = ops->event_create(ld->dev, &b->copy_event);
+		if (rc == 0)
+			rc = ops->event_create(ld->dev, &b->rel_event);
+		if (rc < 0)
+			return rf_fail(&ld->diag, rc, "loader: creating events failed: %s",
+				       ld->dev_diag.msg);
+	}
+	return 0;
+}
+
+static int
+start_threads(rf_loader *ld)
+{
+	int rc;
+	ld->ncpu = 2 + ld->nworkers;
+	for (unsigned i = 0; i < ld->nworkers; i++) {
+		struct worker *w = &ld->workers[i];
+		rc = pthread_create(&w->thread, NULL, worker_main, w);
+		if (rc)
+			return rf_fail(&ld->diag, -rc, "loader: cannot start a decode thread");
+		w->started = 1;
+		pthread_mutex_lock(&ld->mu);
+		ld->cpu[2 + i].thread = w->thread;
+		ld->cpu[2 + i].live = 1;
+		pthread_mutex_unlock(&ld->mu);
+	}
+	rc = pthread_create(&ld->copier, NULL, copy_main, ld);
+	if (rc)
+		return rf_fail(&ld->diag, -rc, "loader: cannot start the copy thread");
+	ld->copier_started = 1;
+	pthread_mutex_lock(&ld->mu);
+	ld->cpu[1].thread = ld->copier;
+	ld->cpu[1].live = 1;
+	pthread_mutex_unlock(&ld->mu);
+	rc = pthread_create(&ld->reader, NULL, reader_main, ld);
+	if (rc)
+		return rf_fail(&ld->diag, -rc, "loader: cannot start the reader thread");
+	ld->reader_started = 1;
+	pthread_mutex_lock(&ld->mu);
+	ld->cpu[0].thread = ld->reader;
+	ld->cpu[0].live = 1;
+	pthread_mutex_unlock(&ld->mu);
+	return 0;
+}
+
+static int
+loader_open(rf_loader *ld, const rf_config *ucfg)
+{
+	rf_config *cfg = &ld->cfg;
+	int rc;
+
+	if (cfg->npaths == 0 || !cfg->paths)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: no dataset paths given");
+	if (cfg->batch_size == 0)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: batch_size must be at least 1");
+	if (cfg->depth == 0)
+		cfg->depth = 2;
+	if (cfg->depth > 64)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: depth %u is more than 64", cfg->depth);
+	if (cfg->pinning != RF_PINNING_RING && cfg->pinning != RF_PINNING_TRANSIENT)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: pinning %d is not ring or transient",
+			       (int)cfg->pinning);
+	if (cfg->decode_threads == 0)
+		cfg->decode_threads = 1;
+	if (cfg->decode_threads > 64)
+		cfg->decode_threads = 64;
+	if (cfg->io_depth == 0)
+		cfg->io_depth = 32;
+	ld->depth = cfg->depth;
+
+	rf_dataset_config dcfg;
+	rf_dataset_config_init(&dcfg);
+	dcfg.verify = cfg->verify;
+	dcfg.log = cfg->log;
+	dcfg.log_user = cfg->log_user;
+	rc = rf_dataset_open(&ld->ds, cfg->paths, cfg->npaths, &dcfg);
+	if (rc < 0) {
+		snprintf(ld->diag.msg, sizeof(ld->diag.msg), "%s", rf_dataset_last_open_error());
+		return rc;
+	}
+	ld->schema = rf_dataset_schema(ld->ds);
+	ld->chunks = rf_dataset_chunk_table(ld->ds);
+	ld->nchunks = rf_dataset_chunks(ld->ds);
+	ld->nshards = rf_dataset_shards(ld->ds);
+
+	/* The fields, by name or all. */
+	uint32_t sel[RF_MAX_FIELDS], nsel = 0;
+	if (ucfg->fields) {
+		if (cfg->nfields == 0 || cfg->nfields > RF_MAX_FIELDS)
+			return rf_fail(&ld->diag, RF_EUSAGE, "loader: %zu fields selected (1..%d)",
+				       cfg->nfields, RF_MAX_FIELDS);
+		for (size_t i = 0; i < cfg->nfields; i++) {
+			int k = cfg->fields[i] ? rf_schema_find(ld->schema, cfg->fields[i]) : -1;
+			if (k < 0)
+				return rf_fail(&ld->diag, RF_EUSAGE, "loader: no field named '%s' in %s",
+					       cfg->fields[i] ? cfg->fields[i] : "(null)",
+					       rf_dataset_shard_path(ld->ds, 0));
+			for (uint32_t j = 0; j < nsel; j++)
+				if (sel[j] == (uint32_t)k)
+					return rf_fail(&ld->diag, RF_EUSAGE,
+						       "loader: field '%s' selected twice", cfg->fields[i]);
+			sel[nsel++] = (uint32_t)k;
+		}
+	} else {
+		for (uint32_t i = 0; i < ld->schema->nfields; i++)
+			sel[nsel++] = i;
+	}
+	/* The strings and arrays are the caller's: keep no pointer to them. */
+	cfg->paths = NULL;
+	cfg->fields = NULL;
+	for (uint32_t i = 0; i < nsel; i++)
+		ld->nvar += ld->schema->fields[sel[i]].var_dim >= 0;
+
+	rc = open_device(ld);
+	if (rc < 0)
+		return rc;
+	rc = plan_memory(ld, sel, nsel);
+	if (rc < 0)
+		return rc;
+
+	rc = rf_ring_open(&ld->ring, ld->slot_bytes, ld->nslots, ld->dev,
+			  cfg->pinning == RF_PINNING_TRANSIENT ? RF_PIN_TRANSIENT : RF_PIN_RING,
+			  &ld->ring_diag);
+	if (rc < 0)
+		return rf_fail(&ld->diag, rc == -ENOMEM ? RF_EMEMPLAN : rc, "%s", ld->ring_diag.msg);
+
+	rf_io_config icfg;
+	rf_io_config_init(&icfg);
+	ld->qd = cfg->io_depth < ld->n_read ? cfg->io_depth : ld->n_read;
+	icfg.queue_depth = ld->qd;
+	icfg.direct = cfg->direct;
+	icfg.region = rf_ring_base(ld->ring);
+	icfg.region_bytes = rf_ring_bytes(ld->ring);
+	rc = rf_io_open(&ld->io, &icfg, &ld->io_diag);
+	if (rc < 0)
+		return rf_fail(&ld->diag, rc, "%s", ld->io_diag.msg);
+	ld->files = calloc(ld->nshards ? ld->nshards : 1, sizeof(*ld->files));
+	if (!ld->files)
+		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
+	for (size_t i = 0; i < ld->nshards; i++) {
+		rc = rf_io_add_file(ld->io, rf_dataset_shard_path(ld->ds, i), &ld->files[i]);
+		if (rc < 0)
+			return rf_fail(&ld->diag, rc, "%s", ld->io_diag.msg);
+	}
+	snprintf(ld->io_engine, sizeof(ld->io_engine), "%s", rf_io_engine(ld->io));
+	ld->io_direct = rf_io_direct(ld->io);
+
+	rc = alloc_device_buffers(ld);
+	if (rc < 0)
+		return rc;
+
+	/* Decode workers: a raw buffer each only when some chunk is compressed. */
+	int need_raw = 0;
+	for (uint64_t c = 0; c < ld->nchunks && !need_raw; c++)
+		need_raw = ld->chunks[c].codec != RF_CODEC_NONE;
+	ld->nworkers = cfg->decode_threads;
+	ld->workers = calloc(ld->nworkers, sizeof(*ld->workers));
+	if (!ld->workers)
+		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
+	for (unsigned i = 0; i < ld->nworkers; i++) {
+		struct worker *w = &ld->workers[i];
+		w->ld = ld;
+		rf_diag_init(&w->diag, cfg->log, cfg->log_user);
+		if (rf_decoder_init(&w->dec, rf_dataset_max_raw_bytes(ld->ds), need_raw) < 0)
+			return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory for decode buffers");
+	}
+
+	/* The pipeline window and the queues. */
+	ld->nwin = ld->n_read + ld->nworkers + 1;
+	ld->win = calloc(ld->nwin, sizeof(*ld->win));
+	ld->sq_cap = ld->n_stage + 2;
+	ld->sq = calloc(ld->sq_cap, sizeof(*ld->sq));
+	if (!ld->win || !ld->sq)
+		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
+	ld->cur_slot = -1;
+
+	uint64_t n = rf_dataset_samples(ld->ds), limit = n;
+	/* Without variable fields every batch but the last is full, so a
+	 * dropped tail is known in advance and not even read. */
+	if (cfg->drop_last && ld->nvar == 0)
+		limit = n / cfg->batch_size * cfg->batch_size;
+	lplan_init(&ld->plan, ld->chunks, ld->nchunks, limit, cfg->epochs);
+
+	return start_threads(ld);
+}
+
+RF_API int
+rf_loader_open(rf_loader **out, const rf_config *cfg)
+{
+	open_error[0] = 0;
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	if (!cfg || cfg->size < RF_CONFIG_MIN_SIZE) {
+		snprintf(open_error, sizeof(open_error),
+			 "loader: config missing or too small (call rf_config_init)");
+		return -EINVAL;
+	}
+	if (cfg->size > sizeof(rf_config)) {
+		/* From a newer header: accept it only if the parts we do not
+		 * know are zero. */
+		const uint8_t *p = (const uint8_t *)cfg;
+		for (size_t i = sizeof(rf_config); i < cfg->size; i++) {
+			if (p[i]) {
+				snprintf(open_error, sizeof(open_error),
+					 "loader: config has settings this library (%s) does not know",
+					 rf_version_string());
+				return -EINVAL;
+			}
+		}
+	}
+	rf_loader *ld = calloc(1, sizeof(*ld));
+	if (!ld)
+		return -ENOMEM;
+	memcpy(&ld->cfg, cfg, cfg->size < sizeof(rf_config) ? cfg->size : sizeof(rf_config));
+	ld->cfg.size = sizeof(rf_config);
+	rf_diag_init(&ld->diag, cfg->log, cfg->log_user);
+	rf_diag_init(&ld->io_diag, cfg->log, cfg->log_user);
+	rf_diag_init(&ld->dev_diag, cfg->log, cfg->log_user);
+	rf_diag_init(&ld->ring_diag, cfg->log, cfg->log_user);
+	rf_diag_init(&ld->copy_diag, cfg->log, cfg->log_user);
+	clock_gettime(CLOCK_MONOTONIC, &ld->t_open);
+	ld->cur_slot = -1;
+
+	if (pthread_mutex_init(&ld->mu, NULL)) {
+		free(ld);
+		return -ENOMEM;
+	}
+	pthread_cond_init(&ld->reader_cv, NULL);
+	pthread_cond_init(&ld->work_cv, NULL);
+	pthread_cond_init(&ld->stage_cv, NULL);
+	pthread_cond_init(&ld->copy_cv, NULL);
+	pthread_cond_init(&ld->cons_cv, NULL);
+	ld->sync_init = 1;
+
+	int rc = loader_open(ld, cfg);
+	if (rc < 0) {
+		snprintf(open_error, sizeof(open_error), "%s", ld->diag.msg);
+		loader_free(ld);
+		return rc;
+	}
+	*out = ld;
+	return 0;
+}
+
+/* ------------------------------------------------------------- teardown */
+
+static void
+loader_free(rf_loader *ld)
+{
+	if (ld->sync_init) {
+		pthread_mutex_lock(&ld->mu);
+		ld->stop = 1;
+		pthread_cond_broadcast(&ld->reader_cv);
+		pthread_cond_broadcast(&ld->work_cv);
+		pthread_cond_broadcast(&ld->stage_cv);
+		pthread_cond_broadcast(&ld->copy_cv);
+		pthread_cond_broadcast(&ld->cons_cv);
+		pthread_mutex_unlock(&ld->mu);
+	}
+	if (ld->ring)
+		rf_ring_shutdown(ld->ring);
+	if (ld->reader_started)
+		pthread_join(ld->reader, NULL);
+	for (unsigned i = 0; ld->workers && i < ld->nworkers; i++)
+		if (ld->workers[i].started)
+			pthread_join(ld->workers[i].thread, NULL);
+	if (ld->copier_started)
+		pthread_join(ld->copier, NULL);
+
+	if (ld->dev) {
+		const struct rf_device_ops *ops = ld->dev->ops;
+		/* Nothing may still read or write a device buffer when it is
+		 * freed: released batches' events, then the copy stream. */
+		for (uint32_t i = 0; ld->dbufs && i < ld->depth; i++)
+			if (ld->dbufs[i].state == DB_RELEASED && ld->dbufs[i].rel_event)
+				ops->event_sync(ld->dev, ld->dbufs[i].rel_event);
+		if (ld->copy_stream)
+			ops->stream_sync(ld->dev, ld->copy_stream);
+		for (uint32_t i = 0; ld->dbufs && i < ld->depth; i++) {
+			struct dbuf *b = &ld->dbufs[i];
+			if (b->copy_event)
+				ops->event_destroy(ld->dev, b->copy_event);
+			if (b->rel_event)
+				ops->event_destroy(ld->dev, b->rel_event);
+			if (b->dptr)
+				ops->free(ld->dev, b->dptr);
+			free(b->fields);
+			free(b->host_off);
+		}
+		if (ld->copy_stream)
+			ops->stream_destroy(ld->dev, ld->copy_stream);
+	}
+	free(ld->dbufs);
+	free(ld->rq);
+	rf_io_close(&ld->io);
+	rf_ring_close(&ld->ring);
+	rf_device_close(&ld->dev);
+	for (unsigned i = 0; ld->workers && i < ld->nworkers; i++)
+		rf_decoder_fini(&ld->workers[i].dec);
+	free(ld->workers);
+	free(ld->win);
+	free(ld->sq);
+	free(ld->files);
+	rf_dataset_close(&ld->ds);
+	if (ld->sync_init) {
+		pthread_cond_destroy(&ld->reader_cv);
+		pthread_cond_destroy(&ld->work_cv);
+		pthread_cond_destroy(&ld->stage_cv);
+		pthread_cond_destroy(&ld->copy_cv);
+		pthread_cond_destroy(&ld->cons_cv);
+		pthread_mutex_destroy(&ld->mu);
+	}
+	free(ld);
+}
+
+RF_API void
+rf_loader_close(rf_loader **ldp)
+{
+	if (!ldp || !*ldp)
+		return;
+	loader_free(*ldp);
+	*ldp = NULL;
+}
+
+/* ------------------------------------------------------------ consumer */
+
+static int
+loader_next(rf_loader *ld, const rf_batch **out, int wait)
+{
+	if (!ld || !out)
+		return -EINVAL;
+	*out = NULL;
+	pthread_mutex_lock(&ld->mu);
+	if (ld->held >= ld->depth) {
+		unsigned held = ld->held;
+		pthread_mutex_unlock(&ld->mu);
+		return rf_fail(&ld->diag, RF_EHELD,
+			       "loader: the consumer holds %u batches, all of depth %u device "
+			       "buffers: release one (rf_loader_release) before asking for the next, "
+			       "or open with a larger depth", held, ld->depth);
+	}
+	/* The ready path takes the lock and nothing else: no clock read, no
+	 * system call.  Time is measured only when there is something to wait
+	 * for. */
+	uint64_t t0 = 0;
+	int rc = 0;
+	while (ld->rq_len == 0) {
+		if (ld->final_code) {
+			rc = ld->final_code;
+			snprintf(ld->diag.msg, sizeof(ld->diag.msg), "%s", ld->final_msg);
+			break;
+		}
+		if (ld->eos)
+			break;
+		if (!wait) {
+			rc = -EAGAIN;
+			break;
+		}
+		if (!t0)
+			t0 = now_ns();
+		pthread_cond_wait(&ld->cons_cv, &ld->mu);
+	}
+	if (t0)
+		ld->st_stall_ns += now_ns() - t0;
+	if (ld->rq_len == 0) {
+		pthread_mutex_unlock(&ld->mu);
+		return rc;
+	}
+	struct dbuf *b = &ld->dbufs[ld->rq[ld->rq_head]];
+	ld->rq_head = (ld->rq_head + 1) % ld->depth;
+	ld->rq_len--;
+	b->state = DB_HELD;
+	ld->held++;
+	note_max(&ld->mx_held, ld->held);
+	ld->st_batches++;
+	ld->st_samples += b->pub.samples;
+	ld->st_bytes_delivered += b->pub.bytes;
+	pthread_mutex_unlock(&ld->mu);
+	*out = &b->pub;
+	return 0;
+}
+
+RF_API int
+rf_loader_next(rf_loader *ld, const rf_batch **batch)
+{
+	return loader_next(ld, batch, 1);
+}
+
+RF_API int
+rf_loader_try_next(rf_loader *ld, const rf_batch **batch)
+{
+	return loader_next(ld, batch, 0);
+}
+
+/* The dbuf of a batch, checked to be one of ld's. */
+static struct dbuf *
+batch_dbuf(rf_loader *ld, const rf_batch *batch)
+{
+	if (!ld || !batch || !ld->dbufs)
+		return NULL;
+	const struct dbuf *b = (const struct dbuf *)(const void *)batch;
+	if (b < ld->dbufs || b >= ld->dbufs + ld->depth)
+		return NULL;
+	return &ld->dbufs[b - ld->dbufs];
+}
+
+RF_API int
+rf_batch_wait(const rf_batch *batch, void *stream)
+{
+	if (!batch)
+		return -EINVAL;
+	const struct dbuf *cb = (const struct dbuf *)(const void *)batch;
+	rf_loader *ld = cb->ld;
+	struct dbuf *b = batch_dbuf(ld, batch);
+	if (!b)
+		return -EINVAL;
+	pthread_mutex_lock(&ld->mu);
+	int held = b->state == DB_HELD;
+	pthread_mutex_unlock(&ld->mu);
+	if (!held)
+		return rf_fail(&ld->diag, -EINVAL, "loader: rf_batch_wait on a batch not held");
+	int rc = ld->dev->ops->stream_wait_event(ld->dev, stream, b->copy_event);
+	if (rc < 0)
+		return rf_fail(&ld->diag, rc, "loader: waiting for a batch failed: %s",
+			       ld->dev_diag.msg);
+	return 0;
+}
+
+RF_API int
+rf_loader_release(rf_loader *ld, const rf_batch *batch, void *stream)
+{
+	struct dbuf *b = batch_dbuf(ld, batch);
+	if (!b)
+		return -EINVAL;
+	pthread_mutex_lock(&ld->mu);
+	int held = b->state == DB_HELD;
+	pthread_mutex_unlock(&ld->mu);
+	if (!held)
+		return rf_fail(&ld->diag, -EINVAL, "loader: releasing batch %" PRIu64
+			       " which the consumer does not hold", batch->index);
+	/* Record before the state changes: the copy thread looks at the event
+	 * only once it sees DB_RELEASED. */
+	int rc = ld->dev->ops->event_record(ld->dev, b->rel_event, stream);
+	if (rc < 0) {
+		/* Without an event, be safe: wait for the stream itself. */
+		int src = ld->dev->ops->stream_sync(ld->dev, stream);
+		rf_fail(&ld->diag, rc, "loader: recording the release of batch %" PRIu64
+			" failed: %s", batch->index, ld->dev_diag.msg);
+		if (src < 0)
+			return rc;
+	}
+	pthread_mutex_lock(&ld->mu);
+	b->state = rc < 0 ? DB_FREE : DB_RELEASED;
+	ld->held--;
+	pthread_cond_signal(&ld->copy_cv);
+	pthread_mutex_unlock(&ld->mu);
+	return rc < 0 ? rc : 0;
+}
+
+RF_API const char *
+rf_loader_errmsg(const rf_loader *ld)
+{
+	return ld ? ld->diag.msg : "";
+}
+
+RF_API int
+rf_loader_stats(rf_loader *ld, rf_stats *st)
+{
+	if (!ld || !st || st->size < offsetof(rf_stats, stall_share))
+		return -EINVAL;
+	rf_stats s;
+	memset(&s, 0, sizeof(s));
+	s.size = sizeof(s);
+	s.bytes_read = atomic_load_explicit(&ld->st_bytes_read, memory_order_relaxed);
+	s.read_ns = atomic_load_explicit(&ld->st_read_ns, memory_order_relaxed);
+	s.decode_ns = atomic_load_explicit(&ld->st_decode_ns, memory_order_relaxed);
+	s.copy_ns = atomic_load_explicit(&ld->st_copy_ns, memory_order_relaxed);
+	s.chunks = atomic_load_explicit(&ld->st_chunks, memory_order_relaxed);
+	uint64_t open_ns = (uint64_t)ld->t_open.tv_sec * 1000000000u + (uint64_t)ld->t_open.tv_nsec;
+	s.wall_ns = now_ns() - open_ns;
+
+	pthread_mutex_lock(&ld->mu);
+	s.bytes_delivered = ld->st_bytes_delivered;
+	s.batches = ld->st_batches;
+	s.samples = ld->st_samples;
+	s.stall_ns = ld->st_stall_ns;
+	s.reads_inflight = ld->inflight;
+	s.reads_inflight_max = ld->mx_inflight;
+	s.slots_used = ld->read_held + ld->stage_held;
+	s.slots_used_max = ld->mx_slots;
+	s.slots_total = ld->nslots;
+	s.staged = ld->sq_len;
+	s.staged_max = ld->mx_staged;
+	s.ready = ld->rq_len;
+	s.ready_max = ld->mx_ready;
+	s.held = ld->held;
+	s.held_max = ld->mx_held;
+	/* A thread marked live cannot finish exiting while mu is held (it
+	 * takes mu to clear the mark), so its clock is valid here. */
+	uint64_t cpu = atomic_load_explicit(&ld->cpu_done_ns, memory_order_relaxed);
+	for (unsigned i = 0; i < ld->ncpu; i++)
+		if (ld->cpu[i].live)
+			cpu += thread_cpu_ns(ld->cpu[i].thread);
+	pthread_mutex_unlock(&ld->mu);
+	s.thread_cpu_ns = cpu;
+	s.stall_share = s.wall_ns ? (double)s.stall_ns / (double)s.wall_ns : 0.0;
+	s.slot_bytes = ld->slot_bytes;
+	s.batch_bytes = ld->layout.bytes;
+	s.pinned_bytes = rf_ring_pinned_bytes(ld->ring);
+	s.pinned_peak = rf_ring_pinned_peak(ld->ring);
+	s.device_bytes = ld->device_bytes;
+	s.device_peak = ld->device_bytes;
+	snprintf(s.io_engine, sizeof(s.io_engine), "%s", ld->io_engine);
+	s.io_direct = ld->io_direct;
+	snprintf(s.device, sizeof(s.device), "%s", ld->dev->desc);
+
+	size_t n = st->size < sizeof(s) ? st->size : sizeof(s);
+	uint32_t size = st->size;
+	memcpy(st, &s, n);
+	st->size = size;
+	return 0;
+}

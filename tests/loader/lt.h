@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Helpers for the loader tests: a deterministic dataset (every value is a
+ * function of the sample index), packed with the public writer API, and a
+ * checker that compares a delivered batch, byte for byte, with what was
+ * packed.
+ *
+ * Fields: "x" u16[3] fixed, "y" i64 scalar, "tok" i32 variable [*] (0..6
+ * values, some samples empty), "img" u8[4][5] fixed.  Datasets without the
+ * variable field leave "tok" out.
+ */
+#ifndef RF_LOADER_TEST_H
+#define RF_LOADER_TEST_H
+
+#include <errno.h>
+#include <ftw.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <ringfeed/dataset.h>
+#include <ringfeed/ringfeed.h>
+
+#define LT_SKIP 77
+
+static int lt_failures;
+#define LT_CHECK(c)                                                                       \
+	do {                                                                              \
+		if (!(c)) {                                                               \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
+			lt_failures++;                                                    \
+		}                                                                         \
+	} while (0)
+
+/* The value of field `name` for sample g into buf (at least 64 bytes);
+ * returns its length. */
+static inline size_t
+lt_value(const char *name, uint64_t g, uint8_t *buf)
+{
+	if (!strcmp(name, "x")) {
+		for (int j = 0; j < 3; j++) {
+			uint16_t v = (uint16_t)(g * 7 + (uint64_t)j);
+			memcpy(buf + 2 * j, &v, 2);
+		}
+		return 6;
+	}
+	if (!strcmp(name, "y")) {
+		int64_t v = (int64_t)(g * 1000003u) - 5;
+		memcpy(buf, &v, 8);
+		return 8;
+	}
+	if (!strcmp(name, "tok")) {
+		size_t n = (size_t)((g * 2654435761u) >> 7) % 7;
+		for (size_t j = 0; j < n; j++) {
+			int32_t v = (int32_t)(g * 31 + j);
+			memcpy(buf + 4 * j, &v, 4);
+		}
+		return 4 * n;
+	}
+	/* img */
+	for (int j = 0; j < 20; j++)
+		buf[j] = (uint8_t)(g * 13 + (uint64_t)j * 3);
+	return 20;
+}
+
+/* Pack n samples into dir/name.rfs (or name-NNNNN.rfs shards when
+ * shard_bytes is set).  Returns 0 or the writer's error. */
+static inline int
+lt_pack(const char *dir, const char *name, uint64_t n, int zstd, uint64_t chunk_bytes,
+	uint64_t shard_bytes, int with_var)
+{
+	rf_schema s;
+	memset(&s, 0, sizeof(s));
+	int rc = rf_schema_add(&s, "x", RF_DTYPE_U16, 1, (uint64_t[]){3}, -1);
+	if (!rc)
+		rc = rf_schema_add(&s, "y", RF_DTYPE_I64, 0, NULL, -1);
+	if (!rc && with_var)
+		rc = rf_schema_add(&s, "tok", RF_DTYPE_I32, 1, (uint64_t[]){0}, 0);
+	if (!rc)
+		rc = rf_schema_add(&s, "img", RF_DTYPE_U8, 2, (uint64_t[]){4, 5}, -1);
+	if (rc)
+		return rc;
+	rf_writer_config cfg;
+	rf_writer_config_init(&cfg);
+	cfg.zstd_level = zstd ? 3 : 0;
+	cfg.chunk_bytes = chunk_bytes;
+	cfg.shard_bytes = shard_bytes;
+	cfg.no_fsync = 1;
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s.rfs", dir, name);
+	rf_writer *w;
+	if ((rc = rf_writer_open(&w, path, &s, &cfg)) < 0)
+		return rc;
+	uint8_t bufs[4][64];
+	for (uint64_t g = 0; g < n; g++) {
+		rf_value v[4];
+		for (uint32_t f = 0; f < s.nfields; f++) {
+			v[f].data = bufs[f];
+			v[f].len = lt_value(s.fields[f].name, g, bufs[f]);
+		}
+		if ((rc = rf_writer_add(w, v)) < 0) {
+			fprintf(stderr, "writer: %s\n", rf_writer_errmsg(w));
+			rf_writer_abort(&w);
+			return rc;
+		}
+	}
+	return rf_writer_close(&w);
+}
+
+/* Compare a batch whose memory is readable by the host (host backend, or
+ * the emulator's device memory) with samples [first, first + samples).
+ * Returns the number of mismatching values. */
+static inline uint64_t
+lt_check_batch(const rf_batch *b, uint64_t first)
+{
+	uint64_t bad = 0;
+	uint8_t want[64];
+	for (uint32_t f = 0; f < b->nfields; f++) {
+		const rf_batch_field *bf = &b->fields[f];
+		const uint8_t *data = bf->data;
+		if (bf->shape[0] != (int64_t)b->samples)
+			bad++;
+		if ((uintptr_t)data % 256)
+			bad++;
+		if (bf->offsets) {
+			const int64_t *o = bf->offsets;
+			if (o[0] != 0 || (uint64_t)o[b->samples] != bf->bytes)
+				bad++;
+			for (uint32_t i = 0; i < b->samples; i++) {
+				size_t len = lt_value(bf->name, first + i, want);
+				if (o[i + 1] - o[i] != (int64_t)len ||
+				    memcmp(data + o[i], want, len) != 0)
+					bad++;
+			}
+		} else {
+			size_t vb = lt_value(bf->name, 0, want);
+			if (bf->bytes != vb * b->samples)
+				bad++;
+			for (uint32_t i = 0; i < b->samples; i++) {
+				lt_value(bf->name, first + i, want);
+				if (memcmp(data + (uint64_t)i * vb, want, vb) != 0)
+					bad++;
+			}
+		}
+	}
+	return bad;
+}
+
+static int
+lt_rm_cb(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+	(void)sb;
+	(void)type;
+	(void)ftw;
+	return remove(path);
+}
+
+static inline void
+lt_rmtree(const char *dir)
+{
+	nftw(dir, lt_rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A fresh directory for a test's datasets, in the build tree (a real file
+ * system, so O_DIRECT works; /tmp may be tmpfs). */
+static inline char *
+lt_tmpdir(const char *tag)
+{
+	static char dir[4096];
+	snprintf(dir, sizeof(dir), "lt-%s-XXXXXX", tag);
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		exit(1);
+	}
+	return dir;
+}
+
+/* Loader log messages go to stderr, so a failing test shows them. */
+static inline void
+lt_log(void *user, enum rf_log_level level, const char *msg)
+{
+	(void)user;
+	if (level <= RF_LOG_WARN || getenv("LT_VERBOSE"))
+		fprintf(stderr, "[ringfeed %d] %s\n", (int)level, msg);
+}
+
+#endif
