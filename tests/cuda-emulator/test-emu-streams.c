@@ -308,6 +308,24 @@ test_legacy_stream(void)
 	opener_stop(&o2);
 	pthread_join(th, NULL);
 
+	/* The other way round: work on a blocking stream waits for earlier
+	 * work on the legacy stream; work on a non-blocking one does not. */
+	{
+		static struct gate g3 = GATE_INIT;
+		static struct flag on_blk = FLAG_INIT, on_nb = FLAG_INIT;
+
+		OK(cudaLaunchHostFunc(NULL, gate_wait, &g3));
+		OK(cudaLaunchHostFunc(blk, raise_flag, &on_blk));
+		OK(cudaLaunchHostFunc(nb, raise_flag, &on_nb));
+		CHECK(flag_wait(&on_nb, 1));
+		sleep_ms(100);
+		CHECK(flag_get(&on_blk) == 0);
+		EXPECT(cudaStreamQuery(blk), cudaErrorNotReady);
+		gate_open(&g3);
+		OK(cudaStreamSynchronize(blk));
+		CHECK(flag_get(&on_blk) == 1);
+	}
+
 	/* The per-thread default stream works as a stream of its own. */
 	OK(cudaMemcpyAsync(dev, pin, 4096, cudaMemcpyHostToDevice, cudaStreamPerThread));
 	OK(cudaStreamSynchronize(cudaStreamPerThread));
