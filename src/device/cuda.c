@@ -85,7 +85,7 @@ struct ptr_set {
 struct cuda_dev {
 	rf_device base;
 	void *lib;
-	int resolved; /* every required entry point was found */
+	int opened;   /* open succeeded: close has objects to free */
 	struct cuda_api api;
 	pthread_mutex_t lock;
 	struct ptr_set allocs, regs, streams, events;
@@ -422,9 +422,14 @@ static void
 cuda_close(rf_device *dev)
 {
 	struct cuda_dev *cd = cd_of(dev);
-	if (cd->lib && cd->resolved) {
+	if (cd->opened) {
+		/* Quietly: a failure here must not replace the message of
+		 * the error that led to this close. */
 		int prev;
-		int entered = cu_enter(cd, &prev) == 0;
+		if (cd->api.p_cudaGetDevice(&prev) != cudaSuccess)
+			prev = -1;
+		if (prev != cd->base.index)
+			cd->api.p_cudaSetDevice(cd->base.index);
 		/* Work still queued may read registered memory or write
 		 * device memory: finish it before taking those away. */
 		for (unsigned i = 0; i < cd->streams.n; i++)
@@ -439,8 +444,7 @@ cuda_close(rf_device *dev)
 			cd->api.p_cudaFree(cd->allocs.p[i]);
 		if (cd->api.p_cudaGetLastError)
 			cd->api.p_cudaGetLastError();
-		if (entered)
-			cu_leave(cd, prev);
+		cu_leave(cd, prev);
 	}
 	if (cd->lib)
 		dlclose(cd->lib);
@@ -561,7 +565,6 @@ rf_device_open_cuda(rf_device **out, int index, rf_diag *diag)
 	} while (0);
 	RF_CUDA_FUNCS(RF_CUDA_RESOLVE)
 #undef RF_CUDA_RESOLVE
-	cd->resolved = 1;
 
 	int count = 0;
 	cudaError_t e = cd->api.p_cudaGetDeviceCount(&count);
@@ -612,6 +615,7 @@ rf_device_open_cuda(rf_device **out, int index, rf_diag *diag)
 	if (cd->api.p_cudaGetLastError)
 		cd->api.p_cudaGetLastError();
 	snprintf(cd->base.desc, sizeof cd->base.desc, "cuda:%d%s (cudart %d)", index, name, rtver);
+	cd->opened = 1;
 	*out = &cd->base;
 	return 0;
 }

@@ -8,7 +8,10 @@
  * rf_device_close nothing left alive in the emulator (allocations,
  * registrations, streams, events), also when the backend is closed with
  * objects still open.  A "training program" that loaded the same runtime
- * first keeps using it after the backend is closed.
+ * first keeps using it after the backend is closed.  Failures: no device or
+ * no driver gives RF_ENODEVICE with cudart's error name and text, a device
+ * index out of range RF_ENODEVICE, an allocation beyond VRAM -ENOMEM naming
+ * cudaMalloc and cudaErrorMemoryAllocation.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -201,5 +204,34 @@ main(void)
 	rf_device_close(&dev);
 	check_clean(&emu, "after close with objects open");
 	free(host);
+
+	/* Out of device memory. */
+	CHECK(emu.set_option("RINGFEED_EMU_VRAM", "64M") == 0);
+	CHECK_RC(rf_device_open_cuda(&dev, 0, &diag), 0);
+	CHECK_RC(dev->ops->alloc(dev, (size_t)1 << 30, &d), -ENOMEM);
+	printf("%s\n", diag.msg);
+	CHECK(strstr(diag.msg, "cudaMalloc") && strstr(diag.msg, "cudaErrorMemoryAllocation"));
+	rf_device_close(&dev);
+
+	/* Device index out of range. */
+	CHECK(emu.set_option("RINGFEED_EMU_DEVICES", "2") == 0);
+	CHECK_RC(rf_device_open_cuda(&dev, 7, &diag), RF_ENODEVICE);
+	printf("%s\n", diag.msg);
+	CHECK(dev == NULL && strstr(diag.msg, "device 7") && strstr(diag.msg, "2 devices"));
+
+	/* No device, then no driver. */
+	CHECK(emu.set_option("RINGFEED_EMU_DEVICES", "0") == 0);
+	CHECK_RC(rf_device_open_cuda(&dev, 0, &diag), RF_ENODEVICE);
+	printf("%s\n", diag.msg);
+	CHECK(dev == NULL && strstr(diag.msg, "cudaErrorNoDevice"));
+	CHECK(emu.set_option("RINGFEED_EMU_DEVICES", "1") == 0);
+	CHECK(emu.set_option("RINGFEED_EMU_DRIVER_VERSION", "0") == 0);
+	CHECK_RC(rf_device_open_cuda(&dev, 0, &diag), RF_ENODEVICE);
+	printf("%s\n", diag.msg);
+	CHECK(dev == NULL && strstr(diag.msg, "cudaErrorInsufficientDriver"));
+	CHECK(emu.set_option("RINGFEED_EMU_DRIVER_VERSION", "13000") == 0);
+	/* Those failures were on purpose. */
+	emu.reset_counters();
+	check_clean(&emu, "at the end");
 	return 0;
 }
