@@ -179,7 +179,12 @@ extern struct emu_state g;
 extern _Thread_local int emu_tls_device;
 extern _Thread_local bool emu_tls_in_host_func;
 
-/* emu_core.c; emu_hazard is called with g.lock held */
+/* Functions below that read or change shared state expect g.lock held:
+ * emu_hazard, emu_update_pinned_peaks, emu_find_block, emu_host_is_pinned,
+ * emu_resolve_stream, emu_enqueue, emu_pending_*, emu_stream_unref,
+ * emu_worker_threads; emu_reap and emu_enter take it themselves. */
+
+/* emu_core.c */
 void emu_init_once(void);
 cudaError_t emu_enter(const char *fn);
 cudaError_t emu_ret(cudaError_t err);
