@@ -169,7 +169,7 @@ lt_rmtree(const char *dir)
 static inline char *
 lt_tmpdir(const char *tag)
 {
-	static char dir[4096];
+	static char dir[256];
 	snprintf(dir, sizeof(dir), "lt-%s-XXXXXX", tag);
 	if (!mkdtemp(dir)) {
 		perror("mkdtemp");

@@ -1,0 +1,290 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Description: the loader's error paths.  A corrupt chunk in the middle of
+ * the stream (raw and zstd) and an injected read error (EIO) each deliver
+ * every batch before the bad chunk, then an error naming the shard and the
+ * chunk, sticky, with no hang; closing in the middle of an epoch with
+ * batches held, staged and in flight is clean; holding more than depth
+ * batches gives RF_EHELD; try_next answers -EAGAIN or a batch; bad
+ * settings and a pinned budget too small fail at open with the memory
+ * plan's message.  Argument "cuda": the same on the cudart emulator (slow
+ * link), plus a device too small for the buffers (RF_EMEMPLAN), and zero
+ * hazards and nothing left allocated at the end.
+ */
+#include "lt.h"
+#include "../cuda-emulator/emulator.h"
+#include "format/format.h"
+
+static struct rfemu_api emu;
+static int use_cuda;
+static char dir[256];
+
+static void
+base_config(rf_config *cfg, const char **paths, const char *pattern)
+{
+	static char path[4096];
+	snprintf(path, sizeof(path), "%s/%s", dir, pattern);
+	paths[0] = path;
+	rf_config_init(cfg);
+	cfg->paths = paths;
+	cfg->npaths = 1;
+	cfg->batch_size = 16;
+	cfg->pinned_bytes = 256 << 10;
+	cfg->device = use_cuda ? RF_DEVICE_CUDA : RF_DEVICE_HOST;
+	cfg->log = lt_log;
+}
+
+/* Stream until the end or an error; returns the code and the samples
+ * delivered (all checked). */
+static int
+drain(rf_loader *ld, uint64_t *samples)
+{
+	const rf_batch *b;
+	int rc;
+	*samples = 0;
+	while ((rc = rf_loader_next(ld, &b)) == 0 && b) {
+		LT_CHECK(b->first_sample == *samples);
+		LT_CHECK(rf_batch_wait(b, NULL) == 0);
+		LT_CHECK(lt_check_batch(b, b->first_sample) == 0);
+		*samples += b->samples;
+		LT_CHECK(rf_loader_release(ld, b, NULL) == 0);
+	}
+	return rc;
+}
+
+/* Flip one byte in the stored bytes of dataset chunk `chunk`. */
+static void
+corrupt_chunk(const char *pattern, uint64_t chunk, uint64_t *first_sample, char *shard,
+	      size_t cap, uint64_t *file_offset, char *where, size_t wcap)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s", dir, pattern);
+	const char *paths[] = {path};
+	rf_dataset *ds;
+	if (rf_dataset_open(&ds, paths, 1, NULL) < 0) {
+		fprintf(stderr, "open: %s\n", rf_dataset_last_open_error());
+		exit(1);
+	}
+	rf_chunk_info ci;
+	LT_CHECK(rf_dataset_chunk_info(ds, chunk, &ci) == 0);
+	*first_sample = ci.first_sample;
+	*file_offset = ci.offset;
+	snprintf(shard, cap, "%s", rf_dataset_shard_path(ds, ci.shard));
+	/* What the message must say: the shard and the chunk's number in it. */
+	rf_chunk_ctx ctx;
+	LT_CHECK(rf_dataset_chunk_ctx(ds, chunk, &ctx) == 0);
+	snprintf(where, wcap, "%s: chunk %llu at offset %llu", strrchr(shard, '/') + 1,
+		 (unsigned long long)ctx.chunk, (unsigned long long)ctx.offset);
+	FILE *f = fopen(shard, "r+b");
+	LT_CHECK(f != NULL);
+	fseek(f, (long)(ci.offset + ci.stored_bytes / 2), SEEK_SET);
+	int c = fgetc(f);
+	fseek(f, (long)(ci.offset + ci.stored_bytes / 2), SEEK_SET);
+	fputc(c ^ 0x5a, f);
+	fclose(f);
+	rf_dataset_close(&ds);
+}
+
+static void
+test_corrupt(const char *name, int zstd)
+{
+	LT_CHECK(lt_pack(dir, name, 2000, zstd, 4096, 30000, 1) == 0);
+	char pattern[64], shard[4096];
+	snprintf(pattern, sizeof(pattern), "%s*.rfs", name);
+	uint64_t first, off;
+	char where[256];
+	corrupt_chunk(pattern, 9, &first, shard, sizeof(shard), &off, where, sizeof(where));
+
+	const char *paths[1];
+	rf_config cfg;
+	base_config(&cfg, paths, pattern);
+	rf_loader *ld;
+	int rc = rf_loader_open(&ld, &cfg);
+	LT_CHECK(rc == 0);
+	if (rc)
+		return;
+	uint64_t got;
+	rc = drain(ld, &got);
+	LT_CHECK(rc == RF_ECHECKSUM);
+	/* Every whole batch before the bad chunk arrived. */
+	LT_CHECK(got == first / 16 * 16);
+	const char *msg = rf_loader_errmsg(ld);
+	fprintf(stderr, "corrupt %s: %s\n", name, msg);
+	LT_CHECK(strstr(msg, where) != NULL);
+	const rf_batch *b;
+	LT_CHECK(rf_loader_next(ld, &b) == RF_ECHECKSUM && b == NULL);
+	rf_loader_close(&ld);
+	(void)off;
+}
+
+static void
+test_eio(void)
+{
+	LT_CHECK(lt_pack(dir, "eio", 3000, 0, 4096, 0, 0) == 0);
+	char shard[4096];
+	uint64_t first, off;
+	char where[256];
+	/* Corrupt nothing: only locate chunk 20 (flip the byte twice). */
+	corrupt_chunk("eio.rfs", 20, &first, shard, sizeof(shard), &off, where, sizeof(where));
+	corrupt_chunk("eio.rfs", 20, &first, shard, sizeof(shard), &off, where, sizeof(where));
+	char v[32];
+	snprintf(v, sizeof(v), "%llu", (unsigned long long)off + 100);
+	setenv("RINGFEED_IO_FAIL_AT", v, 1);
+	const char *paths[1];
+	rf_config cfg;
+	base_config(&cfg, paths, "eio.rfs");
+	rf_loader *ld;
+	int rc = rf_loader_open(&ld, &cfg);
+	unsetenv("RINGFEED_IO_FAIL_AT");
+	LT_CHECK(rc == 0);
+	if (rc)
+		return;
+	uint64_t got;
+	rc = drain(ld, &got);
+	LT_CHECK(rc == -EIO);
+	LT_CHECK(got == first / 16 * 16);
+	const char *msg = rf_loader_errmsg(ld);
+	fprintf(stderr, "eio: %s\n", msg);
+	LT_CHECK(strstr(msg, where) != NULL);
+	rf_loader_close(&ld);
+}
+
+static void
+test_close_midway(void)
+{
+	LT_CHECK(lt_pack(dir, "mid", 5000, 1, 4096, 0, 1) == 0);
+	for (int hold = 0; hold <= 2; hold++) {
+		const char *paths[1];
+		rf_config cfg;
+		base_config(&cfg, paths, "mid.rfs");
+		cfg.decode_threads = 3;
+		cfg.pinning = hold == 1 ? RF_PINNING_TRANSIENT : RF_PINNING_RING;
+		rf_loader *ld;
+		LT_CHECK(rf_loader_open(&ld, &cfg) == 0);
+		const rf_batch *b[2];
+		for (int i = 0; i < hold; i++)
+			LT_CHECK(rf_loader_next(ld, &b[i]) == 0 && b[i]);
+		if (hold == 2) {
+			const rf_batch *x;
+			LT_CHECK(rf_loader_next(ld, &x) == RF_EHELD);
+			LT_CHECK(strstr(rf_loader_errmsg(ld), "depth") != NULL);
+			LT_CHECK(rf_loader_try_next(ld, &x) == RF_EHELD);
+			LT_CHECK(rf_loader_release(ld, b[1], NULL) == 0);
+			LT_CHECK(rf_loader_release(ld, b[1], NULL) == -EINVAL);
+			LT_CHECK(rf_loader_next(ld, &x) == 0 && x);
+		}
+		/* Close with batches held, staged and copies in flight. */
+		rf_loader_close(&ld);
+		LT_CHECK(ld == NULL);
+	}
+	rf_loader_close(NULL);
+}
+
+static void
+test_try_next(void)
+{
+	const char *paths[1];
+	rf_config cfg;
+	base_config(&cfg, paths, "mid.rfs");
+	rf_loader *ld;
+	LT_CHECK(rf_loader_open(&ld, &cfg) == 0);
+	uint64_t samples = 0, again = 0;
+	for (;;) {
+		const rf_batch *b;
+		int rc = rf_loader_try_next(ld, &b);
+		if (rc == -EAGAIN) {
+			again++;
+			usleep(100);
+			continue;
+		}
+		LT_CHECK(rc == 0);
+		if (rc || !b)
+			break;
+		LT_CHECK(b->first_sample == samples);
+		LT_CHECK(lt_check_batch(b, samples) == 0);
+		samples += b->samples;
+		LT_CHECK(rf_loader_release(ld, b, NULL) == 0);
+	}
+	LT_CHECK(samples == 5000);
+	rf_stats s = {.size = sizeof(s)};
+	LT_CHECK(rf_loader_stats(ld, &s) == 0);
+	LT_CHECK(s.samples == 5000 && s.batches == (5000 + 15) / 16);
+	rf_loader_close(&ld);
+}
+
+static void
+test_bad_open(void)
+{
+	const char *paths[1];
+	rf_config cfg;
+	rf_loader *ld = (rf_loader *)&cfg;
+	base_config(&cfg, paths, "mid.rfs");
+	const char *nope[] = {"nope"};
+	cfg.fields = nope;
+	cfg.nfields = 1;
+	LT_CHECK(rf_loader_open(&ld, &cfg) == RF_EUSAGE && ld == NULL);
+	LT_CHECK(strstr(rf_loader_last_open_error(), "nope") != NULL);
+
+	base_config(&cfg, paths, "mid.rfs");
+	cfg.batch_size = 0;
+	LT_CHECK(rf_loader_open(&ld, &cfg) == RF_EUSAGE);
+
+	base_config(&cfg, paths, "does-not-exist.rfs");
+	LT_CHECK(rf_loader_open(&ld, &cfg) < 0 && ld == NULL);
+
+	/* A pinned budget that holds fewer than two slots. */
+	base_config(&cfg, paths, "mid.rfs");
+	cfg.pinned_bytes = 8192;
+	cfg.batch_size = 4096;
+	LT_CHECK(rf_loader_open(&ld, &cfg) == RF_EMEMPLAN && ld == NULL);
+	fprintf(stderr, "small pinned: %s\n", rf_loader_last_open_error());
+	LT_CHECK(strstr(rf_loader_last_open_error(), "pinned_bytes") != NULL);
+
+	if (use_cuda) {
+		/* A device too small for depth x batch bytes: the plan says so
+		 * before anything is allocated, and whatever was set up is
+		 * released. */
+		LT_CHECK(emu.set_option("RINGFEED_EMU_VRAM", "64K") == 0);
+		base_config(&cfg, paths, "mid.rfs");
+		cfg.batch_size = 4096;
+		cfg.pinned_bytes = 8 << 20;
+		LT_CHECK(rf_loader_open(&ld, &cfg) == RF_EMEMPLAN && ld == NULL);
+		fprintf(stderr, "small device: %s\n", rf_loader_last_open_error());
+		LT_CHECK(strstr(rf_loader_last_open_error(), "memory plan") != NULL);
+		LT_CHECK(strstr(rf_loader_last_open_error(), "batch_size") != NULL);
+		LT_CHECK(emu.set_option("RINGFEED_EMU_VRAM", "16G") == 0);
+	}
+}
+
+int
+main(int argc, char **argv)
+{
+	use_cuda = argc > 1 && !strcmp(argv[1], "cuda");
+	if (use_cuda && rfemu_api_load(&emu, NULL) != 0) {
+		fprintf(stderr, "RINGFEED_CUDART is not the cudart emulator: skipped\n");
+		return LT_SKIP;
+	}
+	snprintf(dir, sizeof(dir), "%s", lt_tmpdir(use_cuda ? "errors-cuda" : "errors-host"));
+	test_corrupt("bad-raw", 0);
+	test_corrupt("bad-zstd", 1);
+	test_eio();
+	test_close_midway();
+	test_try_next();
+	test_bad_open();
+	lt_rmtree(dir);
+	if (use_cuda) {
+		struct rfemu_counters c;
+		memset(&c, 0, sizeof(c));
+		LT_CHECK(emu.get_counters(&c, sizeof(c)) == 0);
+		for (int k = 0; k < RFEMU_HAZARD_COUNT; k++)
+			if (c.hazards[k])
+				fprintf(stderr, "hazard %s: %llu\n", emu.hazard_name(k),
+					(unsigned long long)c.hazards[k]);
+		LT_CHECK(c.hazards_total == 0);
+		LT_CHECK(c.device_bytes == 0 && c.live_allocations == 0);
+		LT_CHECK(c.registered_bytes == 0 && c.live_streams == 0 && c.live_events == 0);
+	}
+	if (lt_failures)
+		fprintf(stderr, "%d checks failed\n", lt_failures);
+	return lt_failures ? 1 : 0;
+}
