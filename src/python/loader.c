@@ -1,0 +1,1385 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ringfeed.Loader: the streaming loader as a Python iterable of batches,
+ * each a dict {field: Array}, where an Array speaks DLPack.
+ *
+ * Ownership, the part that must not go wrong:
+ *  - A C loader and what Python holds of it live in a `struct core`.  A
+ *    BatchObject stands for one batch taken from the core's loader; every
+ *    Array of the batch holds a reference to it, and every DLPack capsule or
+ *    consumer tensor holds a reference to its Array (manager_ctx).  So the
+ *    batch object dies, and the batch goes back to the loader with
+ *    rf_loader_release, only when the last array made from it is gone: the
+ *    dict, our Array objects, and every torch/numpy/cupy tensor built from
+ *    them.  It is released on the stream last given to __dlpack__, so the
+ *    buffer is refilled only after the consumer's queued work on it.
+ *  - The core outlives the Loader object while batches are alive: closing or
+ *    collecting a Loader (or restarting it at another epoch) retires its
+ *    core, and a retired core closes its C loader when its last batch is
+ *    released.  Memory a consumer still uses is never freed under it.
+ *  - Everything here runs with the GIL held, except the waits and closes
+ *    (which touch only the C loader).  A DLPack deleter may be called on
+ *    any thread: it takes the GIL first.
+ */
+#include "module.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifdef RFPY_HAVE_LOADER
+
+/* ------------------------------------------------------------- core */
+
+struct core {
+	rf_loader *ld;
+	uint32_t held;           /* batches taken and not yet released (stash included) */
+	int retired;             /* the Loader let go: close when held reaches 0 */
+	const rf_batch *stash;   /* first batch of the next epoch, taken early */
+	DLDevice device;
+	int have_epoch0;         /* c_epoch0 is known */
+	uint64_t c_epoch0;       /* rf_batch.epoch of the first batch taken */
+	uint64_t epoch0;         /* the Python epoch that c_epoch0 stands for */
+};
+
+static void
+core_close_now(struct core *c)
+{
+	rf_loader *ld = c->ld;
+
+	c->ld = NULL;
+	/* Joins the loader's threads: never with the GIL held (they do not
+	 * take it, but the program's other threads should run meanwhile). */
+	Py_BEGIN_ALLOW_THREADS
+	rf_loader_close(&ld);
+	Py_END_ALLOW_THREADS
+	PyMem_Free(c);
+}
+
+/* Hand batch b back to c's loader on `stream`. */
+static void
+core_release(struct core *c, const rf_batch *b, void *stream)
+{
+	int rc = rf_loader_release(c->ld, b, stream);
+
+	if (rc < 0) {
+		/* Called from a deallocator: nowhere to raise to. */
+		rfpy_raise(rc, "releasing a batch", rf_loader_errmsg(c->ld));
+		PyErr_WriteUnraisable(NULL);
+	}
+	c->held--;
+	if (c->retired && c->held == 0)
+		core_close_now(c);
+}
+
+static void
+core_retire(struct core *c)
+{
+	if (!c)
+		return;
+	c->retired = 1;
+	if (c->stash) {
+		const rf_batch *b = c->stash;
+		c->stash = NULL;
+		core_release(c, b, NULL); /* may close and free c */
+		return;
+	}
+	if (c->held == 0)
+		core_close_now(c);
+}
+
+/* ------------------------------------------------------------ batch */
+
+typedef struct {
+	PyObject_HEAD
+	struct core *core;
+	const rf_batch *b;
+	void *stream;            /* the stream to release on: the consumer's last */
+} BatchObject;
+
+static void
+batch_dealloc(BatchObject *self)
+{
+	if (self->core && self->b)
+		core_release(self->core, self->b, self->stream);
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject BatchType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "ringfeed._Batch",
+	.tp_basicsize = sizeof(BatchObject),
+	.tp_dealloc = (destructor)batch_dealloc,
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc = "One batch held from the loader (internal).",
+};
+
+/* ------------------------------------------------------------ array */
+
+typedef struct {
+	PyObject_HEAD
+	BatchObject *batch;
+	void *data;
+	enum rf_dtype dtype;
+	int ndim;
+	int64_t shape[RF_BATCH_MAX_DIMS];
+	Py_ssize_t bshape[RF_BATCH_MAX_DIMS];   /* for the buffer protocol */
+	Py_ssize_t bstrides[RF_BATCH_MAX_DIMS];
+} ArrayObject;
+
+static PyTypeObject ArrayType;
+
+static void
+array_dealloc(ArrayObject *self)
+{
+	Py_XDECREF(self->batch);
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static ArrayObject *
+array_new(BatchObject *batch, void *data, enum rf_dtype dtype, int ndim, const int64_t *shape)
+{
+	ArrayObject *a = PyObject_New(ArrayObject, &ArrayType);
+
+	if (!a)
+		return NULL;
+	a->batch = (BatchObject *)Py_NewRef(batch);
+	a->data = data;
+	a->dtype = dtype;
+	a->ndim = ndim;
+	memcpy(a->shape, shape, (size_t)ndim * sizeof(*shape));
+	Py_ssize_t stride = (Py_ssize_t)rf_dtype_size(dtype);
+	for (int d = ndim - 1; d >= 0; d--) {
+		a->bshape[d] = (Py_ssize_t)shape[d];
+		a->bstrides[d] = stride;
+		stride *= (Py_ssize_t)shape[d];
+	}
+	return a;
+}
+
+static uint64_t
+array_nbytes(const ArrayObject *a)
+{
+	uint64_t n = rf_dtype_size(a->dtype);
+
+	for (int d = 0; d < a->ndim; d++)
+		n *= (uint64_t)a->shape[d];
+	return n;
+}
+
+static void
+dl_deleter(DLManagedTensor *m)
+{
+	/* The consumer may call this on any thread, with or without the GIL.
+	 * After the interpreter is gone there is nothing left to release. */
+	if (Py_IsInitialized()) {
+		PyGILState_STATE g = PyGILState_Ensure();
+		Py_XDECREF((PyObject *)m->manager_ctx);
+		PyGILState_Release(g);
+	}
+	free(m);
+}
+
+static void
+capsule_destructor(PyObject *cap)
+{
+	/* A consumer renames the capsule when it takes ownership; then the
+	 * deleter is its business. */
+	if (PyCapsule_IsValid(cap, "used_dltensor"))
+		return;
+	PyObject *type, *value, *tb;
+	PyErr_Fetch(&type, &value, &tb);
+	DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
+	if (m)
+		m->deleter(m);
+	else
+		PyErr_WriteUnraisable(cap);
+	PyErr_Restore(type, value, tb);
+}
+
+static PyObject *
+array_dlpack(ArrayObject *self, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = {"stream", "max_version", "dl_device", "copy", NULL};
+	PyObject *stream = Py_None, *max_version = Py_None, *dl_device = Py_None,
+		 *copy = Py_None;
+	BatchObject *batch = self->batch;
+	DLDevice dev = batch->core->device;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO:__dlpack__", kwlist, &stream,
+					 &max_version, &dl_device, &copy))
+		return NULL;
+	if (copy == Py_True) {
+		PyErr_SetString(PyExc_BufferError, "ringfeed arrays are exported without a copy; "
+				"copy=True is not supported (copy the consumer's tensor instead)");
+		return NULL;
+	}
+	if (dev.device_type == kDLCUDA) {
+		/* DLPack: None is the legacy default stream (1), -1 asks for no
+		 * synchronisation, 0 is ambiguous and disallowed. */
+		long long s = 1;
+		if (stream != Py_None) {
+			s = PyLong_AsLongLong(stream);
+			if (s == -1 && PyErr_Occurred())
+				return NULL;
+			if (s == 0 || s < -1) {
+				PyErr_Format(PyExc_ValueError, "invalid CUDA stream %lld for __dlpack__", s);
+				return NULL;
+			}
+		}
+		if (s != -1) {
+			void *st = (void *)(uintptr_t)s;
+			int rc = rf_batch_wait(batch->b, st);
+			if (rc < 0)
+				return rfpy_raise(rc, "waiting for a batch", rf_loader_errmsg(batch->core->ld));
+			batch->stream = st;
+		}
+	} else if (stream != Py_None) {
+		long long s = PyLong_AsLongLong(stream);
+		if (s == -1 && PyErr_Occurred())
+			return NULL;
+		if (s != -1) {
+			PyErr_SetString(PyExc_ValueError,
+					"stream must be None for an array on the CPU");
+			return NULL;
+		}
+	}
+
+	size_t n = (size_t)(self->ndim ? self->ndim : 1);
+	DLManagedTensor *m = malloc(sizeof(*m) + n * sizeof(int64_t));
+	if (!m)
+		return PyErr_NoMemory();
+	memset(m, 0, sizeof(*m));
+	int64_t *shape = (int64_t *)(void *)(m + 1);
+	memcpy(shape, self->shape, (size_t)self->ndim * sizeof(int64_t));
+	m->dl_tensor.data = self->data;
+	m->dl_tensor.device = dev;
+	m->dl_tensor.ndim = self->ndim;
+	m->dl_tensor.dtype = rfpy_dl_dtype(self->dtype);
+	m->dl_tensor.shape = shape;
+	m->dl_tensor.strides = NULL;
+	m->dl_tensor.byte_offset = 0;
+	m->manager_ctx = Py_NewRef(self);
+	m->deleter = dl_deleter;
+	PyObject *cap = PyCapsule_New(m, "dltensor", capsule_destructor);
+	if (!cap) {
+		Py_DECREF(self);
+		free(m);
+	}
+	return cap;
+}
+
+static PyObject *
+array_dlpack_device(ArrayObject *self, PyObject *unused)
+{
+	DLDevice d = self->batch->core->device;
+
+	return Py_BuildValue("(ii)", (int)d.device_type, (int)d.device_id);
+}
+
+static PyObject *
+array_shape(ArrayObject *self, void *unused)
+{
+	PyObject *t = PyTuple_New(self->ndim);
+
+	if (!t)
+		return NULL;
+	for (int d = 0; d < self->ndim; d++) {
+		PyObject *o = PyLong_FromLongLong(self->shape[d]);
+		if (!o) {
+			Py_DECREF(t);
+			return NULL;
+		}
+		PyTuple_SET_ITEM(t, d, o);
+	}
+	return t;
+}
+
+static PyObject *
+array_dtype(ArrayObject *self, void *unused)
+{
+	return PyUnicode_FromString(rf_dtype_name(self->dtype));
+}
+
+static PyObject *
+array_device(ArrayObject *self, void *unused)
+{
+	DLDevice d = self->batch->core->device;
+
+	if (d.device_type == kDLCUDA)
+		return PyUnicode_FromFormat("cuda:%d", (int)d.device_id);
+	return PyUnicode_FromString("cpu");
+}
+
+static PyObject *
+array_nbytes_get(ArrayObject *self, void *unused)
+{
+	return PyLong_FromUnsignedLongLong(array_nbytes(self));
+}
+
+static PyObject *
+array_ndim(ArrayObject *self, void *unused)
+{
+	return PyLong_FromLong(self->ndim);
+}
+
+static PyObject *
+array_ptr(ArrayObject *self, void *unused)
+{
+	return PyLong_FromVoidPtr(self->data);
+}
+
+static PyObject *
+array_repr(ArrayObject *self)
+{
+	PyObject *shape = array_shape(self, NULL), *dev = array_device(self, NULL), *r = NULL;
+
+	if (shape && dev)
+		r = PyUnicode_FromFormat("ringfeed.Array(shape=%R, dtype=%s, device=%U)", shape,
+					 rf_dtype_name(self->dtype), dev);
+	Py_XDECREF(shape);
+	Py_XDECREF(dev);
+	return r;
+}
+
+static int
+array_getbuffer(ArrayObject *self, Py_buffer *view, int flags)
+{
+	const char *fmt = rfpy_buffer_format(self->dtype);
+
+	if (self->batch->core->device.device_type != kDLCPU) {
+		PyErr_SetString(PyExc_BufferError,
+				"the array is in device memory: use torch.from_dlpack or cupy.from_dlpack");
+		return -1;
+	}
+	if (!fmt) {
+		PyErr_SetString(PyExc_BufferError,
+				"bf16 has no buffer-protocol format: use torch.from_dlpack");
+		return -1;
+	}
+	if (flags & PyBUF_WRITABLE) {
+		PyErr_SetString(PyExc_BufferError, "ringfeed arrays are read-only");
+		return -1;
+	}
+	view->obj = Py_NewRef(self);
+	view->buf = self->data;
+	view->len = (Py_ssize_t)array_nbytes(self);
+	view->readonly = 1;
+	view->itemsize = (Py_ssize_t)rf_dtype_size(self->dtype);
+	view->format = (flags & PyBUF_FORMAT) ? (char *)fmt : NULL;
+	view->ndim = self->ndim;
+	view->shape = (flags & PyBUF_ND) ? self->bshape : NULL;
+	view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? self->bstrides : NULL;
+	view->suboffsets = NULL;
+	view->internal = NULL;
+	return 0;
+}
+
+static PyBufferProcs array_as_buffer = {
+	.bf_getbuffer = (getbufferproc)array_getbuffer,
+};
+
+static PyMethodDef array_methods[] = {
+	{"__dlpack__", (PyCFunction)(void (*)(void))array_dlpack, METH_VARARGS | METH_KEYWORDS,
+	 "__dlpack__(*, stream=None) -> PyCapsule\n\n"
+	 "Export without a copy.  For a CUDA array the consumer's stream (an integer\n"
+	 "cudaStream_t; None or 1 the legacy default stream, 2 the per-thread one)\n"
+	 "is made to wait for the batch's copy, without blocking the host; the batch\n"
+	 "goes back to the loader on that stream once every array of it is released."},
+	{"__dlpack_device__", (PyCFunction)array_dlpack_device, METH_NOARGS,
+	 "(device_type, device_id): (1, 0) for the CPU, (2, N) for CUDA device N."},
+	{NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef array_getset[] = {
+	{"shape", (getter)array_shape, NULL, "The shape, batch dimension first.", NULL},
+	{"dtype", (getter)array_dtype, NULL, "The element type's ringfeed name (\"f32\", \"bf16\", ...).", NULL},
+	{"device", (getter)array_device, NULL, "\"cpu\" or \"cuda:N\".", NULL},
+	{"nbytes", (getter)array_nbytes_get, NULL, "Bytes of data.", NULL},
+	{"ndim", (getter)array_ndim, NULL, "Number of dimensions.", NULL},
+	{"data_ptr", (getter)array_ptr, NULL, "Address of the first element.", NULL},
+	{NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ArrayType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "ringfeed.Array",
+	.tp_basicsize = sizeof(ArrayObject),
+	.tp_dealloc = (destructor)array_dealloc,
+	.tp_repr = (reprfunc)array_repr,
+	.tp_as_buffer = &array_as_buffer,
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc = "A field of a batch in the loader's buffer, exported without a copy through\n"
+		  "DLPack (torch.from_dlpack, numpy.from_dlpack, cupy.from_dlpack) and, on the\n"
+		  "CPU, the buffer protocol (read-only).  The batch's buffer returns to the\n"
+		  "loader when every array of the batch, and every tensor made from one, is gone.",
+	.tp_methods = array_methods,
+	.tp_getset = array_getset,
+};
+
+/* ----------------------------------------------------------- loader */
+
+enum { SHUFFLE_NONE, SHUFFLE_CHUNKS, SHUFFLE_WINDOW, SHUFFLE_FULL };
+static const char *const shuffle_names[] = {"none", "chunks", "window", "full"};
+
+typedef struct {
+	PyObject_HEAD
+	struct core *core;       /* NULL when closed */
+	int busy;                /* a call runs without the GIL */
+	int closed;
+	rf_config cfg;
+	PyObject *keep;          /* bytes objects owning the strings in cfg */
+	const char **paths;
+	const char **fields;
+	uint64_t samples;        /* in the dataset */
+	uint64_t nbatches;       /* per epoch, this rank */
+	int shuffle;
+	uint64_t seed;
+	uint32_t rank, world;
+	uint32_t window;
+	uint64_t epoch;          /* the epoch being (or about to be) iterated */
+	uint64_t in_epoch;       /* batches yielded in it */
+	int fresh;               /* nothing yielded since the epoch's start or a restore */
+	uint64_t gen;            /* pass counter: an older iterator stops */
+} LoaderObject;
+
+typedef struct {
+	PyObject_HEAD
+	LoaderObject *loader;
+	uint64_t gen;
+} IterObject;
+
+static PyTypeObject IterType;
+
+static void
+loader_free_config(LoaderObject *self)
+{
+	PyMem_Free(self->paths);
+	PyMem_Free(self->fields);
+	self->paths = NULL;
+	self->fields = NULL;
+	Py_CLEAR(self->keep);
+}
+
+static void
+loader_dealloc(LoaderObject *self)
+{
+	core_retire(self->core);
+	self->core = NULL;
+	loader_free_config(self);
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Open a C loader at epoch `epoch` into a new core. */
+static int
+loader_open_core(LoaderObject *self, uint64_t epoch)
+{
+	struct core *c = PyMem_Calloc(1, sizeof(*c));
+	rf_loader *ld = NULL;
+	rf_config cfg = self->cfg;
+	char msg[1024];
+	int rc;
+
+	if (!c) {
+		PyErr_NoMemory();
+		return -1;
+	}
+#ifdef RFPY_CFG_EPOCH
+	cfg.epoch = epoch;
+#endif
+	self->busy = 1;
+	Py_BEGIN_ALLOW_THREADS
+	rc = rf_loader_open(&ld, &cfg);
+	if (rc < 0)
+		snprintf(msg, sizeof(msg), "%s", rf_loader_last_open_error());
+	Py_END_ALLOW_THREADS
+	self->busy = 0;
+	if (rc < 0) {
+		PyMem_Free(c);
+		rfpy_raise(rc, "Loader", msg);
+		return -1;
+	}
+	c->ld = ld;
+	c->epoch0 = epoch;
+	c->device.device_type = kDLCPU;
+	c->device.device_id = 0;
+	rf_stats st;
+	memset(&st, 0, sizeof(st));
+	st.size = sizeof(st);
+	if (rf_loader_stats(ld, &st) == 0 && strncmp(st.device, "cuda", 4) == 0) {
+		c->device.device_type = kDLCUDA;
+		c->device.device_id = self->cfg.device_index;
+		if (st.device[4] == ':')
+			c->device.device_id = atoi(st.device + 5);
+	}
+	core_retire(self->core);
+	self->core = c;
+	self->epoch = epoch;
+	self->in_epoch = 0;
+	self->fresh = 1;
+	self->gen++;
+	return 0;
+}
+
+static int
+loader_usable(LoaderObject *self)
+{
+	if (self->closed || !self->core) {
+		PyErr_SetString(PyExc_ValueError, "the loader is closed");
+		return -1;
+	}
+	if (self->busy) {
+		PyErr_SetString(PyExc_RuntimeError,
+				"the loader is in use by another thread (one consumer thread at a time)");
+		return -1;
+	}
+	return 0;
+}
+
+static double
+now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The next batch of the C loader: returns its code; 1 when a signal handler
+ * raised (KeyboardInterrupt), with the exception set.  Waits in slices
+ * without the GIL, polling rf_loader_try_next, so Ctrl-C is seen within
+ * about 20 ms: rf_loader_next would block in a condition wait that no
+ * signal interrupts. */
+static int
+wait_next(LoaderObject *self, const rf_batch **out)
+{
+	struct core *c = self->core;
+	int rc = rf_loader_try_next(c->ld, out);
+
+	if (rc != -EAGAIN)
+		return rc;
+	self->busy = 1;
+	unsigned spins = 0;
+	long nap = 0;
+	for (;;) {
+		Py_BEGIN_ALLOW_THREADS
+		double t0 = now_s();
+		do {
+			/* Yield first (a batch is usually moments away), then
+			 * sleep, doubling up to 100 us: the latency a sleep adds to
+			 * a batch stays small against the batch's own time. */
+			if (spins < 64) {
+				spins++;
+				sched_yield();
+			} else {
+				nap = nap ? (nap < 100000 ? nap * 2 : nap) : 5000;
+				struct timespec ts = {0, nap};
+				nanosleep(&ts, NULL);
+			}
+			rc = rf_loader_try_next(c->ld, out);
+		} while (rc == -EAGAIN && now_s() - t0 < 0.02);
+		Py_END_ALLOW_THREADS
+		if (rc != -EAGAIN)
+			break;
+		if (PyErr_CheckSignals() < 0) {
+			rc = 1;
+			break;
+		}
+	}
+	self->busy = 0;
+	return rc;
+}
+
+static PyObject *
+raise_held(LoaderObject *self)
+{
+	char msg[512];
+
+	snprintf(msg, sizeof(msg),
+		 "all %u batch buffers (depth=%u) are held: %u batches, or arrays and tensors made "
+		 "from them, are still alive. Drop them (del batch, and the tensors from "
+		 "torch.from_dlpack) before asking for the next batch, copy what you keep "
+		 "(tensor.clone()), or raise Loader(depth=...)",
+		 self->cfg.depth, self->cfg.depth, self->core->held);
+	return rfpy_raise(RF_EHELD, NULL, msg);
+}
+
+/* The dict of one batch. */
+static PyObject *
+make_batch_dict(LoaderObject *self, const rf_batch *b)
+{
+	BatchObject *bo = PyObject_New(BatchObject, &BatchType);
+
+	if (!bo) {
+		core_release(self->core, b, NULL);
+		return NULL;
+	}
+	bo->core = self->core;
+	bo->b = b;
+	bo->stream = NULL;
+	if (bo->core->device.device_type == kDLCUDA)
+		bo->stream = (void *)(uintptr_t)1; /* the legacy default stream */
+	PyObject *d = PyDict_New();
+	if (!d)
+		goto fail;
+	for (uint32_t i = 0; i < b->nfields; i++) {
+		const rf_batch_field *f = &b->fields[i];
+		PyObject *v;
+		if (!f->offsets) {
+			v = (PyObject *)array_new(bo, f->data, f->dtype, (int)f->ndim, f->shape);
+		} else {
+			int64_t oshape[1] = {(int64_t)b->samples + 1};
+			int64_t dshape[RF_BATCH_MAX_DIMS];
+			int dndim;
+			uint64_t item = rf_dtype_size(f->dtype);
+			/* The values back to back: along the variable dimension
+			 * when it is the first one ([total, *rest]), else flat. */
+			if (f->var_dim == 0) {
+				uint64_t row = item;
+				for (uint32_t k = 2; k < f->ndim; k++)
+					row *= (uint64_t)f->shape[k];
+				dndim = (int)f->ndim - 1;
+				dshape[0] = (int64_t)(row ? f->bytes / row : 0);
+				for (uint32_t k = 2; k < f->ndim; k++)
+					dshape[k - 1] = f->shape[k];
+			} else {
+				dndim = 1;
+				dshape[0] = (int64_t)(item ? f->bytes / item : 0);
+			}
+			PyObject *off = (PyObject *)array_new(bo, f->offsets, RF_DTYPE_I64, 1, oshape);
+			PyObject *dat = (PyObject *)array_new(bo, f->data, f->dtype, dndim, dshape);
+			v = off && dat ? PyTuple_Pack(2, off, dat) : NULL;
+			Py_XDECREF(off);
+			Py_XDECREF(dat);
+		}
+		if (!v || PyDict_SetItemString(d, f->name, v) < 0) {
+			Py_XDECREF(v);
+			Py_DECREF(d);
+			goto fail;
+		}
+		Py_DECREF(v);
+	}
+	Py_DECREF(bo);
+	return d;
+fail:
+	Py_DECREF(bo);
+	return NULL;
+}
+
+/* Take the next batch of the current epoch: a new reference to its dict,
+ * or NULL with StopIteration (end of the epoch) or an exception set. */
+static PyObject *
+loader_take(LoaderObject *self)
+{
+	const rf_batch *b;
+	int rc;
+
+	if (loader_usable(self) < 0)
+		return NULL;
+	if (self->nbatches == 0) {
+		PyErr_SetNone(PyExc_StopIteration);
+		return NULL;
+	}
+	struct core *c = self->core;
+	if (c->stash) {
+		b = c->stash;
+		c->stash = NULL;
+	} else {
+		if (c->held >= self->cfg.depth)
+			return raise_held(self);
+		rc = wait_next(self, &b);
+		if (rc == 1)
+			return NULL;
+		if (rc == RF_EHELD)
+			return raise_held(self);
+		if (rc < 0)
+			return rfpy_raise(rc, NULL, rf_loader_errmsg(c->ld));
+		if (!b) {
+			PyErr_SetNone(PyExc_StopIteration);
+			return NULL;
+		}
+		c->held++;
+		if (!c->have_epoch0) {
+			c->have_epoch0 = 1;
+			c->c_epoch0 = b->epoch;
+		}
+		uint64_t ep = c->epoch0 + (b->epoch - c->c_epoch0);
+		if (ep != self->epoch) {
+			/* The first batch of the next epoch ends this one; keep
+			 * it for the next pass. */
+			c->stash = b;
+			self->epoch = ep;
+			self->in_epoch = 0;
+			self->fresh = 1;
+			PyErr_SetNone(PyExc_StopIteration);
+			return NULL;
+		}
+	}
+	if (c->device.device_type == kDLCPU) {
+		/* Host memory: make sure the bytes are in place before anyone
+		 * reads them through the buffer protocol or a CPU tensor. */
+		self->busy = 1;
+		Py_BEGIN_ALLOW_THREADS
+		rc = rf_batch_wait(b, NULL);
+		Py_END_ALLOW_THREADS
+		self->busy = 0;
+		if (rc < 0) {
+			core_release(c, b, NULL);
+			return rfpy_raise(rc, NULL, rf_loader_errmsg(c->ld));
+		}
+	}
+	self->in_epoch++;
+	self->fresh = 0;
+	return make_batch_dict(self, b);
+}
+
+/* Batches per epoch for this rank, as the plan counts them: global batches
+ * of world x B samples, each rank a slice of B; the last partial global
+ * batch dropped, or kept as an equal smaller batch on every rank. */
+static uint64_t
+plan_batches(uint64_t n, uint64_t batch, uint64_t world, int drop_last)
+{
+	uint64_t g = batch * world;
+	uint64_t full = g ? n / g : 0;
+
+	if (!drop_last && g && (n % g) / world > 0)
+		full++;
+	return full;
+}
+
+static int
+parse_device(PyObject *arg, rf_config *cfg)
+{
+	PyObject *s = PyObject_Str(arg);
+	const char *d;
+
+	if (!s)
+		return -1;
+	d = PyUnicode_AsUTF8(s);
+	if (!d) {
+		Py_DECREF(s);
+		return -1;
+	}
+	int ok = 1;
+	if (!strcmp(d, "auto")) {
+		cfg->device = RF_DEVICE_AUTO;
+	} else if (!strcmp(d, "cpu") || !strcmp(d, "host")) {
+		cfg->device = RF_DEVICE_HOST;
+	} else if (!strncmp(d, "cuda", 4)) {
+		cfg->device = RF_DEVICE_CUDA;
+		if (d[4] == ':') {
+			char *end;
+			long idx = strtol(d + 5, &end, 10);
+			ok = *end == 0 && end != d + 5 && idx >= 0 && idx < 1024;
+			cfg->device_index = (int)idx;
+		} else {
+			ok = d[4] == 0;
+		}
+	} else {
+		ok = 0;
+	}
+	if (!ok)
+		PyErr_Format(PyExc_ValueError,
+			     "device must be \"auto\", \"cpu\", \"cuda\" or \"cuda:N\", not %R", arg);
+	Py_DECREF(s);
+	return ok ? 0 : -1;
+}
+
+static int
+loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = {"paths", "batch_size", "fields", "shuffle", "seed", "epoch",
+				 "rank", "world", "device", "depth", "pinned_bytes", "drop_last",
+				 "window", "pinning", "io_depth", "direct", "decode_threads",
+				 "verify", "var_bytes", NULL};
+	PyObject *paths_arg, *fields_arg = Py_None, *rank_arg = Py_None, *world_arg = Py_None,
+		 *device_arg = NULL;
+	const char *shuffle = "none", *pinning = "ring";
+	unsigned long long seed = 0, epoch = 0, pinned_bytes = 0, var_bytes = 0;
+	unsigned int batch_size = 0, depth = 2, window = 0, io_depth = 0, decode_threads = 0;
+	int drop_last = 1, direct = 1, verify = 1;
+	size_t npaths;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OI|$OsKKOOOIKpIsIpIpK:Loader", kwlist,
+					 &paths_arg, &batch_size, &fields_arg, &shuffle, &seed,
+					 &epoch, &rank_arg, &world_arg, &device_arg, &depth,
+					 &pinned_bytes, &drop_last, &window, &pinning, &io_depth,
+					 &direct, &decode_threads, &verify, &var_bytes))
+		return -1;
+	/* A second __init__ starts over. */
+	core_retire(self->core);
+	self->core = NULL;
+	loader_free_config(self);
+	self->closed = 0;
+
+	rf_config *cfg = &self->cfg;
+	rf_config_init(cfg);
+	if (batch_size == 0) {
+		PyErr_SetString(PyExc_ValueError, "batch_size must be at least 1");
+		return -1;
+	}
+	if (depth == 0) {
+		PyErr_SetString(PyExc_ValueError, "depth must be at least 1");
+		return -1;
+	}
+	cfg->batch_size = batch_size;
+	cfg->depth = depth;
+	cfg->drop_last = drop_last;
+	cfg->epochs = 0; /* epochs are Python passes: the stream runs until closed */
+	cfg->direct = direct;
+	cfg->verify = verify;
+	cfg->var_bytes = var_bytes;
+	if (pinned_bytes)
+		cfg->pinned_bytes = pinned_bytes;
+	if (io_depth)
+		cfg->io_depth = io_depth;
+	if (decode_threads)
+		cfg->decode_threads = decode_threads;
+	cfg->log = rfpy_log;
+	if (!strcmp(pinning, "ring")) {
+		cfg->pinning = RF_PINNING_RING;
+	} else if (!strcmp(pinning, "transient")) {
+		cfg->pinning = RF_PINNING_TRANSIENT;
+	} else {
+		PyErr_Format(PyExc_ValueError, "pinning must be \"ring\" or \"transient\", not \"%s\"",
+			     pinning);
+		return -1;
+	}
+	if (device_arg && parse_device(device_arg, cfg) < 0)
+		return -1;
+
+	self->shuffle = -1;
+	for (int i = 0; i < 4; i++)
+		if (!strcmp(shuffle, shuffle_names[i]))
+			self->shuffle = i;
+	if (self->shuffle < 0) {
+		PyErr_Format(PyExc_ValueError,
+			     "shuffle must be \"none\", \"chunks\", \"window\" or \"full\", not \"%s\"",
+			     shuffle);
+		return -1;
+	}
+#ifdef RFPY_CFG_SHUFFLE
+	cfg->shuffle = self->shuffle;
+#else
+	if (self->shuffle != SHUFFLE_NONE) {
+		PyErr_Format(PyExc_ValueError, "shuffle mode \"%s\" is not supported by this build",
+			     shuffle);
+		return -1;
+	}
+#endif
+	self->seed = seed;
+#ifdef RFPY_CFG_SEED
+	cfg->seed = seed;
+#endif
+	self->window = window;
+#ifdef RFPY_CFG_WINDOW
+	cfg->window = window;
+#else
+	if (window) {
+		PyErr_SetString(PyExc_ValueError, "window is not supported by this build");
+		return -1;
+	}
+#endif
+	long long rank = -1, world = -1;
+	if (rank_arg != Py_None && ((rank = PyLong_AsLongLong(rank_arg)) == -1 && PyErr_Occurred()))
+		return -1;
+	if (world_arg != Py_None && ((world = PyLong_AsLongLong(world_arg)) == -1 && PyErr_Occurred()))
+		return -1;
+	if ((rank_arg != Py_None && rank < 0) || (world_arg != Py_None && world < 1) ||
+	    (rank >= 0 && world >= 1 && rank >= world)) {
+		PyErr_SetString(PyExc_ValueError, "need 0 <= rank < world");
+		return -1;
+	}
+#if defined(RFPY_CFG_RANK) && defined(RFPY_CFG_WORLD)
+	cfg->rank = rank;
+	cfg->world = world;
+#else
+	{
+		/* Without sharding in the library, every rank would read the
+		 * whole dataset: refuse rather than train on duplicates. */
+		const char *ws = getenv("WORLD_SIZE");
+		if (world > 1 || rank > 0 || (world < 0 && ws && atoi(ws) > 1)) {
+			PyErr_SetString(PyExc_ValueError,
+					"rank/world sharding is not supported by this build");
+			return -1;
+		}
+	}
+#endif
+	self->rank = rank > 0 ? (uint32_t)rank : 0;
+	self->world = world > 1 ? (uint32_t)world : 1;
+
+	/* The strings the config points to, kept for reopening. */
+	if (rfpy_paths(paths_arg, &self->keep, &self->paths, &npaths) < 0)
+		return -1;
+	cfg->paths = self->paths;
+	cfg->npaths = npaths;
+	if (fields_arg != Py_None) {
+		if (PyUnicode_Check(fields_arg)) {
+			PyErr_SetString(PyExc_TypeError, "fields must be a sequence of names");
+			return -1;
+		}
+		PyObject *seq = PySequence_Fast(fields_arg, "fields must be a sequence of names");
+		if (!seq)
+			return -1;
+		Py_ssize_t nf = PySequence_Fast_GET_SIZE(seq);
+		self->fields = PyMem_Calloc((size_t)nf + 1, sizeof(char *));
+		if (!self->fields) {
+			Py_DECREF(seq);
+			PyErr_NoMemory();
+			return -1;
+		}
+		for (Py_ssize_t i = 0; i < nf; i++) {
+			PyObject *name = PySequence_Fast_GET_ITEM(seq, i);
+			PyObject *b = PyUnicode_Check(name) ? PyUnicode_AsUTF8String(name) : NULL;
+			if (!b || PyList_Append(self->keep, b) < 0) {
+				Py_XDECREF(b);
+				Py_DECREF(seq);
+				if (!PyErr_Occurred())
+					PyErr_SetString(PyExc_TypeError, "field names must be str");
+				return -1;
+			}
+			self->fields[i] = PyBytes_AS_STRING(b);
+			Py_DECREF(b);
+		}
+		Py_DECREF(seq);
+		cfg->fields = self->fields;
+		cfg->nfields = (size_t)nf;
+	}
+
+	/* The sample count, for len(). */
+	rf_dataset *ds = NULL;
+	rf_dataset_config dcfg;
+	rf_dataset_config_init(&dcfg);
+	dcfg.log = rfpy_log;
+	int rc;
+	char msg[1024];
+	Py_BEGIN_ALLOW_THREADS
+	rc = rf_dataset_open(&ds, cfg->paths, cfg->npaths, &dcfg);
+	if (rc < 0)
+		snprintf(msg, sizeof(msg), "%s", rf_dataset_last_open_error());
+	Py_END_ALLOW_THREADS
+	if (rc < 0) {
+		rfpy_raise(rc, "Loader", msg);
+		return -1;
+	}
+	self->samples = rf_dataset_samples(ds);
+	rf_dataset_close(&ds);
+	self->nbatches = plan_batches(self->samples, batch_size, self->world, drop_last);
+	return loader_open_core(self, epoch);
+}
+
+static PyObject *
+loader_iter(LoaderObject *self)
+{
+	if (loader_usable(self) < 0)
+		return NULL;
+	/* A pass abandoned midway (break, an exception) is not continued:
+	 * like a DataLoader, a new pass starts the epoch over. */
+	if (!self->fresh && loader_open_core(self, self->epoch) < 0)
+		return NULL;
+	IterObject *it = PyObject_New(IterObject, &IterType);
+	if (!it)
+		return NULL;
+	it->loader = (LoaderObject *)Py_NewRef(self);
+	it->gen = ++self->gen;
+	return (PyObject *)it;
+}
+
+static Py_ssize_t
+loader_len(LoaderObject *self)
+{
+	if (self->nbatches > PY_SSIZE_T_MAX) {
+		PyErr_SetString(PyExc_OverflowError, "too many batches for len()");
+		return -1;
+	}
+	return (Py_ssize_t)self->nbatches;
+}
+
+static PyObject *
+loader_close(LoaderObject *self, PyObject *unused)
+{
+	if (self->busy) {
+		PyErr_SetString(PyExc_RuntimeError, "the loader is in use by another thread");
+		return NULL;
+	}
+	core_retire(self->core);
+	self->core = NULL;
+	self->closed = 1;
+	Py_RETURN_NONE;
+}
+
+static PyObject *
+loader_enter(LoaderObject *self, PyObject *unused)
+{
+	if (loader_usable(self) < 0)
+		return NULL;
+	return Py_NewRef(self);
+}
+
+static PyObject *
+loader_exit(LoaderObject *self, PyObject *args)
+{
+	PyObject *r = loader_close(self, NULL);
+
+	if (!r)
+		return NULL;
+	Py_DECREF(r);
+	Py_RETURN_FALSE;
+}
+
+static PyObject *
+loader_set_epoch(LoaderObject *self, PyObject *arg)
+{
+	unsigned long long e = PyLong_AsUnsignedLongLong(arg);
+
+	if (e == (unsigned long long)-1 && PyErr_Occurred())
+		return NULL;
+	if (loader_usable(self) < 0)
+		return NULL;
+	if (e == self->epoch && self->fresh)
+		Py_RETURN_NONE;
+#ifndef RFPY_CFG_EPOCH
+	/* Without epoch-dependent order every epoch is the same sequence:
+	 * at an epoch's start only the number changes. */
+	if (self->fresh) {
+		uint64_t delta = e - self->epoch;
+		self->epoch = e;
+		self->core->epoch0 += delta;
+		Py_RETURN_NONE;
+	}
+#endif
+	if (loader_open_core(self, e) < 0)
+		return NULL;
+	Py_RETURN_NONE;
+}
+
+static PyObject *
+u64(uint64_t v)
+{
+	return PyLong_FromUnsignedLongLong(v);
+}
+
+static PyObject *
+loader_stats(LoaderObject *self, PyObject *unused)
+{
+	rf_stats st;
+
+	if (loader_usable(self) < 0)
+		return NULL;
+	memset(&st, 0, sizeof(st));
+	st.size = sizeof(st);
+	int rc = rf_loader_stats(self->core->ld, &st);
+	if (rc < 0)
+		return rfpy_raise(rc, "stats", rf_loader_errmsg(self->core->ld));
+	return Py_BuildValue(
+		"{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:d,s:N,"
+		"s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
+		"s:N,s:N,s:N,s:N,s:N,s:N,s:s,s:O,s:s}",
+		"bytes_read", u64(st.bytes_read), "bytes_delivered", u64(st.bytes_delivered),
+		"batches", u64(st.batches), "samples", u64(st.samples), "chunks", u64(st.chunks),
+		"wall_ns", u64(st.wall_ns), "read_ns", u64(st.read_ns),
+		"decode_ns", u64(st.decode_ns), "copy_ns", u64(st.copy_ns),
+		"stall_ns", u64(st.stall_ns), "stall_share", st.stall_share,
+		"thread_cpu_ns", u64(st.thread_cpu_ns),
+		"reads_inflight", st.reads_inflight, "reads_inflight_max", st.reads_inflight_max,
+		"slots_used", st.slots_used, "slots_used_max", st.slots_used_max,
+		"slots_total", st.slots_total, "staged", st.staged, "staged_max", st.staged_max,
+		"ready", st.ready, "ready_max", st.ready_max, "held", st.held,
+		"held_max", st.held_max,
+		"slot_bytes", u64(st.slot_bytes), "batch_bytes", u64(st.batch_bytes),
+		"pinned_bytes", u64(st.pinned_bytes), "pinned_peak", u64(st.pinned_peak),
+		"device_bytes", u64(st.device_bytes), "device_peak", u64(st.device_peak),
+		"io_engine", st.io_engine, "io_direct", st.io_direct ? Py_True : Py_False,
+		"device", st.device);
+}
+
+/*
+ * Resume.  The state is a dict: where the stream stands (epoch, batches
+ * yielded in it) and what defines the order (samples, batch size, world,
+ * shuffle, seed), plus the library's own blob when it has one.  A state at
+ * an epoch's start needs no blob: the loader reopens at that epoch.
+ */
+static PyObject *
+loader_state_dict(LoaderObject *self, PyObject *unused)
+{
+	if (loader_usable(self) < 0)
+		return NULL;
+	PyObject *blob = Py_NewRef(Py_None);
+#ifdef RF_STATE_MAX
+	if (self->in_epoch > 0) {
+		unsigned char buf[RF_STATE_MAX];
+		size_t len = 0;
+		int rc = rf_state_save(self->core->ld, buf, sizeof(buf), &len);
+		if (rc < 0) {
+			Py_DECREF(blob);
+			return rfpy_raise(rc, "state_dict", rf_loader_errmsg(self->core->ld));
+		}
+		Py_SETREF(blob, PyBytes_FromStringAndSize((const char *)buf, (Py_ssize_t)len));
+		if (!blob)
+			return NULL;
+	}
+#endif
+	return Py_BuildValue("{s:i,s:K,s:K,s:K,s:I,s:I,s:s,s:K,s:N}", "version", 1,
+			     "epoch", (unsigned long long)self->epoch,
+			     "batch", (unsigned long long)self->in_epoch,
+			     "samples", (unsigned long long)self->samples,
+			     "batch_size", self->cfg.batch_size, "world", self->world,
+			     "shuffle", shuffle_names[self->shuffle],
+			     "seed", (unsigned long long)self->seed, "blob", blob);
+}
+
+static int
+state_get_u64(PyObject *d, const char *key, uint64_t *out)
+{
+	PyObject *v = PyDict_GetItemString(d, key);
+
+	if (!v) {
+		PyErr_Format(PyExc_ValueError, "state: missing \"%s\"", key);
+		return -1;
+	}
+	unsigned long long x = PyLong_AsUnsignedLongLong(v);
+	if (x == (unsigned long long)-1 && PyErr_Occurred())
+		return -1;
+	*out = x;
+	return 0;
+}
+
+static PyObject *
+loader_load_state_dict(LoaderObject *self, PyObject *state)
+{
+	uint64_t version, epoch, batch, samples, bsize, world, seed;
+
+	if (loader_usable(self) < 0)
+		return NULL;
+	if (!PyDict_Check(state)) {
+		PyErr_SetString(PyExc_TypeError, "state must be a dict from state_dict()");
+		return NULL;
+	}
+	if (state_get_u64(state, "version", &version) < 0 || state_get_u64(state, "epoch", &epoch) < 0 ||
+	    state_get_u64(state, "batch", &batch) < 0 ||
+	    state_get_u64(state, "samples", &samples) < 0 ||
+	    state_get_u64(state, "batch_size", &bsize) < 0 ||
+	    state_get_u64(state, "world", &world) < 0 || state_get_u64(state, "seed", &seed) < 0)
+		return NULL;
+	if (version != 1) {
+		PyErr_Format(PyExc_ValueError, "state: version %llu is not supported",
+			     (unsigned long long)version);
+		return NULL;
+	}
+	PyObject *mode = PyDict_GetItemString(state, "shuffle");
+	const char *ms = mode ? PyUnicode_AsUTF8(mode) : NULL;
+	if (!ms) {
+		PyErr_Clear();
+		PyErr_SetString(PyExc_ValueError, "state: missing \"shuffle\"");
+		return NULL;
+	}
+	if (samples != self->samples || bsize * world != (uint64_t)self->cfg.batch_size * self->world ||
+	    strcmp(ms, shuffle_names[self->shuffle]) || seed != self->seed) {
+		PyErr_Format(PyExc_ValueError,
+			     "state: saved for another dataset or order (samples %llu, batch %llu x "
+			     "world %llu, shuffle %s, seed %llu); this loader has samples %llu, "
+			     "batch %u x world %u, shuffle %s, seed %llu",
+			     (unsigned long long)samples, (unsigned long long)bsize,
+			     (unsigned long long)world, ms, (unsigned long long)seed,
+			     (unsigned long long)self->samples, self->cfg.batch_size, self->world,
+			     shuffle_names[self->shuffle], (unsigned long long)self->seed);
+		return NULL;
+	}
+	if (batch > self->nbatches) {
+		PyErr_SetString(PyExc_ValueError, "state: batch position past the end of the epoch");
+		return NULL;
+	}
+	if (loader_open_core(self, epoch) < 0)
+		return NULL;
+	if (batch == 0)
+		Py_RETURN_NONE;
+#ifdef RF_STATE_MAX
+	PyObject *blob = PyDict_GetItemString(state, "blob");
+	if (blob && PyBytes_Check(blob)) {
+		int rc = rf_state_load(self->core->ld, PyBytes_AS_STRING(blob),
+				       (size_t)PyBytes_GET_SIZE(blob));
+		if (rc < 0)
+			return rfpy_raise(rc, "load_state_dict", rf_loader_errmsg(self->core->ld));
+		self->in_epoch = batch;
+		self->fresh = 1;
+		Py_RETURN_NONE;
+	}
+#endif
+	/* No position blob from the library: skip the batches already used
+	 * (they are read, not delivered). */
+	for (uint64_t k = 0; k < batch; k++) {
+		const rf_batch *b;
+		int rc = wait_next(self, &b);
+		if (rc == 1)
+			return NULL;
+		if (rc < 0)
+			return rfpy_raise(rc, "load_state_dict", rf_loader_errmsg(self->core->ld));
+		if (!b)
+			break;
+		self->core->held++;
+		if (!self->core->have_epoch0) {
+			self->core->have_epoch0 = 1;
+			self->core->c_epoch0 = b->epoch;
+		}
+		core_release(self->core, b, NULL);
+	}
+	self->in_epoch = batch;
+	self->fresh = 1;
+	Py_RETURN_NONE;
+}
+
+static PyObject *
+loader_get_epoch(LoaderObject *self, void *unused)
+{
+	return PyLong_FromUnsignedLongLong(self->epoch);
+}
+
+static PyObject *
+loader_get_device(LoaderObject *self, void *unused)
+{
+	if (!self->core)
+		Py_RETURN_NONE;
+	if (self->core->device.device_type == kDLCUDA)
+		return PyUnicode_FromFormat("cuda:%d", (int)self->core->device.device_id);
+	return PyUnicode_FromString("cpu");
+}
+
+static PyObject *
+loader_get_samples(LoaderObject *self, void *unused)
+{
+	return PyLong_FromUnsignedLongLong(self->samples);
+}
+
+static PyObject *
+loader_get_batch_size(LoaderObject *self, void *unused)
+{
+	return PyLong_FromUnsignedLong(self->cfg.batch_size);
+}
+
+static PyObject *
+loader_get_depth(LoaderObject *self, void *unused)
+{
+	return PyLong_FromUnsignedLong(self->cfg.depth);
+}
+
+static PyObject *
+loader_get_held(LoaderObject *self, void *unused)
+{
+	return PyLong_FromUnsignedLong(self->core ? self->core->held : 0);
+}
+
+static PyMethodDef loader_methods[] = {
+	{"close", (PyCFunction)loader_close, METH_NOARGS,
+	 "Stop the loader.  Its threads and buffers are freed now, or, when arrays of\n"
+	 "some batches are still alive, as soon as the last of them is released."},
+	{"set_epoch", (PyCFunction)loader_set_epoch, METH_O,
+	 "set_epoch(e): the next pass iterates epoch e (the order depends on it when\n"
+	 "shuffling).  Passes advance the epoch by themselves; call it to jump."},
+	{"stats", (PyCFunction)loader_stats, METH_NOARGS, "The loader's counters (rf_stats) as a dict."},
+	{"state_dict", (PyCFunction)loader_state_dict, METH_NOARGS,
+	 "The position after the last batch yielded, as a small dict to checkpoint."},
+	{"load_state_dict", (PyCFunction)loader_load_state_dict, METH_O,
+	 "Restore a position from state_dict(): the next pass continues with the batch\n"
+	 "that would have followed."},
+	{"__enter__", (PyCFunction)loader_enter, METH_NOARGS, NULL},
+	{"__exit__", (PyCFunction)loader_exit, METH_VARARGS, NULL},
+	{NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef loader_getset[] = {
+	{"epoch", (getter)loader_get_epoch, NULL, "The epoch the next (or current) pass iterates.", NULL},
+	{"device", (getter)loader_get_device, NULL, "Where batches are: \"cpu\" or \"cuda:N\".", NULL},
+	{"samples", (getter)loader_get_samples, NULL, "Samples in the dataset.", NULL},
+	{"batch_size", (getter)loader_get_batch_size, NULL, "Samples per batch.", NULL},
+	{"depth", (getter)loader_get_depth, NULL, "Batches that may be held at once.", NULL},
+	{"held", (getter)loader_get_held, NULL, "Batches held now (by arrays or tensors).", NULL},
+	{NULL, NULL, NULL, NULL, NULL},
+};
+
+static PySequenceMethods loader_sequence = {
+	.sq_length = (lenfunc)loader_len,
+};
+
+static PyTypeObject LoaderType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "ringfeed.Loader",
+	.tp_basicsize = sizeof(LoaderObject),
+	.tp_dealloc = (destructor)loader_dealloc,
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc =
+	"Loader(paths, batch_size, *, fields=None, shuffle=\"none\", seed=0, epoch=0,\n"
+	"       rank=None, world=None, device=\"auto\", depth=2, pinned_bytes=256 MiB,\n"
+	"       drop_last=True, window=0, pinning=\"ring\", io_depth=32, direct=True,\n"
+	"       decode_threads=2, verify=True, var_bytes=0)\n\n"
+	"Stream a dataset in batches.  Each pass (for batch in loader) yields one\n"
+	"epoch's len(loader) batches, then advances the epoch; each batch is a dict\n"
+	"{field: Array}, a variable-length field an (offsets, data) pair.  Arrays speak\n"
+	"DLPack: torch.from_dlpack(batch[\"x\"]) is a tensor on the loader's device with\n"
+	"no copy.  At most `depth` batches may be alive at once: a batch's buffer is\n"
+	"reused once every array and tensor made from it is gone.",
+	.tp_methods = loader_methods,
+	.tp_getset = loader_getset,
+	.tp_as_sequence = &loader_sequence,
+	.tp_iter = (getiterfunc)loader_iter,
+	.tp_init = (initproc)loader_init,
+	.tp_new = PyType_GenericNew,
+};
+
+static void
+iter_dealloc(IterObject *self)
+{
+	Py_XDECREF(self->loader);
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+iter_next(IterObject *self)
+{
+	LoaderObject *ld = self->loader;
+
+	/* A newer pass, a restart or a restore ends this one. */
+	if (self->gen != ld->gen)
+		return NULL;
+	PyObject *d = loader_take(ld);
+	if (!d && PyErr_ExceptionMatches(PyExc_StopIteration)) {
+		PyErr_Clear();
+		/* Stay stopped: the next epoch belongs to the next pass. */
+		self->gen = 0;
+	}
+	return d;
+}
+
+static PyTypeObject IterType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "ringfeed._LoaderIter",
+	.tp_basicsize = sizeof(IterObject),
+	.tp_dealloc = (destructor)iter_dealloc,
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_iter = PyObject_SelfIter,
+	.tp_iternext = (iternextfunc)iter_next,
+};
+
+int
+rfpy_loader_init(PyObject *module)
+{
+	if (PyType_Ready(&BatchType) < 0 || PyType_Ready(&ArrayType) < 0 ||
+	    PyType_Ready(&LoaderType) < 0 || PyType_Ready(&IterType) < 0)
+		return -1;
+	if (PyModule_AddObjectRef(module, "Loader", (PyObject *)&LoaderType) < 0 ||
+	    PyModule_AddObjectRef(module, "Array", (PyObject *)&ArrayType) < 0)
+		return -1;
+	return 0;
+}
+
+#else /* !RFPY_HAVE_LOADER */
+
+int
+rfpy_loader_init(PyObject *module)
+{
+	/* Built against a library without the streaming loader. */
+	return 0;
+}
+
+#endif

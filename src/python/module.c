@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The ringfeed Python module: ringfeed.Loader (the streaming loader,
+ * batches as DLPack arrays), ringfeed.open and ringfeed.pack (datasets for
+ * small jobs and inspection), ringfeed.Error.
+ */
+#include "module.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+PyObject *rfpy_Error;
+
+PyObject *
+rfpy_raise(int code, const char *what, const char *detail)
+{
+	PyObject *msg, *exc;
+	const char *name = rf_strerror(code);
+
+	if (!detail || !*detail)
+		detail = name;
+	if (what)
+		msg = PyUnicode_FromFormat("%s: %s", what, detail);
+	else
+		msg = PyUnicode_FromString(detail);
+	if (!msg)
+		return NULL;
+	exc = PyObject_CallOneArg(rfpy_Error, msg);
+	Py_DECREF(msg);
+	if (!exc)
+		return NULL;
+	PyObject *pcode = PyLong_FromLong(code);
+	PyObject *pname = PyUnicode_FromString(name);
+	if (pcode && pname && PyObject_SetAttrString(exc, "code", pcode) == 0 &&
+	    PyObject_SetAttrString(exc, "name", pname) == 0)
+		PyErr_SetObject(rfpy_Error, exc);
+	Py_XDECREF(pcode);
+	Py_XDECREF(pname);
+	Py_DECREF(exc);
+	return NULL;
+}
+
+void
+rfpy_log(void *user, enum rf_log_level level, const char *msg)
+{
+	/* Called from the library's threads, without the GIL: plain stdio
+	 * only.  Errors are not printed, they come back as exceptions. */
+	static int verbose = -1;
+
+	if (verbose < 0) {
+		const char *e = getenv("RINGFEED_LOG");
+		verbose = e && *e;
+	}
+	if (verbose || level == RF_LOG_WARN)
+		fprintf(stderr, "ringfeed: %s\n", msg);
+}
+
+static int
+path_to_bytes(PyObject *item, PyObject *list)
+{
+	PyObject *b = NULL;
+
+	if (!PyUnicode_FSConverter(item, &b))
+		return -1;
+	int rc = PyList_Append(list, b);
+	Py_DECREF(b);
+	return rc;
+}
+
+int
+rfpy_paths(PyObject *arg, PyObject **out_list, const char ***out_paths, size_t *n)
+{
+	PyObject *list = PyList_New(0);
+
+	if (!list)
+		return -1;
+	if (PyUnicode_Check(arg) || PyBytes_Check(arg) || PyObject_HasAttrString(arg, "__fspath__")) {
+		if (path_to_bytes(arg, list) < 0)
+			goto fail;
+	} else {
+		PyObject *it = PyObject_GetIter(arg);
+		PyObject *item;
+
+		if (!it) {
+			PyErr_SetString(PyExc_TypeError,
+					"paths must be a path or a sequence of paths");
+			goto fail;
+		}
+		while ((item = PyIter_Next(it))) {
+			int rc = path_to_bytes(item, list);
+			Py_DECREF(item);
+			if (rc < 0) {
+				Py_DECREF(it);
+				goto fail;
+			}
+		}
+		Py_DECREF(it);
+		if (PyErr_Occurred())
+			goto fail;
+	}
+	Py_ssize_t count = PyList_GET_SIZE(list);
+	if (count == 0) {
+		PyErr_SetString(PyExc_ValueError, "no dataset paths given");
+		goto fail;
+	}
+	const char **paths = PyMem_Calloc((size_t)count + 1, sizeof(*paths));
+	if (!paths) {
+		PyErr_NoMemory();
+		goto fail;
+	}
+	for (Py_ssize_t i = 0; i < count; i++)
+		paths[i] = PyBytes_AS_STRING(PyList_GET_ITEM(list, i));
+	*out_list = list;
+	*out_paths = paths;
+	*n = (size_t)count;
+	return 0;
+fail:
+	Py_DECREF(list);
+	return -1;
+}
+
+DLDataType
+rfpy_dl_dtype(enum rf_dtype dt)
+{
+	DLDataType t = {.code = kDLUInt, .bits = 8, .lanes = 1};
+
+	switch (dt) {
+	case RF_DTYPE_I8: case RF_DTYPE_I16: case RF_DTYPE_I32: case RF_DTYPE_I64:
+		t.code = kDLInt;
+		break;
+	case RF_DTYPE_F16: case RF_DTYPE_F32: case RF_DTYPE_F64:
+		t.code = kDLFloat;
+		break;
+	case RF_DTYPE_BF16:
+		t.code = kDLBfloat;
+		break;
+	default:
+		t.code = kDLUInt;
+		break;
+	}
+	t.bits = (uint8_t)(rf_dtype_size(dt) * 8);
+	return t;
+}
+
+const char *
+rfpy_numpy_dtype(enum rf_dtype dt)
+{
+	switch (dt) {
+	case RF_DTYPE_U8: return "|u1";
+	case RF_DTYPE_I8: return "|i1";
+	case RF_DTYPE_U16: return "<u2";
+	case RF_DTYPE_I16: return "<i2";
+	case RF_DTYPE_U32: return "<u4";
+	case RF_DTYPE_I32: return "<i4";
+	case RF_DTYPE_U64: return "<u8";
+	case RF_DTYPE_I64: return "<i8";
+	case RF_DTYPE_F16: return "<f2";
+	case RF_DTYPE_BF16: return "<u2";
+	case RF_DTYPE_F32: return "<f4";
+	case RF_DTYPE_F64: return "<f8";
+	case RF_DTYPE_BYTES: return "|u1";
+	}
+	return "|u1";
+}
+
+const char *
+rfpy_buffer_format(enum rf_dtype dt)
+{
+	/* Standard sizes ("<" prefix): the buffer protocol's native formats
+	 * would tie 'l' to the platform's long. */
+	switch (dt) {
+	case RF_DTYPE_U8: return "B";
+	case RF_DTYPE_I8: return "b";
+	case RF_DTYPE_U16: return "<H";
+	case RF_DTYPE_I16: return "<h";
+	case RF_DTYPE_U32: return "<I";
+	case RF_DTYPE_I32: return "<i";
+	case RF_DTYPE_U64: return "<Q";
+	case RF_DTYPE_I64: return "<q";
+	case RF_DTYPE_F16: return "<e";
+	case RF_DTYPE_BF16: return NULL;
+	case RF_DTYPE_F32: return "<f";
+	case RF_DTYPE_F64: return "<d";
+	case RF_DTYPE_BYTES: return "B";
+	}
+	return NULL;
+}
+
+static PyObject *
+rfpy_version(PyObject *self, PyObject *unused)
+{
+	return PyUnicode_FromString(rf_version_string());
+}
+
+static PyObject *
+rfpy_strerror(PyObject *self, PyObject *arg)
+{
+	long code = PyLong_AsLong(arg);
+
+	if (code == -1 && PyErr_Occurred())
+		return NULL;
+	return PyUnicode_FromString(rf_strerror((int)code));
+}
+
+static PyMethodDef rfpy_methods[] = {
+	{"open", (PyCFunction)(void (*)(void))rfpy_open, METH_VARARGS | METH_KEYWORDS,
+	 "open(paths, verify=True) -> Dataset\n\n"
+	 "Open a dataset (a shard, a directory of shards, a glob, or a list of them)\n"
+	 "for random access: len(ds), ds[i] -> {name: numpy array}, ds.schema."},
+	{"pack", (PyCFunction)(void (*)(void))rfpy_pack, METH_VARARGS | METH_KEYWORDS,
+	 "pack(path, columns, zstd=0, chunk_bytes=4 MiB, shard_bytes=0) -> int\n\n"
+	 "Write a dataset from {name: array} (first dimension = samples; any object\n"
+	 "with the buffer protocol, such as a NumPy array), {name: (array, dtype)} to\n"
+	 "name the dtype (\"bf16\" from uint16 bits, \"bytes\"), or {name: [array, ...]}\n"
+	 "for a variable-length field (one array per sample, varying along axis 0).\n"
+	 "Returns the number of samples written."},
+	{"version", rfpy_version, METH_NOARGS, "The library's version string."},
+	{"strerror", rfpy_strerror, METH_O, "The name of a library error code."},
+	{NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef rfpy_moduledef = {
+	PyModuleDef_HEAD_INIT,
+	.m_name = "ringfeed",
+	.m_doc = "Stream training datasets from disk into GPU memory with bounded memory.\n\n"
+		 "Loader(paths, batch_size, ...) iterates over batches: dicts of arrays that\n"
+		 "speak DLPack (torch.from_dlpack, numpy.from_dlpack, cupy.from_dlpack).\n"
+		 "open() and pack() read and write datasets for small jobs.",
+	.m_size = -1,
+	.m_methods = rfpy_methods,
+};
+
+PyMODINIT_FUNC PyInit_ringfeed(void);
+
+PyMODINIT_FUNC
+PyInit_ringfeed(void)
+{
+	PyObject *m = PyModule_Create(&rfpy_moduledef);
+
+	if (!m)
+		return NULL;
+	rfpy_Error = PyErr_NewExceptionWithDoc("ringfeed.Error",
+		"A failure reported by the ringfeed library.  .code is the library's\n"
+		"negative error code (a negated errno value or one of the RF_E* codes),\n"
+		".name its name; the message names the file, chunk and offset.",
+		PyExc_RuntimeError, NULL);
+	if (!rfpy_Error || PyModule_AddObjectRef(m, "Error", rfpy_Error) < 0)
+		goto fail;
+	if (PyModule_AddStringConstant(m, "__version__", rf_version_string()) < 0)
+		goto fail;
+	/* The library's error codes, for comparing with Error.code. */
+	static const struct { const char *name; int code; } codes[] = {
+		{"EFORMAT", RF_EFORMAT}, {"ECORRUPT", RF_ECORRUPT},
+		{"ECHECKSUM", RF_ECHECKSUM}, {"ESCHEMA", RF_ESCHEMA},
+		{"ETRUNCATED", RF_ETRUNCATED}, {"ECODEC", RF_ECODEC},
+		{"ENODEVICE", RF_ENODEVICE}, {"ECUDA", RF_ECUDA},
+		{"EMEMPLAN", RF_EMEMPLAN}, {"EHELD", RF_EHELD},
+		{"ESTATE", RF_ESTATE}, {"ENPY", RF_ENPY}, {"EUSAGE", RF_EUSAGE},
+	};
+	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+		if (PyModule_AddIntConstant(m, codes[i].name, codes[i].code) < 0)
+			goto fail;
+	if (rfpy_dataset_init(m) < 0 || rfpy_loader_init(m) < 0)
+		goto fail;
+	return m;
+fail:
+	Py_DECREF(m);
+	return NULL;
+}

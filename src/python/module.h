@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/* Declarations shared by the parts of the ringfeed Python extension. */
+#ifndef RFPY_MODULE_H
+#define RFPY_MODULE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <ringfeed/dataset.h>
+#include <ringfeed/ringfeed.h>
+
+#include "dlpack.h"
+
+/* ringfeed.Error, a RuntimeError subclass with .code (the library's negative
+ * code) and .name (rf_strerror of it). */
+extern PyObject *rfpy_Error;
+
+/* Raise ringfeed.Error for `code` with the library's message `detail` (may
+ * be NULL or empty: the code's name is used).  Returns NULL. */
+PyObject *rfpy_raise(int code, const char *what, const char *detail);
+
+/* Log callback handed to the library: warnings go to stderr (errors become
+ * exceptions instead); with RINGFEED_LOG set, every message it lets through. */
+void rfpy_log(void *user, enum rf_log_level level, const char *msg);
+
+/* Collect the paths argument (a str, bytes, os.PathLike, or a sequence of
+ * them) into a NULL-terminated array of C strings.  On success returns 0 and
+ * *out_list (a new reference to a list of bytes objects that own the
+ * strings: keep it alive while the array is used) and *out_paths (free with
+ * PyMem_Free).  On failure sets an exception and returns -1. */
+int rfpy_paths(PyObject *arg, PyObject **out_list, const char ***out_paths, size_t *n);
+
+/* The DLPack type of a dtype (bytes as uint8, bf16 as kDLBfloat 16). */
+DLDataType rfpy_dl_dtype(enum rf_dtype dt);
+/* The NumPy dtype string of a dtype ("<f4"; bf16 as "<u2", its bits; bytes
+ * as "|u1"); the buffer-protocol format character ("f", "e", ...; NULL for
+ * bf16, which has none). */
+const char *rfpy_numpy_dtype(enum rf_dtype dt);
+const char *rfpy_buffer_format(enum rf_dtype dt);
+
+/* Parts of the module. */
+int rfpy_dataset_init(PyObject *module);
+int rfpy_loader_init(PyObject *module);
+PyObject *rfpy_open(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *rfpy_pack(PyObject *self, PyObject *args, PyObject *kwargs);
+
+#endif
