@@ -209,6 +209,19 @@ uint64_t emu_pending_ops(void);
 uint64_t emu_worker_threads(void);
 void emu_stream_unref(struct emu_stream *s);
 
+/* The per-thread default stream names (cuda_runtime_api.h maps the plain
+ * names to these under CUDA_API_PER_THREAD_DEFAULT_STREAM). */
+cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count,
+	enum cudaMemcpyKind kind, cudaStream_t stream);
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
+cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream);
+cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags);
+cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream);
+cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream,
+	unsigned int flags);
+cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *userData);
+
 #define EMU_LOCK() pthread_mutex_lock(&g.lock)
 #define EMU_UNLOCK() pthread_mutex_unlock(&g.lock)
 

@@ -1020,7 +1020,7 @@ do_copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
 	if (!op)
 		return cudaErrorMemoryAllocation;
 	EMU_LOCK();
-	s = emu_resolve_stream(sync_api ? NULL : stream, &e);
+	s = emu_resolve_stream(stream, &e);
 	if (!s)
 		goto fail;
 	if (count == 0) {
@@ -1118,4 +1118,65 @@ cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
 {
 	EMU_ENTER();
 	return emu_ret(do_copy(dst, src, count, kind, NULL, true));
+}
+
+/*
+ * The per-thread default stream entry points: a program compiled with
+ * CUDA_API_PER_THREAD_DEFAULT_STREAM (nvcc --default-stream per-thread)
+ * calls these names, and the null stream then means cudaStreamPerThread.
+ */
+static cudaStream_t
+ptsz(cudaStream_t s)
+{
+	return s ? s : cudaStreamPerThread;
+}
+
+EMU_EXPORT cudaError_t
+cudaMemcpy_ptds(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+	EMU_ENTER();
+	return emu_ret(do_copy(dst, src, count, kind, cudaStreamPerThread, true));
+}
+
+EMU_EXPORT cudaError_t
+cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+	cudaStream_t stream)
+{
+	return cudaMemcpyAsync(dst, src, count, kind, ptsz(stream));
+}
+
+EMU_EXPORT cudaError_t
+cudaStreamSynchronize_ptsz(cudaStream_t stream)
+{
+	return cudaStreamSynchronize(ptsz(stream));
+}
+
+EMU_EXPORT cudaError_t
+cudaStreamQuery_ptsz(cudaStream_t stream)
+{
+	return cudaStreamQuery(ptsz(stream));
+}
+
+EMU_EXPORT cudaError_t
+cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
+	return cudaStreamWaitEvent(ptsz(stream), event, flags);
+}
+
+EMU_EXPORT cudaError_t
+cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream)
+{
+	return cudaEventRecord(event, ptsz(stream));
+}
+
+EMU_EXPORT cudaError_t
+cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream, unsigned int flags)
+{
+	return cudaEventRecordWithFlags(event, ptsz(stream), flags);
+}
+
+EMU_EXPORT cudaError_t
+cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *userData)
+{
+	return cudaLaunchHostFunc(ptsz(stream), fn, userData);
 }

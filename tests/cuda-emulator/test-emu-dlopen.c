@@ -2,7 +2,8 @@
 /*
  * Description: the emulator loads the way the CUDA backend loads cudart:
  * dlopen(RINGFEED_CUDART) and dlsym by name.  Every emulated function is
- * found under its plain name (and the _v2 names of CUDA 12 headers), the
+ * found under its plain name (and the _v2 names of CUDA 12 headers, and the
+ * _ptsz/_ptds names of per-thread default stream builds), the
  * functions it does not emulate and its internals are absent, a copy runs
  * through the looked-up pointers, and emulator.h's rfemu_api_load() finds
  * the same instance (its counters saw the copy), also after the first
@@ -25,12 +26,15 @@ static const char *const emulated[] = {
 	"cudaEventRecordWithFlags", "cudaEventQuery", "cudaEventSynchronize",
 	"cudaEventElapsedTime", "cudaEventElapsedTime_v2", "cudaLaunchHostFunc",
 	"cudaDeviceSynchronize", "cudaMemcpy", "cudaMemcpyAsync",
+	"cudaMemcpy_ptds", "cudaMemcpyAsync_ptsz", "cudaStreamSynchronize_ptsz",
+	"cudaStreamQuery_ptsz", "cudaStreamWaitEvent_ptsz", "cudaEventRecord_ptsz",
+	"cudaEventRecordWithFlags_ptsz", "cudaLaunchHostFunc_ptsz",
 	"rfemu_get_counters", "rfemu_reset_counters", "rfemu_host_func_reads",
 	"rfemu_set_option", "rfemu_hazard_name", "rfemu_report",
 };
 
 static const char *const absent[] = {
-	"cudaMallocManaged", "cudaLaunchKernel", "cudaMemset", "cudaMemcpyAsync_ptsz",
+	"cudaMallocManaged", "cudaLaunchKernel", "cudaMemset", "cudaMemsetAsync_ptsz",
 	"cudaGetDriverEntryPoint", "cudaDeviceReset",
 	"emu_enqueue", "emu_hazard", "emu_reap", "g",
 };

@@ -13,6 +13,12 @@
 
 #include "emu-test.h"
 
+/* Exported for programs built with CUDA_API_PER_THREAD_DEFAULT_STREAM. */
+cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind);
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
+cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream);
+cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *userData);
+
 static void
 raise_flag(void *p)
 {
@@ -326,9 +332,22 @@ test_legacy_stream(void)
 		CHECK(flag_get(&on_blk) == 1);
 	}
 
-	/* The per-thread default stream works as a stream of its own. */
+	/* The per-thread default stream works as a stream of its own, and
+	 * the _ptsz/_ptds entry points take the null stream to mean it. */
 	OK(cudaMemcpyAsync(dev, pin, 4096, cudaMemcpyHostToDevice, cudaStreamPerThread));
 	OK(cudaStreamSynchronize(cudaStreamPerThread));
+	{
+		static struct gate g4 = GATE_INIT;
+
+		OK(cudaLaunchHostFunc_ptsz(NULL, gate_wait, &g4));
+		EXPECT(cudaStreamQuery_ptsz(NULL), cudaErrorNotReady);
+		EXPECT(cudaStreamQuery(cudaStreamPerThread), cudaErrorNotReady);
+		OK(cudaStreamQuery(NULL));	/* the legacy stream is idle */
+		gate_open(&g4);
+		OK(cudaStreamSynchronize_ptsz(NULL));
+		OK(cudaMemcpy_ptds(dev, pin, 4096, cudaMemcpyHostToDevice));
+		OK(cudaStreamQuery(cudaStreamPerThread));
+	}
 
 	OK(cudaFree(dev));
 	OK(cudaFreeHost(pin));
