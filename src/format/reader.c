@@ -1,0 +1,802 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The random-access reader: rf_dataset_open validates every shard's footer,
+ * header and index (docs/format.md, "What a reader checks") and builds one
+ * dataset-wide chunk table; rf_dataset_read decodes chunks with pread on a
+ * buffered descriptor, keeping the last one.  The streaming loader reads
+ * chunks itself and uses only the table (format.h).
+ *
+ * Nothing is allocated from a size read in a file before that size has been
+ * bounded by the file's real size (index) or the format's limits (chunks).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+#include "format/format.h"
+
+/* A zstd block holds at most 128 KiB and takes at least 4 bytes (3 of header,
+ * 1 of RLE payload), so one stored byte never decodes to more than 32 KiB:
+ * a bound that rejects absurd raw sizes before a buffer is allocated. */
+#define ZSTD_MAX_EXPANSION 32768
+
+struct shard {
+	char *path;
+	int fd;
+	uint64_t file_size;
+	uint64_t header_end;
+	uint64_t index_offset;
+	uint64_t nchunks;
+	uint64_t nsamples;
+	uint64_t first_chunk;
+	uint64_t first_sample;
+};
+
+struct rf_dataset {
+	rf_diag diag;
+	int verify;
+	rf_schema schema;
+	struct shard *shards;
+	size_t nshards;
+	rf_chunk_info *chunks;
+	uint64_t nchunks;
+	uint64_t nsamples;
+	uint64_t max_raw, max_span;
+
+	/* One-chunk cache for rf_dataset_read. */
+	uint64_t cached;       /* chunk number, UINT64_MAX for none */
+	uint8_t *stored;
+	uint64_t stored_cap;
+	uint8_t *raw;
+	uint64_t raw_cap;
+	ZSTD_DCtx *dctx;
+	rf_chunk_sections sec;
+};
+
+static _Thread_local char last_open_error[RF_ERRMSG_MAX];
+
+RF_API const char *
+rf_dataset_last_open_error(void)
+{
+	return last_open_error;
+}
+
+RF_API void
+rf_dataset_config_init(rf_dataset_config *cfg)
+{
+	memset(cfg, 0, sizeof *cfg);
+	cfg->size = sizeof *cfg;
+	cfg->verify = 1;
+}
+
+RF_API const char *
+rf_dataset_errmsg(const rf_dataset *ds)
+{
+	return ds ? ds->diag.msg : "";
+}
+
+/* ------------------------------------------------------------- paths */
+
+struct pathlist {
+	char **v;
+	size_t n, cap;
+};
+
+static int
+pl_add(struct pathlist *pl, const char *p)
+{
+	if (pl->n == pl->cap) {
+		size_t cap = pl->cap ? 2 * pl->cap : 16;
+		char **v = realloc(pl->v, cap * sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		pl->v = v;
+		pl->cap = cap;
+	}
+	if (!(pl->v[pl->n] = strdup(p)))
+		return -ENOMEM;
+	pl->n++;
+	return 0;
+}
+
+static void
+pl_free(struct pathlist *pl)
+{
+	for (size_t i = 0; i < pl->n; i++)
+		free(pl->v[i]);
+	free(pl->v);
+}
+
+static int
+cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Byte order, not the locale's collation: the same shards in the same order
+ * on every machine, since sample numbers depend on it. */
+static void
+pl_sort_from(struct pathlist *pl, size_t from)
+{
+	qsort(pl->v + from, pl->n - from, sizeof *pl->v, cmp_str);
+}
+
+static int
+expand_dir(struct pathlist *pl, const char *dir, rf_diag *d)
+{
+	DIR *dp = opendir(dir);
+	if (!dp)
+		return rf_fail(d, -errno, "%s: cannot open directory: %s", dir, rf_strerror(-errno));
+	size_t from = pl->n;
+	size_t dl = strlen(dir);
+	int slash = dl > 0 && dir[dl - 1] == '/';
+	int rc = 0;
+	struct dirent *de;
+	while ((de = readdir(dp))) {
+		size_t nl = strlen(de->d_name);
+		if (nl < 5 || strcmp(de->d_name + nl - 4, ".rfs") != 0 || de->d_name[0] == '.')
+			continue;
+		char *full = malloc(dl + nl + 2);
+		if (!full) {
+			rc = -ENOMEM;
+			break;
+		}
+		memcpy(full, dir, dl);
+		if (!slash)
+			full[dl] = '/';
+		memcpy(full + dl + !slash, de->d_name, nl + 1);
+		struct stat st;
+		if (stat(full, &st) == 0 && S_ISREG(st.st_mode))
+			rc = pl_add(pl, full);
+		free(full);
+		if (rc < 0)
+			break;
+	}
+	closedir(dp);
+	if (rc < 0)
+		return rf_fail(d, rc, "%s: out of memory", dir);
+	if (pl->n == from)
+		return rf_fail(d, -ENOENT, "%s: no .rfs files in this directory", dir);
+	pl_sort_from(pl, from);
+	return 0;
+}
+
+static int
+expand(struct pathlist *pl, const char *p, rf_diag *d)
+{
+	struct stat st;
+	if (stat(p, &st) == 0) {
+		if (S_ISDIR(st.st_mode))
+			return expand_dir(pl, p, d);
+		return pl_add(pl, p) < 0 ? rf_fail(d, -ENOMEM, "%s: out of memory", p) : 0;
+	}
+	int e = errno;
+	if (!strpbrk(p, "*?[")) {
+		return rf_fail(d, -e, "%s: %s", p, rf_strerror(-e));
+	}
+	glob_t g;
+	int r = glob(p, GLOB_NOSORT, NULL, &g);
+	if (r == GLOB_NOMATCH) {
+		globfree(&g);
+		return rf_fail(d, -ENOENT, "%s: no file matches this pattern", p);
+	}
+	if (r != 0) {
+		globfree(&g);
+		return rf_fail(d, r == GLOB_NOSPACE ? -ENOMEM : -EIO, "%s: glob failed", p);
+	}
+	size_t from = pl->n;
+	int rc = 0;
+	for (size_t i = 0; i < g.gl_pathc && rc == 0; i++) {
+		if (stat(g.gl_pathv[i], &st) == 0 && S_ISDIR(st.st_mode))
+			continue;
+		if (pl_add(pl, g.gl_pathv[i]) < 0)
+			rc = rf_fail(d, -ENOMEM, "%s: out of memory", p);
+	}
+	globfree(&g);
+	if (rc == 0 && pl->n == from)
+		rc = rf_fail(d, -ENOENT, "%s: no file matches this pattern", p);
+	if (rc == 0)
+		pl_sort_from(pl, from);
+	return rc;
+}
+
+/* ------------------------------------------------------------- validation */
+
+static int
+pread_full(int fd, void *buf, uint64_t len, uint64_t off, const char *path, const char *what,
+	   rf_diag *d)
+{
+	uint8_t *p = buf;
+	uint64_t done = 0;
+	while (done < len) {
+		ssize_t r = pread(fd, p + done, len - done, (off_t)(off + done));
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			int e = errno;
+			return rf_fail(d, -e, "%s: read of %s (%llu bytes at offset %llu): %s", path, what,
+				       (unsigned long long)len, (unsigned long long)off, rf_strerror(-e));
+		}
+		if (r == 0)
+			return rf_fail(d, RF_ETRUNCATED,
+				       "%s: file ends at %llu, inside %s (%llu bytes at offset %llu)",
+				       path, (unsigned long long)(off + done), what,
+				       (unsigned long long)len, (unsigned long long)off);
+		done += (uint64_t)r;
+	}
+	return 0;
+}
+
+static int
+all_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return 0;
+	return 1;
+}
+
+/* Open and check one shard; appends its chunks to *chunks (grown here).
+ * On success, sh holds the open fd. */
+static int
+shard_load(struct shard *sh, rf_schema *schema, int have_schema, rf_chunk_info **chunks,
+	   uint64_t *nchunks, uint64_t *chunks_cap, uint32_t shard_no, rf_diag *d)
+{
+	const char *path = sh->path;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return rf_fail(d, -errno, "%s: cannot open: %s", path, rf_strerror(-errno));
+	sh->fd = fd;
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return rf_fail(d, -errno, "%s: fstat: %s", path, rf_strerror(-errno));
+	if (!S_ISREG(st.st_mode))
+		return rf_fail(d, RF_EFORMAT, "%s: not a regular file", path);
+	uint64_t size = (uint64_t)st.st_size;
+	sh->file_size = size;
+
+	/* 1. The footer.  A file whose start is a shard header but whose end
+	 * is not a footer was cut short (or never finished). */
+	uint8_t head[RF_FMT_MAGIC_LEN];
+	int head_ok = size >= RF_FMT_MAGIC_LEN &&
+		      pread_full(fd, head, sizeof head, 0, path, "header magic", d) == 0 &&
+		      memcmp(head, RF_FMT_MAGIC, RF_FMT_MAGIC_LEN) == 0;
+	uint8_t f[RF_FMT_FOOTER_SIZE];
+	int foot_ok = 0;
+	if (size >= RF_FMT_FOOTER_SIZE) {
+		int rc = pread_full(fd, f, sizeof f, size - RF_FMT_FOOTER_SIZE, path, "footer", d);
+		if (rc < 0)
+			return rc;
+		foot_ok = memcmp(f + 56, RF_FMT_MAGIC, RF_FMT_MAGIC_LEN) == 0;
+	}
+	if (!head_ok && !foot_ok)
+		return rf_fail(d, RF_EFORMAT, "%s: not a ringfeed shard (no magic at the start or "
+			       "the end)", path);
+	if (size < RF_FMT_MIN_FILE || !foot_ok) {
+		if (!head_ok)
+			return rf_fail(d, RF_EFORMAT, "%s: header at offset 0: bad magic", path);
+		return rf_fail(d, RF_ETRUNCATED, "%s: footer at offset %llu: no footer magic; the "
+			       "file (%llu bytes) is truncated or was never finished", path,
+			       (unsigned long long)(size >= RF_FMT_FOOTER_SIZE ? size - RF_FMT_FOOTER_SIZE : 0),
+			       (unsigned long long)size);
+	}
+	uint64_t foff = size - RF_FMT_FOOTER_SIZE;
+	uint32_t fver = rf_le32(f + 40);
+	if (fver != RF_FMT_VERSION)
+		return rf_fail(d, RF_EFORMAT, "%s: footer at offset %llu: format version %u, this "
+			       "library reads version %d", path, (unsigned long long)(foff + 40),
+			       fver, RF_FMT_VERSION);
+	if (XXH3_64bits(f, 48) != rf_le64(f + 48))
+		return rf_fail(d, RF_ECORRUPT, "%s: footer at offset %llu: checksum mismatch", path,
+			       (unsigned long long)foff);
+	if (rf_le32(f + 44) != 0)
+		return rf_fail(d, RF_ECORRUPT, "%s: footer at offset %llu: reserved bytes are not 0",
+			       path, (unsigned long long)(foff + 44));
+	uint64_t index_offset = rf_le64(f + 0), nch = rf_le64(f + 8), nsamples = rf_le64(f + 16);
+	if (nch > RF_FMT_MAX_CHUNKS)
+		return rf_fail(d, RF_ECORRUPT, "%s: footer at offset %llu: %llu chunks, more than 2^32",
+			       path, (unsigned long long)(foff + 8), (unsigned long long)nch);
+	if (index_offset % RF_FMT_ALIGN != 0 || index_offset < RF_FMT_ALIGN ||
+	    index_offset > foff || (foff - index_offset) / RF_FMT_INDEX_ENTRY_SIZE != nch ||
+	    (foff - index_offset) % RF_FMT_INDEX_ENTRY_SIZE != 0)
+		return rf_fail(d, RF_ECORRUPT, "%s: footer at offset %llu: index offset %llu and %llu "
+			       "chunks disagree with the file size %llu", path,
+			       (unsigned long long)foff, (unsigned long long)index_offset,
+			       (unsigned long long)nch, (unsigned long long)size);
+	sh->index_offset = index_offset;
+	sh->nchunks = nch;
+	sh->nsamples = nsamples;
+
+	/* 2. The header: the fixed part from its first page, then all its
+	 * pages (at most 3) once header_size is known to be sane. */
+	uint8_t page[RF_FMT_ALIGN];
+	int rc = pread_full(fd, page, sizeof page, 0, path, "header", d);
+	if (rc < 0)
+		return rc;
+	if (memcmp(page, RF_FMT_MAGIC, RF_FMT_MAGIC_LEN) != 0)
+		return rf_fail(d, RF_EFORMAT, "%s: header at offset 0: bad magic", path);
+	uint32_t hver = rf_le32(page + 8), hsize = rf_le32(page + 12), flags = rf_le32(page + 16),
+		 nfields = rf_le32(page + 20);
+	if (hver != RF_FMT_VERSION)
+		return rf_fail(d, RF_EFORMAT, "%s: header at offset 8: format version %u, this "
+			       "library reads version %d", path, hver, RF_FMT_VERSION);
+	if (flags != 0)
+		return rf_fail(d, RF_ECORRUPT, "%s: header at offset 16: unknown flags 0x%x", path,
+			       flags);
+	if (nfields == 0 || nfields > RF_MAX_FIELDS)
+		return rf_fail(d, RF_ECORRUPT, "%s: header at offset 20: %u fields, expected 1..%d",
+			       path, nfields, RF_MAX_FIELDS);
+	if (hsize != RF_FMT_HEADER_SIZE(nfields))
+		return rf_fail(d, RF_ECORRUPT, "%s: header at offset 12: header size %u, expected "
+			       "%llu for %u fields", path, hsize,
+			       (unsigned long long)RF_FMT_HEADER_SIZE(nfields), nfields);
+	if (rf_le64(page + 24) != 0)
+		return rf_fail(d, RF_ECORRUPT, "%s: header at offset 24: reserved bytes are not 0",
+			       path);
+	uint64_t hend = RF_ALIGN_UP(hsize, RF_FMT_ALIGN);
+	if (hend > index_offset)
+		return rf_fail(d, RF_ECORRUPT, "%s: header (%u bytes) runs past the index at offset "
+			       "%llu", path, hsize, (unsigned long long)index_offset);
+	sh->header_end = hend;
+	uint8_t hbuf[RF_FMT_ALIGN * 3];
+	_Static_assert(RF_ALIGN_UP(RF_FMT_HEADER_SIZE(RF_MAX_FIELDS), RF_FMT_ALIGN) <= sizeof hbuf,
+		       "header buffer too small");
+	memcpy(hbuf, page, sizeof page);
+	if (hend > sizeof page &&
+	    (rc = pread_full(fd, hbuf + sizeof page, hend - sizeof page, sizeof page, path,
+			     "header", d)) < 0)
+		return rc;
+	uint64_t hx = rf_le64(hbuf + hsize - 8);
+	if (XXH3_64bits(hbuf, hsize - 8) != hx)
+		return rf_fail(d, RF_ECORRUPT, "%s: header at offset %u: checksum mismatch", path,
+			       hsize - 8);
+	if (hx != rf_le64(f + 32))
+		return rf_fail(d, RF_ECORRUPT, "%s: footer at offset %llu: header checksum copy "
+			       "differs from the header's", path, (unsigned long long)(foff + 32));
+	if (!all_zero(hbuf + hsize, hend - hsize))
+		return rf_fail(d, RF_ECORRUPT, "%s: header padding at offset %u is not zero", path,
+			       hsize);
+	rf_schema s;
+	memset(&s, 0, sizeof s);
+	s.nfields = nfields;
+	for (uint32_t k = 0; k < nfields; k++) {
+		if ((rc = rf_fmt_decode_field(hbuf + RF_FMT_HEADER_FIXED + k * RF_FMT_FIELD_SIZE, k,
+					      &s.fields[k], path, d)) < 0)
+			return rc;
+		for (uint32_t j = 0; j < k; j++)
+			if (strcmp(s.fields[j].name, s.fields[k].name) == 0)
+				return rf_fail(d, RF_ECORRUPT, "%s: header field %u: duplicate name %s",
+					       path, k, s.fields[k].name);
+	}
+	if (!have_schema) {
+		*schema = s;
+	} else {
+		if (schema->nfields != s.nfields)
+			return rf_fail(d, RF_ESCHEMA, "%s: %u fields, the first shard has %u", path,
+				       s.nfields, schema->nfields);
+		for (uint32_t k = 0; k < nfields; k++) {
+			const rf_field *a = &schema->fields[k], *b = &s.fields[k];
+			if (strcmp(a->name, b->name) || a->dtype != b->dtype || a->rank != b->rank ||
+			    a->var_dim != b->var_dim || memcmp(a->shape, b->shape, sizeof a->shape))
+				return rf_fail(d, RF_ESCHEMA, "%s: field %u (%s) differs from the first "
+					       "shard's field %u (%s)", path, k, b->name, k, a->name);
+		}
+	}
+
+	/* 3. The index: its size is exactly bounded by the file size now. */
+	uint64_t isize = nch * RF_FMT_INDEX_ENTRY_SIZE;
+	uint8_t *idx = malloc(isize ? isize : 1);
+	if (!idx)
+		return rf_fail(d, -ENOMEM, "%s: out of memory for a %llu-byte index", path,
+			       (unsigned long long)isize);
+	if ((rc = pread_full(fd, idx, isize, index_offset, path, "index", d)) < 0)
+		goto out;
+	if (XXH3_64bits(idx, isize) != rf_le64(f + 24)) {
+		rc = rf_fail(d, RF_ECORRUPT, "%s: index at offset %llu: checksum mismatch", path,
+			     (unsigned long long)index_offset);
+		goto out;
+	}
+	if (nch > *chunks_cap - *nchunks) {
+		uint64_t cap = *chunks_cap ? *chunks_cap : 64;
+		while (cap - *nchunks < nch)
+			cap *= 2;
+		rf_chunk_info *c = cap > SIZE_MAX / sizeof *c ? NULL : realloc(*chunks, cap * sizeof *c);
+		if (!c) {
+			rc = rf_fail(d, -ENOMEM, "%s: out of memory for %llu chunks", path,
+				     (unsigned long long)nch);
+			goto out;
+		}
+		*chunks = c;
+		*chunks_cap = cap;
+	}
+	uint64_t min_raw, sum = 0, prev_end = hend;
+	int fixed_only = 1;
+	for (uint32_t k = 0; k < nfields; k++)
+		fixed_only &= s.fields[k].var_dim < 0;
+	for (uint64_t i = 0; i < nch; i++) {
+		const uint8_t *e = idx + i * RF_FMT_INDEX_ENTRY_SIZE;
+		unsigned long long eoff = index_offset + i * RF_FMT_INDEX_ENTRY_SIZE;
+		uint64_t off = rf_le64(e), stored = rf_le64(e + 8), raw = rf_le64(e + 16),
+			 first = rf_le64(e + 24);
+		uint32_t n = rf_le32(e + 32);
+		uint8_t codec = e[36];
+		const char *bad = NULL;
+		if (off % RF_FMT_ALIGN != 0)
+			bad = "offset is not 4096-aligned";
+		else if (off < prev_end)
+			bad = i ? "overlaps the previous chunk" : "overlaps the header";
+		else if (off >= index_offset || stored == 0 || stored > index_offset - off)
+			bad = "stored bytes are empty or run into the index";
+		else if (raw == 0 || raw > RF_FMT_MAX_RAW)
+			bad = "raw size outside 1..2^32";
+		else if (first != sum)
+			bad = "first sample does not follow the previous chunk";
+		else if (n == 0)
+			bad = "holds no sample";
+		else if (codec > RF_CODEC_ZSTD)
+			bad = "unknown codec";
+		else if (codec == RF_CODEC_NONE && stored != raw)
+			bad = "a raw chunk whose stored size differs from its raw size";
+		else if (codec == RF_CODEC_ZSTD && raw / ZSTD_MAX_EXPANSION > stored)
+			bad = "raw size beyond what zstd can expand its stored bytes to";
+		else if (!all_zero(e + 37, 3) || !all_zero(e + 48, 16))
+			bad = "reserved bytes are not 0";
+		else if (rf_chunk_raw_size(&s, n, NULL, &min_raw) < 0 || min_raw > raw ||
+			 (fixed_only && min_raw != raw))
+			bad = "raw size disagrees with its sample count and the schema";
+		if (bad) {
+			rc = rf_fail(d, RF_ECORRUPT, "%s: index entry %llu at offset %llu: %s", path,
+				     (unsigned long long)i, eoff, bad);
+			goto out;
+		}
+		sum += n; /* nch <= 2^32 entries of < 2^32: no overflow */
+		prev_end = RF_ALIGN_UP(off + stored, RF_FMT_ALIGN);
+		rf_chunk_info *ci = &(*chunks)[*nchunks + i];
+		ci->shard = shard_no;
+		ci->offset = off;
+		ci->stored_bytes = stored;
+		ci->raw_bytes = raw;
+		ci->first_sample = first; /* made dataset-wide by the caller */
+		ci->samples = n;
+		ci->codec = (enum rf_codec)codec;
+		ci->xxh3 = rf_le64(e + 40);
+	}
+	if (sum != nsamples) {
+		rc = rf_fail(d, RF_ECORRUPT, "%s: footer at offset %llu: %llu samples, the index "
+			     "holds %llu", path, (unsigned long long)(foff + 16),
+			     (unsigned long long)nsamples, (unsigned long long)sum);
+		goto out;
+	}
+	*nchunks += nch;
+	rc = 0;
+out:
+	free(idx);
+	return rc;
+}
+
+RF_API int
+rf_dataset_open(rf_dataset **out, const char *const *paths, size_t npaths,
+		const rf_dataset_config *cfg)
+{
+	rf_diag d;
+	rf_diag_init(&d, cfg ? cfg->log : NULL, cfg ? cfg->log_user : NULL);
+	last_open_error[0] = '\0';
+	int rc;
+	rf_dataset *ds = NULL;
+	struct pathlist pl = {0};
+	if (!out) {
+		rc = rf_fail(&d, RF_EUSAGE, "rf_dataset_open: out is NULL");
+		goto fail;
+	}
+	*out = NULL;
+	if (cfg && cfg->size != sizeof *cfg) {
+		rc = rf_fail(&d, RF_EUSAGE, "rf_dataset_open: config size %u, expected %zu (call "
+			     "rf_dataset_config_init)", cfg->size, sizeof *cfg);
+		goto fail;
+	}
+	if (!paths || npaths == 0) {
+		rc = rf_fail(&d, RF_EUSAGE, "rf_dataset_open: no path given");
+		goto fail;
+	}
+	for (size_t i = 0; i < npaths; i++) {
+		if (!paths[i]) {
+			rc = rf_fail(&d, RF_EUSAGE, "rf_dataset_open: path %zu is NULL", i);
+			goto fail;
+		}
+		if ((rc = expand(&pl, paths[i], &d)) < 0)
+			goto fail;
+	}
+	if (pl.n > UINT32_MAX) {
+		rc = rf_fail(&d, RF_EUSAGE, "rf_dataset_open: %zu shards, at most 2^32 - 1", pl.n);
+		goto fail;
+	}
+	ds = calloc(1, sizeof *ds);
+	if (!ds || !(ds->shards = calloc(pl.n, sizeof *ds->shards))) {
+		rc = rf_fail(&d, -ENOMEM, "rf_dataset_open: out of memory");
+		goto fail;
+	}
+	ds->cached = UINT64_MAX;
+	ds->verify = cfg ? cfg->verify != 0 : 1;
+	for (size_t i = 0; i < pl.n; i++) {
+		ds->shards[i].fd = -1;
+		ds->shards[i].path = pl.v[i];
+		pl.v[i] = NULL;
+	}
+	ds->nshards = pl.n;
+	uint64_t cap = 0;
+	for (size_t i = 0; i < ds->nshards; i++) {
+		struct shard *sh = &ds->shards[i];
+		uint64_t before = ds->nchunks;
+		if ((rc = shard_load(sh, &ds->schema, i > 0, &ds->chunks, &ds->nchunks, &cap,
+				     (uint32_t)i, &d)) < 0)
+			goto fail;
+		sh->first_chunk = before;
+		sh->first_sample = ds->nsamples;
+		if (rf_add_u64(ds->nsamples, sh->nsamples, &ds->nsamples) < 0) {
+			rc = rf_fail(&d, RF_ECORRUPT, "%s: the dataset holds more than 2^64 samples",
+				     sh->path);
+			goto fail;
+		}
+		for (uint64_t c = before; c < ds->nchunks; c++) {
+			rf_chunk_info *ci = &ds->chunks[c];
+			ci->first_sample += sh->first_sample;
+			if (ci->raw_bytes > ds->max_raw)
+				ds->max_raw = ci->raw_bytes;
+			uint64_t span = RF_ALIGN_UP(ci->stored_bytes, RF_FMT_ALIGN);
+			if (span > ds->max_span)
+				ds->max_span = span;
+		}
+	}
+	ds->diag = d;
+	ds->diag.msg[0] = '\0';
+	pl_free(&pl);
+	*out = ds;
+	return 0;
+fail:
+	snprintf(last_open_error, sizeof last_open_error, "%s", d.msg);
+	pl_free(&pl);
+	rf_dataset_close(&ds);
+	return rc;
+}
+
+RF_API void
+rf_dataset_close(rf_dataset **pds)
+{
+	if (!pds || !*pds)
+		return;
+	rf_dataset *ds = *pds;
+	*pds = NULL;
+	for (size_t i = 0; ds->shards && i < ds->nshards; i++) {
+		if (ds->shards[i].fd >= 0)
+			close(ds->shards[i].fd);
+		free(ds->shards[i].path);
+	}
+	free(ds->shards);
+	free(ds->chunks);
+	free(ds->stored);
+	free(ds->raw);
+	ZSTD_freeDCtx(ds->dctx);
+	free(ds);
+}
+
+/* ------------------------------------------------------------- queries */
+
+RF_API const rf_schema *
+rf_dataset_schema(const rf_dataset *ds)
+{
+	return &ds->schema;
+}
+
+RF_API uint64_t
+rf_dataset_samples(const rf_dataset *ds)
+{
+	return ds->nsamples;
+}
+
+RF_API uint64_t
+rf_dataset_chunks(const rf_dataset *ds)
+{
+	return ds->nchunks;
+}
+
+RF_API size_t
+rf_dataset_shards(const rf_dataset *ds)
+{
+	return ds->nshards;
+}
+
+RF_API const char *
+rf_dataset_shard_path(const rf_dataset *ds, size_t i)
+{
+	return i < ds->nshards ? ds->shards[i].path : NULL;
+}
+
+RF_API int
+rf_dataset_chunk_info(const rf_dataset *ds, uint64_t chunk, rf_chunk_info *out)
+{
+	if (chunk >= ds->nchunks)
+		return -ERANGE;
+	*out = ds->chunks[chunk];
+	return 0;
+}
+
+RF_API int
+rf_dataset_find_chunk(const rf_dataset *ds, uint64_t index, uint64_t *chunk)
+{
+	if (index >= ds->nsamples)
+		return -ERANGE;
+	/* The last chunk whose first sample is <= index. */
+	uint64_t lo = 0, hi = ds->nchunks;
+	while (hi - lo > 1) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		if (ds->chunks[mid].first_sample <= index)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	*chunk = lo;
+	return 0;
+}
+
+const rf_chunk_info *
+rf_dataset_chunk_table(const rf_dataset *ds)
+{
+	return ds->chunks;
+}
+
+int
+rf_dataset_chunk_ctx(const rf_dataset *ds, uint64_t chunk, rf_chunk_ctx *ctx)
+{
+	if (chunk >= ds->nchunks)
+		return -ERANGE;
+	const rf_chunk_info *ci = &ds->chunks[chunk];
+	const struct shard *sh = &ds->shards[ci->shard];
+	ctx->path = sh->path;
+	ctx->chunk = chunk - sh->first_chunk;
+	ctx->offset = ci->offset;
+	return 0;
+}
+
+int
+rf_dataset_shard_info(const rf_dataset *ds, size_t i, rf_shard_info *out)
+{
+	if (i >= ds->nshards)
+		return -ERANGE;
+	const struct shard *sh = &ds->shards[i];
+	out->path = sh->path;
+	out->fd = sh->fd;
+	out->file_size = sh->file_size;
+	out->header_end = sh->header_end;
+	out->index_offset = sh->index_offset;
+	out->first_chunk = sh->first_chunk;
+	out->nchunks = sh->nchunks;
+	out->first_sample = sh->first_sample;
+	out->nsamples = sh->nsamples;
+	return 0;
+}
+
+uint64_t
+rf_dataset_max_raw_bytes(const rf_dataset *ds)
+{
+	return ds->max_raw;
+}
+
+uint64_t
+rf_dataset_max_stored_span(const rf_dataset *ds)
+{
+	return ds->max_span;
+}
+
+int
+rf_dataset_verify_enabled(const rf_dataset *ds)
+{
+	return ds->verify;
+}
+
+/* ------------------------------------------------------------- reading */
+
+static int
+ensure(rf_dataset *ds, uint8_t **buf, uint64_t *cap, uint64_t need)
+{
+	if (*cap >= need)
+		return 0;
+	free(*buf);
+	*cap = 0;
+	/* 64-byte aligned: sections are 64-aligned from the chunk start. */
+	uint64_t sz = RF_ALIGN_UP(need, 64);
+	*buf = sz > SIZE_MAX ? NULL : aligned_alloc(64, (size_t)sz);
+	if (!*buf)
+		return rf_fail(&ds->diag, -ENOMEM, "out of memory for a %llu-byte chunk buffer",
+			       (unsigned long long)need);
+	*cap = sz;
+	return 0;
+}
+
+static int
+load_chunk(rf_dataset *ds, uint64_t chunk, int verify)
+{
+	if (ds->cached == chunk && !verify)
+		return 0;
+	ds->cached = UINT64_MAX;
+	const rf_chunk_info *ci = &ds->chunks[chunk];
+	rf_chunk_ctx ctx;
+	rf_dataset_chunk_ctx(ds, chunk, &ctx);
+	int rc = ensure(ds, &ds->stored, &ds->stored_cap, ci->stored_bytes);
+	if (rc < 0)
+		return rc;
+	rc = pread_full(ds->shards[ci->shard].fd, ds->stored, ci->stored_bytes, ci->offset,
+			ctx.path, "a chunk", &ds->diag);
+	if (rc < 0) {
+		/* The index was checked against the file size at open: a short
+		 * read now means the file shrank underneath us. */
+		return rc == RF_ETRUNCATED ? rf_fail(&ds->diag, -EIO, "%s: chunk %llu at offset "
+						     "%llu: file shrank since it was opened",
+						     ctx.path, (unsigned long long)ctx.chunk,
+						     (unsigned long long)ctx.offset)
+					   : rc;
+	}
+	if (ci->codec == RF_CODEC_ZSTD) {
+		if ((rc = ensure(ds, &ds->raw, &ds->raw_cap, ci->raw_bytes)) < 0)
+			return rc;
+		if (!ds->dctx && !(ds->dctx = ZSTD_createDCtx()))
+			return rf_fail(&ds->diag, -ENOMEM, "out of memory for a zstd context");
+	}
+	rc = rf_chunk_open(&ds->schema, ci, ds->stored, ds->raw, ds->raw_cap, ds->dctx, verify,
+			   &ds->sec, &ctx, &ds->diag);
+	if (rc < 0)
+		return rc;
+	ds->cached = chunk;
+	return 0;
+}
+
+RF_API int
+rf_dataset_read(rf_dataset *ds, uint64_t index, uint32_t field, void *buf, size_t cap,
+		size_t *len)
+{
+	if (index >= ds->nsamples || field >= ds->schema.nfields)
+		return rf_fail(&ds->diag, -ERANGE, "sample %llu field %u: out of range (%llu "
+			       "samples, %u fields)", (unsigned long long)index, field,
+			       (unsigned long long)ds->nsamples, ds->schema.nfields);
+	uint64_t chunk;
+	rf_dataset_find_chunk(ds, index, &chunk);
+	int rc = load_chunk(ds, chunk, ds->verify && ds->cached != chunk);
+	if (rc < 0)
+		return rc;
+	uint64_t i = index - ds->chunks[chunk].first_sample;
+	const rf_chunk_section *s = &ds->sec.field[field];
+	const uint8_t *src;
+	uint64_t n;
+	if (s->offsets) {
+		src = s->data + s->offsets[i];
+		n = s->offsets[i + 1] - s->offsets[i];
+	} else {
+		src = s->data + i * s->item_bytes;
+		n = s->item_bytes;
+	}
+	if (len)
+		*len = (size_t)n;
+	if (n > cap)
+		return rf_fail(&ds->diag, -ENOSPC, "sample %llu field %s: %llu bytes, buffer holds "
+			       "%zu", (unsigned long long)index, ds->schema.fields[field].name,
+			       (unsigned long long)n, cap);
+	if (n)
+		memcpy(buf, src, (size_t)n);
+	return 0;
+}
+
+RF_API int
+rf_dataset_verify_chunk(rf_dataset *ds, uint64_t chunk)
+{
+	if (chunk >= ds->nchunks)
+		return rf_fail(&ds->diag, -ERANGE, "chunk %llu: out of range (%llu chunks)",
+			       (unsigned long long)chunk, (unsigned long long)ds->nchunks);
+	return load_chunk(ds, chunk, 1);
+}
