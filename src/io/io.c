@@ -234,6 +234,7 @@ rf_io_read(rf_io *io, int file, uint64_t offset, void *buf, size_t len, uint64_t
 	r->done = 0;
 	r->piece = 0;
 	r->file = file;
+	r->fd = f->fd;
 	r->res = 0;
 	r->again = 0;
 	io->outstanding++;

@@ -42,6 +42,8 @@ struct rf_io_req {
 	size_t done;      /* bytes in so far */
 	size_t piece;     /* length asked for by the request in flight */
 	int file;
+	int fd;           /* the file's descriptor: pread workers never look at
+			   * io->files, which rf_io_add_file may reallocate */
 	int64_t res;      /* pread engine: result of the finished request */
 	unsigned again;   /* consecutive -EAGAIN/-EINTR retries */
 };

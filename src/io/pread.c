@@ -36,8 +36,7 @@ worker(void *arg)
 		 * under the lock, and nobody else touches them until it is
 		 * back on the done queue. */
 		struct rf_io_req *r = &io->reqs[idx];
-		const struct rf_io_file *f = &io->files[r->file];
-		ssize_t got = pread(f->fd, r->buf + r->done, r->piece, (off_t)(r->offset + r->done));
+		ssize_t got = pread(r->fd, r->buf + r->done, r->piece, (off_t)(r->offset + r->done));
 		int64_t res = got < 0 ? -(int64_t)errno : (int64_t)got;
 		if (res > 0 && rf_io_hits_fail(io, r, r->piece))
 			res = -EIO;

@@ -112,29 +112,32 @@ many_files(int engine)
 		snprintf(name, sizeof name, "many-%d.bin", i);
 		paths[i] = t_path(NULL, name);
 		t_write_file(paths[i], 4096 + (uint64_t)i * 7, 1000 + (uint64_t)i);
-		int f = -1;
-		CHECK_RC(rf_io_add_file(io, paths[i], &f), 0);
-		CHECK(f == i);
 	}
-	/* Interleaved: reads of 16 different files in flight at once. */
+	/* Files are added while reads of earlier ones are in flight (the
+	 * file table grows under them); slot k of the region holds the read
+	 * of a file i with i % 16 == k. */
 	rf_io_done d[16];
-	for (int base = 0; base < NF; base += 16) {
-		int n = NF - base < 16 ? NF - base : 16;
-		for (int k = 0; k < n; k++)
-			CHECK_RC(rf_io_read(io, base + k, 0, mem + (size_t)k * slot, slot, (uint64_t)(base + k)), 0);
-		int got = 0;
-		while (got < n) {
-			int r = rf_io_wait(io, d, 16, 1);
-			CHECK(r >= 1);
-			for (int j = 0; j < r; j++) {
-				int i = (int)d[j].tag;
-				CHECK(d[j].res == 4096 + (int64_t)i * 7);
-				const uint8_t *p = (const uint8_t *)mem + (size_t)(i - base) * slot;
-				for (int64_t b = 0; b < d[j].res; b++)
-					CHECK(p[b] == t_byte(1000 + (uint64_t)i, (uint64_t)b));
-			}
-			got += r;
+	int done = 0, busy[16] = {0};
+	for (int i = 0; i < NF || done < NF;) {
+		if (i < NF && !busy[i % 16]) {
+			busy[i % 16] = 1;
+			int f = -1;
+			CHECK_RC(rf_io_add_file(io, paths[i], &f), 0);
+			CHECK(f == i);
+			CHECK_RC(rf_io_read(io, f, 0, mem + (size_t)(i % 16) * slot, slot, (uint64_t)i), 0);
+			i++;
+			continue;
 		}
+		int r = rf_io_wait(io, d, 1, 1);
+		CHECK(r == 1);
+		int k = (int)d[0].tag;
+		CHECK(k < i && busy[k % 16]);
+		busy[k % 16] = 0;
+		CHECK(d[0].res == 4096 + (int64_t)k * 7);
+		const uint8_t *p = (const uint8_t *)mem + (size_t)(k % 16) * slot;
+		for (int64_t b = 0; b < d[0].res; b++)
+			CHECK(p[b] == t_byte(1000 + (uint64_t)k, (uint64_t)b));
+		done++;
 	}
 	CHECK(log.errors == 0);
 	/* The registered-file table grew instead of being given up. */
