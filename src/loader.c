@@ -911,7 +911,11 @@ open_device(rf_loader *ld)
 		rc = rf_device_open_cuda(&ld->dev, ld->cfg.device_index, d);
 		break;
 	case RF_DEVICE_AUTO:
+		/* A probe: no runtime or no device is an answer here, not an
+		 * error, so it is logged once below at info level. */
+		d->log = NULL;
 		rc = rf_device_open_cuda(&ld->dev, ld->cfg.device_index, d);
+		d->log = ld->cfg.log;
 		if (rc < 0) {
 			rf_log(&ld->diag, RF_LOG_INFO, "device auto: no CUDA device (%s); using host",
 			       d->msg);
@@ -1462,6 +1466,36 @@ rf_batch_wait(const rf_batch *batch, void *stream)
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc, "loader: waiting for a batch failed: %s",
 			       ld->dev_diag.msg);
+	return 0;
+}
+
+RF_API int
+rf_batch_field_read(const rf_batch *batch, uint32_t field, void *dst, uint64_t cap)
+{
+	if (!batch)
+		return -EINVAL;
+	const struct dbuf *cb = (const struct dbuf *)(const void *)batch;
+	rf_loader *ld = cb->ld;
+	struct dbuf *b = batch_dbuf(ld, batch);
+	if (!b || field >= batch->nfields)
+		return -EINVAL;
+	pthread_mutex_lock(&ld->mu);
+	int held = b->state == DB_HELD;
+	pthread_mutex_unlock(&ld->mu);
+	if (!held)
+		return rf_fail(&ld->diag, -EINVAL, "loader: reading a batch not held");
+	const rf_batch_field *f = &batch->fields[field];
+	if (cap < f->bytes)
+		return -ENOSPC;
+	if (f->bytes == 0)
+		return 0;
+	const struct rf_device_ops *ops = ld->dev->ops;
+	int rc = ops->event_sync(ld->dev, b->copy_event);
+	if (rc == 0)
+		rc = ops->copy_d2h(ld->dev, dst, f->data, f->bytes);
+	if (rc < 0)
+		return rf_fail(&ld->diag, rc, "loader: reading field %s of batch %" PRIu64
+			       " back failed: %s", f->name, batch->index, ld->dev_diag.msg);
 	return 0;
 }
 

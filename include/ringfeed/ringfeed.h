@@ -366,6 +366,17 @@ RF_API int rf_loader_try_next(rf_loader *ld, const rf_batch **batch);
 RF_API int rf_batch_wait(const rf_batch *batch, void *stream);
 
 /*
+ * Copy field `field` (an index into batch->fields) of a held batch into host
+ * memory: its `bytes` bytes of data (for a variable-size field the values
+ * back to back; host_offsets says where each one starts).  Waits for the
+ * batch's copy, then copies synchronously (a device-to-host copy for cuda, a
+ * memcpy for the host backend).  For checking and tools, not for the
+ * training path.  Returns 0, -EINVAL (batch not held, bad field), -ENOSPC
+ * when cap < bytes, or RF_ECUDA.
+ */
+RF_API int rf_batch_field_read(const rf_batch *batch, uint32_t field, void *dst, uint64_t cap);
+
+/*
  * Hand a batch back.  An event is recorded on `stream` (NULL: the default
  * stream, i.e. "done now" for the host backend): the batch's device buffer
  * is refilled only after that event has fired, so kernels queued on the

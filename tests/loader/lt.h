@@ -26,7 +26,7 @@
 
 #define LT_SKIP 77
 
-static int lt_failures;
+static int lt_failures __attribute__((unused));
 #define LT_CHECK(c)                                                                       \
 	do {                                                                              \
 		if (!(c)) {                                                               \

@@ -1,0 +1,331 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `ringfeed cat`: stream a dataset through the loader and write one field of
+ * every delivered sample to stdout, in delivered order: raw little-endian
+ * bytes (--raw, the default) or one line per sample with the values
+ * separated by spaces (--text).  Every batch is read back from where the
+ * loader delivered it (with --device cuda, a device-to-host copy), so the
+ * output shows what actually arrived.  The last partial batch is kept.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ringfeed/ringfeed.h>
+
+#include "cmd.h"
+#include "util.h"
+
+#define CAT_USAGE                                                                         \
+	"ringfeed cat PATH... --field NAME [--raw | --text] [--batch B] "                 \
+	"[--device host|cuda|auto] [--pinned SIZE] [--depth D] [--pin ring|transient]"
+
+static void
+cat_help(void)
+{
+	printf("usage: %s\n\n", CAT_USAGE);
+	printf("Stream the dataset through the loader and write field NAME of every\n"
+	       "delivered sample to stdout, in delivered order.  Each batch is copied\n"
+	       "back from where it was delivered (the GPU with --device cuda).\n"
+	       "\n"
+	       "Options:\n"
+	       "      --field NAME     the field to write\n"
+	       "      --raw            the values' bytes, little-endian, back to back (default)\n"
+	       "      --text           one line per sample, values separated by spaces\n"
+	       "      --batch B        samples per batch (default 256); the last partial\n"
+	       "                       batch is kept\n"
+	       "      --device D       host, cuda or auto (default auto)\n"
+	       "      --pinned SIZE    page-locked host budget, K/M/G suffixes (default 256M)\n"
+	       "      --depth D        device buffers in flight (default 2)\n"
+	       "      --pin MODE       ring (register once) or transient (per batch)\n"
+	       "  -q, --quiet          no summary\n"
+	       "  -v, --verbose        the loader's messages and a summary\n"
+	       "  -h, --help           this help\n"
+	       "\n"
+	       "Exit status: 0 success, 1 failure, 2 bad usage, 130 interrupted.\n");
+}
+
+static void
+cat_log(void *user, enum rf_log_level level, const char *msg)
+{
+	(void)user;
+	/* Errors come back as return values and are printed once from
+	 * rf_loader_errmsg; the log shows them only with -vv. */
+	if (level == RF_LOG_ERROR && rf_cli_verbosity < 3)
+		return;
+	if ((level <= RF_LOG_WARN && rf_cli_verbosity >= 1) ||
+	    (level <= RF_LOG_INFO && rf_cli_verbosity >= 2) || rf_cli_verbosity >= 3)
+		fprintf(stderr, "%s: %s\n", rf_cli_prog, msg);
+}
+
+/* IEEE half and bfloat16 to float, for --text (bit manipulation, no libm). */
+static float
+half_to_float(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+	uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ff, u;
+	if (e == 0 && m == 0) {
+		u = sign;
+	} else if (e == 0) {
+		/* Subnormal: m x 2^-24; normalise to 1.f x 2^(e - 127). */
+		e = 113;
+		while (!(m & 0x400)) {
+			m <<= 1;
+			e--;
+		}
+		u = sign | (e << 23) | ((m & 0x3ff) << 13);
+	} else if (e == 31) {
+		u = sign | 0x7f800000u | (m << 13);
+	} else {
+		u = sign | ((e + 112) << 23) | (m << 13);
+	}
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static float
+bf16_to_float(uint16_t b)
+{
+	uint32_t u = (uint32_t)b << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/* One value of `dtype` at p, as text. */
+static void
+put_value(FILE *out, enum rf_dtype dtype, const unsigned char *p)
+{
+	union {
+		uint8_t u8;
+		int8_t i8;
+		uint16_t u16;
+		int16_t i16;
+		uint32_t u32;
+		int32_t i32;
+		uint64_t u64;
+		int64_t i64;
+		float f32;
+		double f64;
+	} v;
+	memcpy(&v, p, rf_dtype_size(dtype));
+	switch (dtype) {
+	case RF_DTYPE_U8:
+	case RF_DTYPE_BYTES: fprintf(out, "%u", v.u8); break;
+	case RF_DTYPE_I8: fprintf(out, "%d", v.i8); break;
+	case RF_DTYPE_U16: fprintf(out, "%u", v.u16); break;
+	case RF_DTYPE_I16: fprintf(out, "%d", v.i16); break;
+	case RF_DTYPE_U32: fprintf(out, "%" PRIu32, v.u32); break;
+	case RF_DTYPE_I32: fprintf(out, "%" PRId32, v.i32); break;
+	case RF_DTYPE_U64: fprintf(out, "%" PRIu64, v.u64); break;
+	case RF_DTYPE_I64: fprintf(out, "%" PRId64, v.i64); break;
+	case RF_DTYPE_F16: fprintf(out, "%.9g", (double)half_to_float(v.u16)); break;
+	case RF_DTYPE_BF16: fprintf(out, "%.9g", (double)bf16_to_float(v.u16)); break;
+	case RF_DTYPE_F32: fprintf(out, "%.9g", (double)v.f32); break;
+	case RF_DTYPE_F64: fprintf(out, "%.17g", v.f64); break;
+	default: break;
+	}
+}
+
+/* Write sample i of field f (whose data is at host) to out. */
+static void
+put_sample(FILE *out, const rf_batch_field *f, const unsigned char *host, uint32_t i, int text,
+	   uint64_t value_bytes)
+{
+	const unsigned char *p;
+	uint64_t len;
+	if (f->host_offsets) {
+		p = host + f->host_offsets[i];
+		len = (uint64_t)(f->host_offsets[i + 1] - f->host_offsets[i]);
+	} else {
+		p = host + (uint64_t)i * value_bytes;
+		len = value_bytes;
+	}
+	if (!text) {
+		fwrite(p, 1, len, out);
+		return;
+	}
+	size_t es = rf_dtype_size(f->dtype);
+	for (uint64_t k = 0; k < len; k += es) {
+		if (k)
+			fputc(' ', out);
+		put_value(out, f->dtype, p + k);
+	}
+	fputc('\n', out);
+}
+
+int
+rf_cmd_cat(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"field", required_argument, NULL, 'f'},
+		{"raw", no_argument, NULL, 'r'},
+		{"text", no_argument, NULL, 't'},
+		{"batch", required_argument, NULL, 'b'},
+		{"device", required_argument, NULL, 'd'},
+		{"pinned", required_argument, NULL, 'p'},
+		{"depth", required_argument, NULL, 'D'},
+		{"pin", required_argument, NULL, 'P'},
+		{"quiet", no_argument, NULL, 'q'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *field = NULL;
+	int text = 0, c, rc;
+	uint64_t v;
+	rf_config cfg;
+	rf_config_init(&cfg);
+	cfg.batch_size = 256;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":qvh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'f': field = optarg; break;
+		case 'r': text = 0; break;
+		case 't': text = 1; break;
+		case 'b':
+			if (rf_cli_parse_uint(optarg, 1, UINT32_MAX, &v) < 0)
+				return rf_cli_usage_error(CAT_USAGE, "--batch: '%s' is not a number "
+							  "in 1..%u", optarg, UINT32_MAX);
+			cfg.batch_size = (uint32_t)v;
+			break;
+		case 'd':
+			if (!strcmp(optarg, "host"))
+				cfg.device = RF_DEVICE_HOST;
+			else if (!strcmp(optarg, "cuda"))
+				cfg.device = RF_DEVICE_CUDA;
+			else if (!strcmp(optarg, "auto"))
+				cfg.device = RF_DEVICE_AUTO;
+			else
+				return rf_cli_usage_error(CAT_USAGE, "--device: '%s' is not host, "
+							  "cuda or auto", optarg);
+			break;
+		case 'p':
+			if (rf_cli_parse_size(optarg, &v) < 0 || v == 0)
+				return rf_cli_usage_error(CAT_USAGE, "--pinned: '%s' is not a size "
+							  "(e.g. 64M)", optarg);
+			cfg.pinned_bytes = v;
+			break;
+		case 'D':
+			if (rf_cli_parse_uint(optarg, 1, 64, &v) < 0)
+				return rf_cli_usage_error(CAT_USAGE, "--depth: '%s' is not a number "
+							  "in 1..64", optarg);
+			cfg.depth = (uint32_t)v;
+			break;
+		case 'P':
+			if (!strcmp(optarg, "ring"))
+				cfg.pinning = RF_PINNING_RING;
+			else if (!strcmp(optarg, "transient"))
+				cfg.pinning = RF_PINNING_TRANSIENT;
+			else
+				return rf_cli_usage_error(CAT_USAGE, "--pin: '%s' is not ring or "
+							  "transient", optarg);
+			break;
+		case 'q': rf_cli_verbosity = 0; break;
+		case 'v': rf_cli_verbosity++; break;
+		case 'h': cat_help(); return RF_CLI_OK;
+		default: return rf_cli_bad_option(CAT_USAGE, c, argc, argv);
+		}
+	}
+	if (optind >= argc)
+		return rf_cli_usage_error(CAT_USAGE, "missing PATH");
+	if (!field)
+		return rf_cli_usage_error(CAT_USAGE, "missing --field NAME");
+
+	const char *fields[] = {field};
+	cfg.paths = (const char *const *)(argv + optind);
+	cfg.npaths = (size_t)(argc - optind);
+	cfg.fields = fields;
+	cfg.nfields = 1;
+	cfg.drop_last = 0;
+	cfg.log = cat_log;
+
+	rf_loader *ld;
+	rc = rf_loader_open(&ld, &cfg);
+	if (rc < 0) {
+		rf_cli_error("%s", *rf_loader_last_open_error() ? rf_loader_last_open_error()
+								: rf_strerror(rc));
+		return RF_CLI_FAIL;
+	}
+
+	/* A reader that goes away (`| head`) ends the output, not with an
+	 * error: EPIPE from the write instead of a SIGPIPE death. */
+	signal(SIGPIPE, SIG_IGN);
+	rf_cli_signals_install();
+	static char obuf[1 << 20];
+	setvbuf(stdout, obuf, _IOFBF, sizeof(obuf));
+
+	int status = RF_CLI_OK;
+	unsigned char *host = NULL;
+	uint64_t host_cap = 0, samples = 0, batches = 0;
+	double t0 = rf_cli_now();
+	for (;;) {
+		if (rf_cli_interrupted()) {
+			status = 128 + rf_cli_interrupted();
+			break;
+		}
+		const rf_batch *b;
+		rc = rf_loader_next(ld, &b);
+		if (rc < 0) {
+			fflush(stdout);
+			rf_cli_error("%s", rf_loader_errmsg(ld));
+			status = RF_CLI_FAIL;
+			break;
+		}
+		if (!b)
+			break;
+		const rf_batch_field *f = &b->fields[0];
+		if (f->bytes > host_cap) {
+			free(host);
+			host_cap = f->bytes;
+			host = malloc(host_cap);
+			if (!host) {
+				rf_cli_error("out of memory for a batch of %" PRIu64 " bytes", host_cap);
+				rf_loader_release(ld, b, NULL);
+				status = RF_CLI_FAIL;
+				break;
+			}
+		}
+		rc = rf_batch_field_read(b, 0, host, host_cap);
+		if (rc < 0) {
+			rf_cli_error("%s", rf_loader_errmsg(ld));
+			rf_loader_release(ld, b, NULL);
+			status = RF_CLI_FAIL;
+			break;
+		}
+		uint64_t value_bytes = f->host_offsets || !b->samples ? 0 : f->bytes / b->samples;
+		for (uint32_t i = 0; i < b->samples; i++)
+			put_sample(stdout, f, host, i, text, value_bytes);
+		samples += b->samples;
+		batches++;
+		rf_loader_release(ld, b, NULL);
+		if (ferror(stdout))
+			break;
+	}
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		if (errno != EPIPE) {
+			rf_cli_error("writing to stdout: %s", strerror(errno));
+			status = RF_CLI_FAIL;
+		}
+	}
+	if (status == RF_CLI_OK && rf_cli_verbosity >= 2) {
+		rf_stats st = {.size = sizeof(st)};
+		rf_loader_stats(ld, &st);
+		double secs = rf_cli_now() - t0;
+		char a[32];
+		rf_cli_fmt_bytes(a, sizeof a, (double)st.bytes_read);
+		rf_cli_note(2, "%" PRIu64 " samples in %" PRIu64 " batches, %s read in %.3f s on %s "
+			    "(%s), consumer stalled %.0f%% of the time", samples, batches, a, secs,
+			    st.device, st.io_engine, 100.0 * st.stall_share);
+	}
+	free(host);
+	rf_loader_close(&ld);
+	return status;
+}
