@@ -1267,7 +1267,10 @@ loader_get_depth(LoaderObject *self, void *unused)
 static PyObject *
 loader_get_held(LoaderObject *self, void *unused)
 {
-	return PyLong_FromUnsignedLong(self->core ? self->core->held : 0);
+	/* The consumer's batches: the stash is the loader's own. */
+	if (!self->core)
+		return PyLong_FromLong(0);
+	return PyLong_FromUnsignedLong(self->core->held - (self->core->stash ? 1 : 0));
 }
 
 static PyMethodDef loader_methods[] = {

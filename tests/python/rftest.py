@@ -102,10 +102,23 @@ class Emulator:
     def set_option(self, name, value):
         check(self.lib.rfemu_set_option(name.encode(), value.encode()) == 0, name)
 
-    def stream_create(self):
+    def stream_create(self, nonblocking=True):
+        """A consumer stream; non-blocking by default, so that nothing but
+        explicit waits orders it against the legacy default stream."""
         s = ctypes.c_void_p()
-        check(self.lib.cudaStreamCreate(ctypes.byref(s)) == 0, "cudaStreamCreate")
+        f = self.lib.cudaStreamCreateWithFlags
+        f.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint]
+        check(f(ctypes.byref(s), 1 if nonblocking else 0) == 0, "cudaStreamCreateWithFlags")
         return s.value
+
+    def launch_reader(self, stream, ptr, nbytes, seconds):
+        """Model a kernel reading [ptr, ptr + nbytes) on `stream` for a while:
+        a host function the emulator checks against writes to the range."""
+        import time
+        check(self.lib.rfemu_host_func_reads(stream, ptr, nbytes) == 0, "host_func_reads")
+        fn = self.HOSTFN(lambda _: time.sleep(seconds))
+        self._keep = getattr(self, "_keep", []) + [fn]
+        check(self.lib.cudaLaunchHostFunc(stream, fn, None) == 0, "cudaLaunchHostFunc")
 
     def stream_destroy(self, s):
         check(self.lib.cudaStreamDestroy(s) == 0, "cudaStreamDestroy")

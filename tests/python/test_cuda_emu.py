@@ -1,0 +1,93 @@
+# SPDX-License-Identifier: MIT
+# Description: the CUDA path of ringfeed.Loader under the cudart emulator
+# (no GPU): arrays report the CUDA DLPack device; the capsule's DLTensor has
+# the device type and index, the device pointer, the shape, NULL strides and
+# the dtype; __dlpack__(stream=s) makes the consumer's stream wait for the
+# batch and the batch goes back on that stream (a consumer still reading on
+# a non-blocking stream when its arrays are dropped is not overwritten: the
+# emulator's hazard counters stay zero); closing, an exception and the
+# collection of a live loader leave no device memory, pinned memory, stream
+# or event behind.
+import gc
+import os
+
+import ringfeed
+from rftest import (DL_DTYPES, Emulator, capsule_tensor, check, consume_capsule, kDLCUDA,
+                    small_dataset, tmpdir)
+
+emu = Emulator()
+d = tmpdir()
+p = os.path.join(d, "small.rfs")
+x, y, v = small_dataset(p, n=240)
+B = 8
+opts = dict(device="cuda", pinned_bytes=1 << 20, decode_threads=1, io_depth=4)
+
+ld = ringfeed.Loader(p, B, **opts)
+check(ld.device == "cuda:0", "device %s" % ld.device)
+stream = emu.stream_create()
+it = iter(ld)
+batch = next(it)
+arrays = [("x", batch["x"]), ("y", batch["y"]), ("v.off", batch["v"][0]),
+          ("v", batch["v"][1])]
+for name, arr in arrays:
+    check(arr.__dlpack_device__() == (kDLCUDA, 0), "dlpack device of %s" % name)
+    check(arr.device == "cuda:0", "device of %s" % name)
+    try:
+        memoryview(arr)
+        check(False, "a device array exported a host buffer")
+    except BufferError:
+        pass
+    cap = arr.__dlpack__(stream=stream)
+    _, t = capsule_tensor(cap)
+    check(t["device"] == (kDLCUDA, 0), "capsule device %r" % (t["device"],))
+    check(t["data"] == arr.data_ptr and t["data"] != 0, "capsule pointer")
+    check(t["shape"] == arr.shape, "capsule shape %r vs %r" % (t["shape"], arr.shape))
+    check(not t["strides"] and t["byte_offset"] == 0, "strides NULL")
+    code, bits = DL_DTYPES[arr.dtype]
+    check(t["dtype"] == (code, bits, 1), "dtype %r of %s" % (t["dtype"], name))
+check(batch["x"].shape == (B, 4, 3) and batch["y"].shape == (B,), "shapes")
+for bad in (0, -2):
+    try:
+        batch["x"].__dlpack__(stream=bad)
+        check(False, "stream %d accepted" % bad)
+    except ValueError:
+        pass
+
+# A consumer reads the batch on its stream for a while, then drops every
+# reference at once (consumed capsule first, as torch would hold it); the
+# loader must not refill that buffer before the reads are done.
+cap = batch["x"].__dlpack__(stream=stream)
+done = consume_capsule(cap)
+emu.launch_reader(stream, batch["x"].data_ptr, batch["x"].nbytes, 0.1)
+del batch, arrays, arr, cap
+done()
+n = 1
+for b in it:
+    c = b["x"].__dlpack__(stream=stream)
+    emu.launch_reader(stream, b["x"].data_ptr, b["x"].nbytes, 0.002)
+    del b, c
+    n += 1
+check(n == len(ld), "batches %d of %d" % (n, len(ld)))
+emu.stream_sync(stream)
+check(emu.counters().hazards_total == 0, "hazards: %r" % emu.hazards())
+ld.close()
+
+# An exception mid-pass, and a loader collected while a capsule lives.
+ld = ringfeed.Loader(p, B, **opts)
+try:
+    for i, b in enumerate(ld):
+        if i == 2:
+            raise ValueError
+except ValueError:
+    pass
+del b
+keep = next(iter(ld))["y"].__dlpack__(stream=stream)
+del ld
+gc.collect()
+check(emu.counters().live_allocations > 0, "memory of a live capsule was freed")
+del keep
+gc.collect()
+emu.stream_sync(stream)
+emu.stream_destroy(stream)
+emu.check_clean()
+print("ok")

@@ -1,0 +1,4 @@
+# SPDX-License-Identifier: MIT
+# Description: placeholder.
+import sys
+sys.exit(77)
