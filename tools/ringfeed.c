@@ -24,6 +24,7 @@ static const rf_cli_cmd commands[] = {
 	{"info", rf_cmd_info, "show a dataset's schema, counts, sizes and codec"},
 	{"verify", rf_cmd_verify, "check every chunk, the index and the schema of a dataset"},
 	{"export", rf_cmd_export, "write one field of every sample to a .npy file"},
+	{"bench", rf_cmd_bench, "measure the loader's throughput against the machine's limits"},
 	{"cat", rf_cmd_cat, "stream one field of every sample through the loader to stdout"},
 };
 

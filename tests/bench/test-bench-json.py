@@ -1,0 +1,175 @@
+# SPDX-License-Identifier: MIT
+# Description: `ringfeed bench --json` on tiny datasets (uncompressed and
+# zstd) prints one JSON object with the documented keys and sane values:
+# samples delivered, every sample of every epoch with --epochs, limits
+# measured on the same files, efficiency in (0, 10), the page cache report
+# of --cold, and the human table by default.
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+except ImportError:
+    print("numpy is not available: skipping")
+    sys.exit(77)
+
+EXE = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else None
+if not EXE or not os.access(EXE, os.X_OK):
+    print("usage: %s PATH/TO/ringfeed" % sys.argv[0])
+    sys.exit(1)
+
+failures = []
+
+
+def check(cond, msg):
+    if not cond:
+        print("FAIL: " + msg)
+        failures.append(msg)
+    return cond
+
+
+def run(*args):
+    p = subprocess.run([EXE] + [str(a) for a in args], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+# The documented keys (docs/bench.md), section by section.
+KEYS = {
+    None: ["ringfeed_version", "interrupted", "failed", "dataset", "config", "cache", "loader",
+           "limits", "binding_limit", "efficiency"],
+    "dataset": ["paths", "shards", "samples", "chunks", "zstd_chunks", "stored_bytes",
+                "raw_bytes", "value_bytes_per_sample"],
+    "config": ["batch", "shuffle", "device", "pinned_bytes", "depth", "pin", "io_depth",
+               "decode_threads", "direct", "verify", "touch", "seconds", "epochs", "cold",
+               "step_us"],
+    "cache": ["cold", "dropped", "pages", "resident_pages", "resident_fraction", "note"],
+    "loader": ["open_seconds", "seconds", "epochs", "batches", "samples", "batches_per_s",
+               "samples_per_s", "per_batch_us", "gb_per_s", "read_gb_per_s",
+               "bytes_delivered", "bytes_read", "thread_cpu_s", "cpu_s_per_gb", "stall_share",
+               "stall_s", "pinned_peak", "device_peak", "peak_rss", "io_engine", "io_direct",
+               "device"],
+}
+LIMIT_KEYS = ["measured", "applies", "gb_per_s", "per_thread_gb_per_s", "bytes_per_sample",
+              "samples_per_s", "loader_ratio", "note"]
+LIMITS = ["storage_sequential", "storage_random", "zstd", "memcpy", "host_to_device"]
+
+
+def bench_json(tag, *args):
+    rc, out, err = run("bench", "--json", "-q", "--device", "host", "--pinned", "16M", *args)
+    if not check(rc == 0, "%s: exit %d\n%s" % (tag, rc, err)):
+        return None
+    try:
+        doc = json.loads(out)
+    except ValueError as e:
+        check(False, "%s: not JSON (%s):\n%s" % (tag, e, out))
+        return None
+    check(out.count("\n") == 1 and out.endswith("}\n"), "%s: not one object on one line" % tag)
+    for section, keys in KEYS.items():
+        obj = doc if section is None else doc.get(section, {})
+        for k in keys:
+            check(k in obj, "%s: key %s missing in %s" % (tag, k, section or "top level"))
+    for name in LIMITS:
+        lim = doc["limits"].get(name)
+        if check(lim is not None, "%s: limit %s missing" % (tag, name)):
+            for k in LIMIT_KEYS:
+                check(k in lim, "%s: key %s missing in limit %s" % (tag, k, name))
+    return doc
+
+
+def sane(tag, doc, samples, zstd):
+    ld = doc["loader"]
+    check(ld["samples"] > 0, "%s: no samples delivered" % tag)
+    check(ld["batches"] > 0 and ld["samples_per_s"] > 0 and ld["gb_per_s"] > 0,
+          "%s: rates not positive: %s" % (tag, ld))
+    check(ld["bytes_delivered"] >= ld["samples"] * 785, "%s: fewer bytes than samples x 785" % tag)
+    check(0 <= ld["stall_share"] <= 1, "%s: stall share %s" % (tag, ld["stall_share"]))
+    check(ld["peak_rss"] > 0, "%s: peak RSS %s" % (tag, ld["peak_rss"]))
+    check(ld["device"] == "host", "%s: device %r" % (tag, ld["device"]))
+    check(ld["io_engine"] != "", "%s: no I/O engine" % tag)
+    check(0 < ld["pinned_peak"] <= doc["config"]["pinned_bytes"],
+          "%s: pinned peak %s outside (0, budget]" % (tag, ld["pinned_peak"]))
+    check(doc["dataset"]["samples"] == samples, "%s: dataset samples %s" % (tag, doc["dataset"]))
+    lim = doc["limits"]
+    check(lim["storage_sequential"]["measured"] and lim["storage_sequential"]["gb_per_s"] > 0,
+          "%s: storage not measured: %s" % (tag, lim["storage_sequential"]))
+    check(lim["memcpy"]["measured"] and lim["memcpy"]["gb_per_s"] > 0,
+          "%s: memcpy not measured" % tag)
+    check(lim["zstd"]["measured"] == zstd, "%s: zstd measured %s, expected %s"
+          % (tag, lim["zstd"]["measured"], zstd))
+    check(not lim["host_to_device"]["applies"], "%s: host-to-device applies on host" % tag)
+    check(doc["binding_limit"] in LIMITS and lim[doc["binding_limit"]]["applies"],
+          "%s: binding limit %r" % (tag, doc["binding_limit"]))
+    # The binding limit is the smallest applicable one, in samples/s.
+    applicable = [v["samples_per_s"] for v in lim.values() if v["applies"]]
+    check(lim[doc["binding_limit"]]["samples_per_s"] == min(applicable),
+          "%s: binding limit is not the smallest" % tag)
+    check(0 < doc["efficiency"] < 10, "%s: efficiency %s outside (0, 10)" % (tag, doc["efficiency"]))
+
+
+tmp = tempfile.mkdtemp(prefix="rf-bench-test-")
+try:
+    n = 3000
+    rng = np.random.default_rng(7)
+    img = np.zeros((n, 28, 28), dtype=np.uint8)
+    img[:, 8:20, 8:20] = rng.integers(0, 4, (n, 12, 12), dtype=np.uint8)  # compressible
+    lbl = rng.integers(0, 10, n).astype(np.int64)
+    np.save(os.path.join(tmp, "img.npy"), img)
+    np.save(os.path.join(tmp, "lbl.npy"), lbl)
+    plain = os.path.join(tmp, "plain.rfs")
+    packed = os.path.join(tmp, "zstd.rfs")
+    for out, extra in ((plain, []), (packed, ["--zstd", "3"])):
+        rc, _, err = run("pack", "-q", "-o", out, "--chunk-bytes", "256K", *extra,
+                         "image=" + os.path.join(tmp, "img.npy"),
+                         "label=" + os.path.join(tmp, "lbl.npy"))
+        if not check(rc == 0, "pack %s: %s" % (out, err)):
+            sys.exit(1)
+
+    doc = bench_json("plain", "--seconds", "0.2", "--batch", "64", plain)
+    if doc:
+        sane("plain", doc, n, False)
+        check(doc["config"]["batch"] == 64 and doc["config"]["cold"] is False,
+              "plain: config %s" % doc["config"])
+
+    doc = bench_json("zstd", "--seconds", "0.2", "--batch", "64", packed)
+    if doc:
+        sane("zstd", doc, n, True)
+        check(doc["dataset"]["zstd_chunks"] == doc["dataset"]["chunks"] > 0,
+              "zstd: chunks %s" % doc["dataset"])
+
+    # --epochs: exactly that many passes, every sample of each (last partial
+    # batches kept), whatever --seconds says.
+    doc = bench_json("epochs", "--epochs", "2", "--seconds", "100", "--batch", "100", plain)
+    if doc:
+        sane("epochs", doc, n, False)
+        check(doc["loader"]["epochs"] == 2 and doc["loader"]["samples"] == 2 * n,
+              "epochs: %s epochs, %s samples; expected 2, %d"
+              % (doc["loader"]["epochs"], doc["loader"]["samples"], 2 * n))
+        check(doc["loader"]["batches"] == 2 * 30, "epochs: %s batches" % doc["loader"]["batches"])
+
+    # --cold, a simulated step and --touch: the cache report is a fraction,
+    # and the consumer's checksum covers every delivered byte.
+    doc = bench_json("cold", "--cold", "--epochs", "1", "--step-us", "50", "--touch", plain)
+    if doc:
+        sane("cold", doc, n, False)
+        c = doc["cache"]
+        check(c["cold"] is True and 0 <= c["resident_fraction"] <= 1 and c["pages"] > 0,
+              "cold: cache %s" % c)
+        check(c["dropped"] is True or c["note"], "cold: no drop and no reason: %s" % c)
+        expect = int(img.astype(np.uint64).sum()) + int(lbl.astype(np.uint64).sum())
+        check(doc["loader"]["checksum"] == expect,
+              "cold: checksum %s, expected %d (the bytes of every sample)"
+              % (doc["loader"]["checksum"], expect))
+
+    # The default output is the table, with the version and the efficiency.
+    rc, out, err = run("bench", "-q", "--device", "host", "--pinned", "16M", "--seconds", "0.1", plain)
+    check(rc == 0 and "efficiency:" in out and "ringfeed " in out and "samples/s" in out,
+          "table: exit %d\n%s\n%s" % (rc, out, err))
+finally:
+    shutil.rmtree(tmp, ignore_errors=True)
+
+sys.exit(1 if failures else 0)

@@ -1,0 +1,561 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `ringfeed bench`: stream a dataset through the loader for a minimum time,
+ * then measure, on the same files in the same run, the limits the loader
+ * cannot beat (raw io_uring reads, zstd decompression, memcpy, host-to-device
+ * copies) and report the loader's rate against the smallest of them.
+ *
+ * Limits and the loader are compared in samples per second: each limit's
+ * byte rate is divided by the bytes per sample it moves (stored bytes for
+ * storage, raw bytes for decompression, delivered bytes for copies), so a
+ * compressed dataset and its padding are accounted for fairly.  docs/bench.md
+ * describes every figure and the JSON schema.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ringfeed/dataset.h>
+#include <ringfeed/ringfeed.h>
+
+#include "bench_limits.h"
+#include "bench_report.h"
+#include "cmd.h"
+#include "util.h"
+
+#define BENCH_USAGE                                                                           \
+	"ringfeed bench [--batch B] [--shuffle MODE] [--device host|cuda|auto] [--pinned SIZE]\n" \
+	"                      [--depth D] [--pin ring|transient] [--seconds S] [--epochs N]\n"  \
+	"                      [--cold] [--json] [--step-us U] [--io-depth Q] "                  \
+	"[--decode-threads T]\n"                                                                 \
+	"                      [--buffered] [--no-verify] [--touch] [-q|-v] PATH..."
+
+/* Progress redraws per second at most. */
+#define PROGRESS_HZ 6.0
+
+static void
+bench_help(void)
+{
+	printf("usage: %s\n\n", BENCH_USAGE);
+	printf("Measure the loader on a dataset, and the limits it is held to, measured on the\n"
+	       "same files in the same run: raw io_uring reads as the loader issues them,\n"
+	       "zstd decompression of the dataset's own chunks, memcpy and (on a GPU) pinned\n"
+	       "host-to-device copies.  Efficiency is the loader's rate over the smallest\n"
+	       "applicable limit.  See docs/bench.md for every figure.\n"
+	       "\n"
+	       "Options:\n"
+	       "  --batch B           samples per batch (default 256)\n"
+	       "  --shuffle MODE      none, chunks, window or full (default none)\n"
+	       "  --device KIND       host, cuda or auto (default auto)\n"
+	       "  --pinned SIZE       page-locked host budget, K/M/G suffixes (default 256M)\n"
+	       "  --depth D           device buffers in flight (default 2)\n"
+	       "  --pin MODE          ring (page-lock once) or transient (per batch)\n"
+	       "  --seconds S         minimum run time; epochs repeat until it is reached\n"
+	       "                      (default 5)\n"
+	       "  --epochs N          run exactly N epochs instead of a minimum time\n"
+	       "  --cold              drop the dataset's pages from the page cache first\n"
+	       "  --step-us U         simulate a training step of U microseconds per batch\n"
+	       "  --io-depth Q        reads in flight (default 32)\n"
+	       "  --decode-threads T  decode workers (default 2)\n"
+	       "  --buffered          read through the page cache instead of O_DIRECT\n"
+	       "  --no-verify         skip the chunk checksums\n"
+	       "  --touch             read every byte of each batch on the consumer (host)\n"
+	       "  --json              one JSON object on stdout instead of the table\n"
+	       "  -q, --quiet         no progress line\n"
+	       "  -v, --verbose       the library's informational messages\n"
+	       "  -h, --help          this help\n"
+	       "\n"
+	       "Exit status: 0 success, 1 failure, 2 bad usage, 130 interrupted (the\n"
+	       "summary is still printed).\n");
+}
+
+/* --------------------------------------------------------------- logging */
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void
+bench_log(void *user, enum rf_log_level level, const char *msg)
+{
+	(void)user;
+	if ((level <= RF_LOG_WARN && rf_cli_verbosity >= 1) ||
+	    (level == RF_LOG_INFO && rf_cli_verbosity >= 2) || rf_cli_verbosity >= 3) {
+		pthread_mutex_lock(&log_lock);
+		fprintf(stderr, "%s: %s\n", rf_cli_prog, msg);
+		pthread_mutex_unlock(&log_lock);
+	}
+}
+
+/* ----------------------------------------------------------- options */
+
+static int
+parse_double(const char *s, double min, double max, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (end == s || *end || errno || !isfinite(v) || v < min || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int
+parse_args(bench_opts *o, int argc, char **argv, bool *help)
+{
+	enum {
+		OPT_BATCH = 256, OPT_SHUFFLE, OPT_DEVICE, OPT_PINNED, OPT_DEPTH, OPT_PIN,
+		OPT_SECONDS, OPT_EPOCHS, OPT_COLD, OPT_JSON, OPT_STEP, OPT_IODEPTH,
+		OPT_THREADS, OPT_BUFFERED, OPT_NOVERIFY, OPT_TOUCH,
+	};
+	static const struct option longopts[] = {
+		{"batch", required_argument, NULL, OPT_BATCH},
+		{"shuffle", required_argument, NULL, OPT_SHUFFLE},
+		{"device", required_argument, NULL, OPT_DEVICE},
+		{"pinned", required_argument, NULL, OPT_PINNED},
+		{"depth", required_argument, NULL, OPT_DEPTH},
+		{"pin", required_argument, NULL, OPT_PIN},
+		{"seconds", required_argument, NULL, OPT_SECONDS},
+		{"epochs", required_argument, NULL, OPT_EPOCHS},
+		{"cold", no_argument, NULL, OPT_COLD},
+		{"json", no_argument, NULL, OPT_JSON},
+		{"step-us", required_argument, NULL, OPT_STEP},
+		{"io-depth", required_argument, NULL, OPT_IODEPTH},
+		{"decode-threads", required_argument, NULL, OPT_THREADS},
+		{"buffered", no_argument, NULL, OPT_BUFFERED},
+		{"no-verify", no_argument, NULL, OPT_NOVERIFY},
+		{"touch", no_argument, NULL, OPT_TOUCH},
+		{"quiet", no_argument, NULL, 'q'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	uint64_t v;
+	int c;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":qvh", longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_BATCH:
+			if (rf_cli_parse_uint(optarg, 1, UINT32_MAX, &v) < 0)
+				return rf_cli_usage_error(BENCH_USAGE, "bad --batch '%s'", optarg);
+			o->batch = (uint32_t)v;
+			break;
+		case OPT_SHUFFLE:
+			if (bench_shuffle_parse(optarg, &o->shuffle) < 0)
+				return rf_cli_usage_error(BENCH_USAGE,
+							  "bad --shuffle '%s' (none, chunks, window, full)",
+							  optarg);
+			break;
+		case OPT_DEVICE:
+			if (!strcmp(optarg, "host"))
+				o->device = RF_DEVICE_HOST;
+			else if (!strcmp(optarg, "cuda"))
+				o->device = RF_DEVICE_CUDA;
+			else if (!strcmp(optarg, "auto"))
+				o->device = RF_DEVICE_AUTO;
+			else
+				return rf_cli_usage_error(BENCH_USAGE,
+							  "bad --device '%s' (host, cuda, auto)", optarg);
+			break;
+		case OPT_PINNED:
+			if (rf_cli_parse_size(optarg, &o->pinned) < 0 || !o->pinned)
+				return rf_cli_usage_error(BENCH_USAGE, "bad --pinned '%s'", optarg);
+			break;
+		case OPT_DEPTH:
+			if (rf_cli_parse_uint(optarg, 1, 1024, &v) < 0)
+				return rf_cli_usage_error(BENCH_USAGE, "bad --depth '%s'", optarg);
+			o->depth = (uint32_t)v;
+			break;
+		case OPT_PIN:
+			if (!strcmp(optarg, "ring"))
+				o->pinning = RF_PINNING_RING;
+			else if (!strcmp(optarg, "transient"))
+				o->pinning = RF_PINNING_TRANSIENT;
+			else
+				return rf_cli_usage_error(BENCH_USAGE,
+							  "bad --pin '%s' (ring, transient)", optarg);
+			break;
+		case OPT_SECONDS:
+			if (parse_double(optarg, 0, 1e6, &o->seconds) < 0)
+				return rf_cli_usage_error(BENCH_USAGE, "bad --seconds '%s'", optarg);
+			break;
+		case OPT_EPOCHS:
+			if (rf_cli_parse_uint(optarg, 1, UINT32_MAX, &v) < 0)
+				return rf_cli_usage_error(BENCH_USAGE, "bad --epochs '%s'", optarg);
+			o->epochs = (uint32_t)v;
+			break;
+		case OPT_COLD: o->cold = true; break;
+		case OPT_JSON: o->json = true; break;
+		case OPT_STEP:
+			if (parse_double(optarg, 0, 1e9, &o->step_us) < 0)
+				return rf_cli_usage_error(BENCH_USAGE, "bad --step-us '%s'", optarg);
+			break;
+		case OPT_IODEPTH:
+			if (rf_cli_parse_uint(optarg, 1, 4096, &v) < 0)
+				return rf_cli_usage_error(BENCH_USAGE, "bad --io-depth '%s'", optarg);
+			o->io_depth = (uint32_t)v;
+			break;
+		case OPT_THREADS:
+			if (rf_cli_parse_uint(optarg, 1, 256, &v) < 0)
+				return rf_cli_usage_error(BENCH_USAGE, "bad --decode-threads '%s'",
+							  optarg);
+			o->decode_threads = (uint32_t)v;
+			break;
+		case OPT_BUFFERED: o->direct = false; break;
+		case OPT_NOVERIFY: o->verify = false; break;
+		case OPT_TOUCH: o->touch = true; break;
+		case 'q': rf_cli_verbosity = 0; break;
+		case 'v': rf_cli_verbosity++; break;
+		case 'h': *help = true; return RF_CLI_OK;
+		default: return rf_cli_bad_option(BENCH_USAGE, c, argc, argv);
+		}
+	}
+	if (optind >= argc)
+		return rf_cli_usage_error(BENCH_USAGE, "missing PATH");
+	o->paths = argv + optind;
+	o->npaths = (size_t)(argc - optind);
+	return RF_CLI_OK;
+}
+
+/* ------------------------------------------------------------ the run */
+
+/* Wait until `until` (monotonic seconds): sleep for most of it, spin the
+ * last stretch, so a short simulated step is not stretched by timer slack
+ * and a long one does not burn a core the loader's threads need (a GPU step
+ * leaves the host's cores free too). */
+static void
+wait_until(double until)
+{
+	const double spin = 60e-6;
+	double now = bench_now();
+
+	if (until - now > spin) {
+		double t = until - spin;
+		struct timespec ts = {.tv_sec = (time_t)t,
+				      .tv_nsec = (long)((t - (double)(time_t)t) * 1e9)};
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR &&
+		       !rf_cli_interrupted())
+			;
+	}
+	while (bench_now() < until && !rf_cli_interrupted())
+		;
+}
+
+typedef struct progress_line {
+	bool enabled;
+	double last;
+	int width;
+} progress_line;
+
+static void
+progress_draw(progress_line *p, const bench_result *res, double elapsed, uint64_t epoch,
+	      rf_loader *ld, bool force)
+{
+	double now = bench_now();
+	rf_stats st = {.size = sizeof st};
+	char line[160];
+	int n;
+
+	if (!p->enabled || (!force && now - p->last < 1.0 / PROGRESS_HZ))
+		return;
+	p->last = now;
+	if (rf_loader_stats(ld, &st) < 0)
+		return;
+	n = snprintf(line, sizeof line,
+		     "bench: %.1f s  epoch %" PRIu64 "  %" PRIu64 " batches  %.0f samples/s  "
+		     "%.2f GB/s  stall %.1f%%",
+		     elapsed, epoch, res->batches, elapsed > 0 ? (double)res->samples / elapsed : 0,
+		     elapsed > 0 ? (double)st.bytes_delivered / elapsed / 1e9 : 0,
+		     elapsed > 0 ? 100.0 * (double)st.stall_ns / (elapsed * 1e9) : 0);
+	if (n < 0)
+		return;
+	fprintf(stderr, "\r%s%*s", line, p->width > n ? p->width - n : 0, "");
+	p->width = n;
+}
+
+static void
+progress_clear(progress_line *p)
+{
+	if (p->enabled && p->width)
+		fprintf(stderr, "\r%*s\r", p->width, "");
+	p->width = 0;
+}
+
+/* The sum of n bytes, eight at a time: four 16-bit lanes take the byte
+ * pairs of a word and are folded every 128 words, before a lane can
+ * overflow (128 x 2 x 255 < 65536). */
+static uint64_t
+byte_sum(const unsigned char *p, uint64_t n)
+{
+	const uint64_t m = 0x00ff00ff00ff00ffull;
+	uint64_t sum = 0, i = 0;
+
+	while (n - i >= 8) {
+		uint64_t words = (n - i) / 8, acc = 0, w;
+		if (words > 128)
+			words = 128;
+		for (uint64_t k = 0; k < words; k++, i += 8) {
+			memcpy(&w, p + i, 8);
+			acc += (w & m) + ((w >> 8) & m);
+		}
+		sum += (acc & 0xffff) + ((acc >> 16) & 0xffff) + ((acc >> 32) & 0xffff) + (acc >> 48);
+	}
+	for (; i < n; i++)
+		sum += p[i];
+	return sum;
+}
+
+/* Read every byte of a host-memory batch (--touch), as a consumer that uses
+ * the data would, so a comparison with loaders that hand out lazy views
+ * (memory maps) charges both sides for bringing the bytes in.  Only the
+ * bytes of the samples count, never the padding between fields. */
+static uint64_t
+touch_batch(const rf_batch *b)
+{
+	uint64_t sum = 0;
+
+	for (uint32_t f = 0; f < b->nfields; f++)
+		sum += byte_sum(b->fields[f].data, b->fields[f].bytes);
+	return sum;
+}
+
+/* Shuffle modes reach the loader through its config. */
+static int
+bench_config_shuffle(rf_config *cfg, enum bench_shuffle mode)
+{
+	(void)cfg;
+	return mode == BENCH_SHUFFLE_NONE ? 0 : -ENOTSUP;
+}
+
+static int
+run_loader(const bench_opts *o, bench_result *res)
+{
+	rf_config cfg;
+	rf_loader *ld = NULL;
+	progress_line pl = {.enabled = rf_cli_verbosity >= 1 && isatty(STDERR_FILENO)};
+	double t0, topen, step = o->step_us * 1e-6, elapsed = 0;
+	uint64_t last_epoch = 0;
+	rf_stats st = {.size = sizeof st};
+	struct rusage ru;
+	int rc;
+
+	rf_config_init(&cfg);
+	cfg.paths = (const char *const *)o->paths;
+	cfg.npaths = o->npaths;
+	cfg.batch_size = o->batch;
+	cfg.drop_last = 0;
+	cfg.epochs = o->epochs;          /* 0: until closed, stopped by time */
+	cfg.device = o->device;
+	cfg.depth = o->depth;
+	cfg.pinned_bytes = o->pinned;
+	cfg.pinning = o->pinning;
+	cfg.io_depth = o->io_depth;
+	cfg.direct = o->direct;
+	cfg.decode_threads = o->decode_threads;
+	cfg.verify = o->verify;
+	cfg.log = bench_log;
+	if ((rc = bench_config_shuffle(&cfg, o->shuffle)) < 0) {
+		rf_cli_error("--shuffle %s is not supported by this library version",
+			     bench_shuffle_name(o->shuffle));
+		return rc;
+	}
+
+	topen = bench_now();
+	rc = rf_loader_open(&ld, &cfg);
+	res->open_seconds = bench_now() - topen;
+	if (rc < 0) {
+		const char *msg = rf_loader_last_open_error();
+		rf_cli_error("%s", msg && *msg ? msg : rf_strerror(rc));
+		return rc;
+	}
+	if (rf_loader_stats(ld, &st) == 0)
+		res->device_is_cuda = !strncmp(st.device, "cuda", 4);
+
+	t0 = bench_now();
+	for (;;) {
+		const rf_batch *b;
+		if (rf_cli_interrupted()) {
+			res->interrupted = true;
+			break;
+		}
+		elapsed = bench_now() - t0;
+		if (!o->epochs && elapsed >= o->seconds)
+			break;
+		if ((rc = rf_loader_next(ld, &b)) < 0) {
+			progress_clear(&pl);
+			rf_cli_error("%s", *rf_loader_errmsg(ld) ? rf_loader_errmsg(ld) : rf_strerror(rc));
+			break;
+		}
+		if (!b)
+			break;
+		if (step > 0)
+			wait_until(bench_now() + step);
+		if (o->touch && !res->device_is_cuda)
+			res->checksum += touch_batch(b);
+		res->batches++;
+		res->samples += b->samples;
+		last_epoch = b->epoch;
+		if ((rc = rf_loader_release(ld, b, NULL)) < 0) {
+			progress_clear(&pl);
+			rf_cli_error("release: %s", rf_strerror(rc));
+			break;
+		}
+		progress_draw(&pl, res, bench_now() - t0, last_epoch, ld, false);
+	}
+	res->seconds = bench_now() - t0;
+	res->epochs = res->batches ? last_epoch + 1 : 0;
+	progress_clear(&pl);
+	if (rf_loader_stats(ld, &st) == 0)
+		res->stats = st;
+	rf_loader_close(&ld);
+	if (getrusage(RUSAGE_SELF, &ru) == 0)
+		res->peak_rss = (uint64_t)ru.ru_maxrss * 1024u;
+	return rc < 0 ? rc : 0;
+}
+
+/* How long each limit is measured: a fifth of the loader's run, between
+ * 50 ms (enough for many reads) and 1 s. */
+static double
+limit_seconds(const bench_opts *o)
+{
+	double s = 0.2 * (o->epochs ? 1.0 : o->seconds);
+	return s < 0.05 ? 0.05 : s > 1.0 ? 1.0 : s;
+}
+
+/* Add one half of a storage measurement to the other. */
+static void
+rate_merge(bench_rate *sum, const bench_rate *half)
+{
+	if (!half->ok) {
+		if (!sum->ok)
+			*sum = *half;
+		return;
+	}
+	if (!sum->ok) {
+		*sum = *half;
+		return;
+	}
+	sum->bytes += half->bytes;
+	sum->seconds += half->seconds;
+	sum->ops += half->ops;
+}
+
+/* The storage limit is measured in two halves, one just before the loader
+ * runs and one just after, and the halves are pooled: virtual disks and
+ * cloud volumes deliver bursts and then throttle, so a measurement taken
+ * only before (or only after) the loader would favour one side. */
+static void
+run_storage_half(const bench_opts *o, rf_dataset *ds, bench_result *res)
+{
+	double secs = o->epochs ? 0.5 : o->seconds / 4;
+	unsigned depth = o->io_depth ? o->io_depth : 32;
+	bench_rate r;
+
+	secs = secs < 0.05 ? 0.05 : secs > 2.0 ? 2.0 : secs;
+	if (o->shuffle == BENCH_SHUFFLE_FULL) {
+		bench_raw_random(ds, depth, o->direct, secs, 0x5eed + (uint64_t)res->random.ops, &r);
+		rate_merge(&res->random, &r);
+	} else {
+		bench_raw_sequential(ds, depth, o->direct, secs, 0, &r);
+		rate_merge(&res->sequential, &r);
+	}
+}
+
+static void
+run_limits(const bench_opts *o, rf_dataset *ds, bench_result *res)
+{
+	double secs = limit_seconds(o);
+	bool is_cuda = res->device_is_cuda;
+
+	/* Buffered reads would be served from the cache the loader just
+	 * filled: drop it again so the raw reads see what the loader saw. */
+	if (o->cold) {
+		bench_cache c;
+		bench_cache_check(ds, true, &c);
+	}
+	run_storage_half(o, ds, res);
+	if (res->info.zstd_chunks)
+		bench_zstd(ds, 8, secs, &res->zstd);
+	bench_memcpy((size_t)64 << 20, secs, &res->memcpy);
+	if (is_cuda) {
+		uint64_t bytes = res->stats.batch_bytes ? res->stats.batch_bytes : (8u << 20);
+		if (bytes < (1u << 20))
+			bytes = 1u << 20;
+		bench_h2d(0, (size_t)bytes, secs, &res->h2d);
+	} else {
+		snprintf(res->h2d.note, sizeof res->h2d.note, "device is %s: not measured",
+			 res->stats.device[0] ? res->stats.device : "host");
+	}
+}
+
+int
+rf_cmd_bench(int argc, char **argv)
+{
+	bench_opts o = {
+		.batch = 256,
+		.shuffle = BENCH_SHUFFLE_NONE,
+		.device = RF_DEVICE_AUTO,
+		.pinned = 256u << 20,
+		.depth = 2,
+		.pinning = RF_PINNING_RING,
+		.seconds = 5,
+		.io_depth = 32,
+		.decode_threads = 2,
+		.direct = true,
+		.verify = true,
+	};
+	bench_result res;
+	rf_dataset *ds = NULL;
+	bool help = false;
+	int rc;
+
+	if ((rc = parse_args(&o, argc, argv, &help)) != RF_CLI_OK)
+		return rc;
+	if (help) {
+		bench_help();
+		return RF_CLI_OK;
+	}
+	memset(&res, 0, sizeof res);
+	res.stats.size = sizeof res.stats;
+	if (rf_cli_open_dataset(&ds, o.paths, o.npaths, 0) < 0)
+		return RF_CLI_FAIL;
+	bench_dataset_info(ds, &res.info);
+	/* Precise short sleeps for --step-us: the default 50 us timer slack
+	 * would stretch every simulated step. */
+	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+	rf_cli_signals_install();
+
+	run_storage_half(&o, ds, &res);
+	bench_cache_check(ds, o.cold, &res.cache);
+	rc = run_loader(&o, &res);
+	if (rc < 0 && !res.batches) {
+		rf_dataset_close(&ds);
+		return RF_CLI_FAIL;
+	}
+	res.failed = rc < 0;
+	if (!res.interrupted)
+		run_limits(&o, ds, &res);
+	bench_compute(&o, &res);
+	if (o.json)
+		bench_print_json(stdout, &o, &res);
+	else
+		bench_print_table(stdout, &o, &res);
+	fflush(stdout);
+	rf_dataset_close(&ds);
+	if (res.interrupted)
+		return 128 + rf_cli_interrupted();
+	return res.failed ? RF_CLI_FAIL : RF_CLI_OK;
+}
