@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <cuda_runtime_api.h>
 
@@ -149,6 +150,7 @@ struct emu_config {
 	double register_bw;	/* 0 = instant */
 	int exit_status;
 	bool report;
+	uint64_t wait_limit_ns;	/* 0 = wait forever */
 };
 
 struct emu_state {
@@ -191,6 +193,7 @@ cudaError_t emu_ret(cudaError_t err);
 void emu_hazard(enum rfemu_hazard kind, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 uint64_t emu_now_ns(void);
+void emu_host_wait(uint64_t since_ns, const char *what);
 void emu_update_pinned_peaks(void);
 
 /* emu_memory.c */
@@ -208,6 +211,7 @@ void emu_reap(void);
 uint64_t emu_pending_ops(void);
 uint64_t emu_worker_threads(void);
 void emu_stream_unref(struct emu_stream *s);
+void emu_describe_streams(FILE *f);
 
 /* The per-thread default stream names (cuda_runtime_api.h maps the plain
  * names to these under CUDA_API_PER_THREAD_DEFAULT_STREAM). */

@@ -184,6 +184,10 @@ apply_option(struct emu_config *cfg, const char *name, const char *value)
 		if (parse_int(value, 0, 255, &l))
 			return -EINVAL;
 		cfg->exit_status = (int)l;
+	} else if (!strcmp(name, "RINGFEED_EMU_WAIT_LIMIT")) {
+		if (parse_duration(value, &ns))
+			return -EINVAL;
+		cfg->wait_limit_ns = ns;
 	} else if (!strcmp(name, "RINGFEED_EMU_REPORT")) {
 		if (parse_int(value, 0, 1, &l))
 			return -EINVAL;
@@ -200,7 +204,7 @@ static const char *const option_names[] = {
 	"RINGFEED_EMU_SEED", "RINGFEED_EMU_STRICT", "RINGFEED_EMU_DEVICES",
 	"RINGFEED_EMU_DRIVER_VERSION", "RINGFEED_EMU_PINNED_LIMIT",
 	"RINGFEED_EMU_REGISTER_BW", "RINGFEED_EMU_EXIT_STATUS",
-	"RINGFEED_EMU_REPORT",
+	"RINGFEED_EMU_REPORT", "RINGFEED_EMU_WAIT_LIMIT",
 };
 
 static void
@@ -545,6 +549,41 @@ report_locked(const char *why)
 	for (struct emu_event *e = g.events; e; e = e->next_all)
 		if (!e->destroyed)
 			fprintf(stderr, "  live event %p (#%u)\n", (void *)e, e->id);
+	emu_describe_streams(stderr);
+}
+
+/*
+ * A host thread waiting for the device, g.lock held.  Under
+ * RINGFEED_EMU_WAIT_LIMIT a wait that outlasts the limit is taken for a
+ * deadlock (an event that is never recorded, a host function that never
+ * returns): the report shows what every stream is blocked on, then the
+ * process aborts, instead of hanging until the test harness kills it with
+ * nothing to show.
+ */
+void
+emu_host_wait(uint64_t since_ns, const char *what)
+{
+	struct timespec ts;
+
+	if (!g.cfg.wait_limit_ns) {
+		pthread_cond_wait(&g.cond, &g.lock);
+		return;
+	}
+	/* g.cond uses CLOCK_REALTIME; wake every 50 ms to look at the
+	 * monotonic clock. */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += 50 * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&g.cond, &g.lock, &ts);
+	if (emu_now_ns() - since_ns > g.cfg.wait_limit_ns) {
+		fprintf(stderr, "cudart-emulator: %s has waited longer than RINGFEED_EMU_WAIT_LIMIT: a deadlock?\n",
+			what);
+		report_locked("wait limit");
+		abort();
+	}
 }
 
 EMU_EXPORT void

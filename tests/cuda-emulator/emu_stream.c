@@ -273,9 +273,11 @@ emu_enqueue(struct emu_stream *s, struct emu_op *op, bool wait)
 		return cudaSuccess;
 	cudaError_t e;
 
+	uint64_t since = emu_now_ns();
+
 	s->refs++;
 	while (s->done < ticket)
-		pthread_cond_wait(&g.cond, &g.lock);
+		emu_host_wait(since, "a synchronous copy");
 	e = s->sticky;
 	emu_stream_unref(s);
 	return e;
@@ -327,6 +329,29 @@ op_name(const struct emu_op *op)
 	case EMU_OP_NOP: return "wait";
 	}
 	return "?";
+}
+
+/* For the report: what each stream still has to do, and what its next
+ * operation waits for.  g.lock held. */
+void
+emu_describe_streams(FILE *f)
+{
+	for (struct emu_stream *s = g.streams; s; s = s->next_all) {
+		const struct emu_op *op = s->head;
+
+		if (!op)
+			continue;
+		fprintf(f, "  stream #%u%s%s: %llu pending, next: %s", s->id,
+			s->legacy ? " (legacy default)" : s->implicit ? " (per-thread default)" : "",
+			s->destroyed ? " (destroyed)" : "",
+			(unsigned long long)(s->enqueued - s->done), op_name(op));
+		for (size_t i = 0; i < op->ndeps; i++)
+			if (op->deps[i].s->done < op->deps[i].ticket)
+				fprintf(f, ", waiting for stream #%u to finish its operation %llu (it has finished %llu)",
+					op->deps[i].s->id, (unsigned long long)op->deps[i].ticket,
+					(unsigned long long)op->deps[i].s->done);
+		fprintf(f, "\n");
+	}
 }
 
 /* The checks when op starts on s; g.lock held.  Returns whether a hazard
@@ -581,7 +606,7 @@ cudaStreamSynchronize(cudaStream_t stream)
 {
 	struct emu_stream *s;
 	cudaError_t e;
-	uint64_t target;
+	uint64_t target, since;
 
 	EMU_ENTER();
 	EMU_LOCK();
@@ -608,8 +633,9 @@ cudaStreamSynchronize(cudaStream_t stream)
 	}
 	target = s->enqueued;
 	s->refs++;
+	since = emu_now_ns();
 	while (s->done < target)
-		pthread_cond_wait(&g.cond, &g.lock);
+		emu_host_wait(since, "cudaStreamSynchronize");
 	e = s->sticky;
 	emu_stream_unref(s);
 	EMU_UNLOCK();
@@ -665,13 +691,15 @@ cudaDeviceSynchronize(void)
 			ss[i] = s;
 			tk[i++] = s->enqueued;
 		}
+		uint64_t since = emu_now_ns();
+
 		while (again) {
 			again = false;
 			for (size_t j = 0; j < i; j++)
 				if (ss[j]->done < tk[j])
 					again = true;
 			if (again)
-				pthread_cond_wait(&g.cond, &g.lock);
+				emu_host_wait(since, "cudaDeviceSynchronize");
 		}
 		for (size_t j = 0; j < i; j++) {
 			/* Errors are sticky per stream here (a GPU makes them
@@ -918,9 +946,11 @@ cudaEventSynchronize(cudaEvent_t event)
 	EMU_LOCK();
 	ev = resolve_event(event, &e);
 	if (ev) {
+		uint64_t since = emu_now_ns();
+
 		ev->refs++;
 		while (!event_done(ev))
-			pthread_cond_wait(&g.cond, &g.lock);
+			emu_host_wait(since, "cudaEventSynchronize");
 		e = ev->err;
 		event_unref(ev);
 	}

@@ -7,7 +7,9 @@
  * naming each (leak_at_exit); with RINGFEED_EMU_EXIT_STATUS=0 the report
  * is printed and the program's own status kept; a hazard nobody
  * acknowledged fails the exit too; RINGFEED_EMU_STRICT=1 aborts on the
- * first hazard; a clean program exits 0 and prints nothing.
+ * first hazard; RINGFEED_EMU_WAIT_LIMIT turns a deadlocked wait into a
+ * report of what each stream waits for and an abort; a clean program exits
+ * 0 and prints nothing.
  */
 #include <signal.h>
 #include <stdint.h>
@@ -78,6 +80,25 @@ child_hazard(void)
 	return 0;
 }
 
+/* A stream waits on an event of a stream held forever, and the program
+ * synchronizes with it: a deadlock. */
+static int
+child_hang(void)
+{
+	static struct gate never = GATE_INIT;
+	cudaStream_t a, b;
+	cudaEvent_t e;
+
+	OK(cudaStreamCreate(&a));
+	OK(cudaStreamCreate(&b));
+	OK(cudaEventCreate(&e));
+	OK(cudaLaunchHostFunc(b, holdup, &never));
+	OK(cudaEventRecord(e, b));
+	OK(cudaStreamWaitEvent(a, e, 0));
+	(void)cudaStreamSynchronize(a);
+	return 0;
+}
+
 /* Runs this program as `role` with extra environment; returns the wait
  * status and the child's stderr. */
 static int
@@ -134,6 +155,8 @@ main(int argc, char **argv)
 			return child_clean();
 		if (!strcmp(argv[1], "hazard"))
 			return child_hazard();
+		if (!strcmp(argv[1], "hang"))
+			return child_hang();
 		return 2;
 	}
 
@@ -170,6 +193,12 @@ main(int argc, char **argv)
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	EXPECT_IN(err, "report (at exit)");
 	EXPECT_IN(err, "hazards 0");
+
+	st = run_child("hang", "RINGFEED_EMU_WAIT_LIMIT=200ms", NULL, err, sizeof(err));
+	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+	EXPECT_IN(err, "cudaStreamSynchronize has waited longer than RINGFEED_EMU_WAIT_LIMIT");
+	EXPECT_IN(err, "pending, next: wait, waiting for stream #");
+	EXPECT_IN(err, "pending, next: host function");
 
 	st = run_child("clean", "RINGFEED_EMU_BW=fast", NULL, err, sizeof(err));
 	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
