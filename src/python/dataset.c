@@ -239,6 +239,29 @@ dataset_chunks(DatasetObject *self, void *unused)
 }
 
 static PyObject *
+dataset_chunk_info(DatasetObject *self, PyObject *arg)
+{
+	rf_chunk_info ci;
+	unsigned long long c = PyLong_AsUnsignedLongLong(arg);
+
+	if (c == (unsigned long long)-1 && PyErr_Occurred())
+		return NULL;
+	if (dataset_check(self) < 0)
+		return NULL;
+	if (rf_dataset_chunk_info(self->ds, c, &ci) < 0) {
+		PyErr_SetString(PyExc_IndexError, "chunk index out of range");
+		return NULL;
+	}
+	return Py_BuildValue("{s:I,s:K,s:K,s:K,s:K,s:I,s:s,s:K}", "shard", ci.shard,
+			     "offset", (unsigned long long)ci.offset,
+			     "stored_bytes", (unsigned long long)ci.stored_bytes,
+			     "raw_bytes", (unsigned long long)ci.raw_bytes,
+			     "first_sample", (unsigned long long)ci.first_sample,
+			     "samples", ci.samples, "codec", ci.codec == RF_CODEC_ZSTD ? "zstd" : "none",
+			     "xxh3", (unsigned long long)ci.xxh3);
+}
+
+static PyObject *
 dataset_close(DatasetObject *self, PyObject *unused)
 {
 	rf_dataset_close(&self->ds);
@@ -262,6 +285,9 @@ dataset_exit(DatasetObject *self, PyObject *args)
 
 static PyMethodDef dataset_methods[] = {
 	{"close", (PyCFunction)dataset_close, METH_NOARGS, "Close the dataset's files."},
+	{"chunk_info", (PyCFunction)dataset_chunk_info, METH_O,
+	 "chunk_info(c) -> dict: shard, offset, stored_bytes, raw_bytes, first_sample,\n"
+	 "samples, codec and xxh3 of chunk c (numbered across shards)."},
 	{"__enter__", (PyCFunction)dataset_enter, METH_NOARGS, NULL},
 	{"__exit__", (PyCFunction)dataset_exit, METH_VARARGS, NULL},
 	{NULL, NULL, 0, NULL},
