@@ -238,8 +238,10 @@ rf_io_read(rf_io *io, int file, uint64_t offset, void *buf, size_t len, uint64_t
 	r->res = 0;
 	r->again = 0;
 	io->outstanding++;
-	if (io->kind == RF_IO_URING)
+	if (io->kind == RF_IO_URING) {
+		RF_IO_POISON(buf, len);
 		rf_io_uring_queue(io, idx);
+	}
 	else
 		rf_io_pread_queue(io, idx);
 	return 0;
@@ -262,6 +264,8 @@ complete(rf_io *io, unsigned idx, int64_t res)
 	rf_io_done *d = &io->ready[(io->ready_head + io->ready_count) % io->qd];
 	d->tag = r->tag;
 	d->res = res;
+	if (io->kind == RF_IO_URING)
+		RF_IO_UNPOISON(r->buf, r->len);
 	io->ready_count++;
 	io->free_stack[io->nfree++] = idx;
 }

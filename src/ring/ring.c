@@ -116,7 +116,8 @@ rf_ring_open(rf_ring **out, size_t slot_bytes, unsigned nslots, rf_device *dev,
 			memcpy(detail, diag->msg, sizeof detail);
 			return rf_fail(diag, ret,
 				       "ring: cannot page-lock the %zu-byte ring (%u slots of %zu "
-				       "bytes) for %s: %s",
+				       "bytes) for %s: %s; lower pinned_bytes or use pin mode "
+				       "transient",
 				       (size_t)total, nslots, (size_t)stride, dev->desc, detail);
 		}
 		r->ring_registered = 1;

@@ -11,7 +11,8 @@
  * first keeps using it after the backend is closed.  Failures: no device or
  * no driver gives RF_ENODEVICE with cudart's error name and text, a device
  * index out of range RF_ENODEVICE, an allocation beyond VRAM -ENOMEM naming
- * cudaMalloc and cudaErrorMemoryAllocation.
+ * cudaMalloc and cudaErrorMemoryAllocation, a ring the host cannot
+ * page-lock a failed open with the numbers and cudart's error.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -211,6 +212,23 @@ main(void)
 	CHECK_RC(dev->ops->alloc(dev, (size_t)1 << 30, &d), -ENOMEM);
 	printf("%s\n", diag.msg);
 	CHECK(strstr(diag.msg, "cudaMalloc") && strstr(diag.msg, "cudaErrorMemoryAllocation"));
+
+	/* Page-locked memory scarce: the ring says how much it wanted. */
+	CHECK(emu.set_option("RINGFEED_EMU_PINNED_LIMIT", "1M") == 0);
+	CHECK(rf_ring_open(&ring, SLOT, 4, dev, RF_PIN_RING, &diag) == RF_ECUDA);
+	printf("%s\n", diag.msg);
+	CHECK(ring == NULL && strstr(diag.msg, "4194304") && strstr(diag.msg, "cudaHostRegister"));
+	/* Transient mode fits a slot at a time, and refuses a second one. */
+	CHECK_RC(rf_ring_open(&ring, SLOT, 4, dev, RF_PIN_TRANSIENT, &diag), 0);
+	CHECK_RC(rf_ring_pin(ring, 0, SLOT), 0);
+	CHECK(rf_ring_pin(ring, 1, SLOT) == RF_ECUDA);
+	CHECK(rf_ring_pinned_bytes(ring) == SLOT);
+	CHECK_RC(rf_ring_unpin(ring, 0), 0);
+	CHECK_RC(rf_ring_pin(ring, 1, SLOT), 0);
+	rf_ring_close(&ring); /* drops slot 1's pin */
+	CHECK(emu.set_option("RINGFEED_EMU_PINNED_LIMIT", "0") == 0);
+	counters(&emu, &c);
+	CHECK(c.live_registered_ranges == 0);
 	rf_device_close(&dev);
 
 	/* Device index out of range. */

@@ -18,6 +18,44 @@
 
 #include "io_test.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define T_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define T_ASAN 1
+#endif
+#endif
+#ifdef T_ASAN
+#include <sanitizer/asan_interface.h>
+
+/* Under ASan, memory an io_uring read is landing in is poisoned until the
+ * read completes. */
+static void
+check_poison(const char *path)
+{
+	rf_diag diag;
+	rf_diag_init(&diag, NULL, NULL);
+	rf_io_config cfg;
+	rf_io_config_init(&cfg);
+	cfg.engine = 1;
+	rf_io *io = NULL;
+	if (rf_io_open(&io, &cfg, &diag) != 0)
+		return;
+	char *mem = t_map(65536);
+	int f;
+	CHECK_RC(rf_io_add_file(io, path, &f), 0);
+	CHECK(!__asan_address_is_poisoned(mem + 4096));
+	CHECK_RC(rf_io_read(io, f, 0, mem, 65536, 1), 0);
+	CHECK(__asan_address_is_poisoned(mem + 4096));
+	rf_io_done d;
+	CHECK(rf_io_wait(io, &d, 1, 1) == 1 && d.res == 65536);
+	CHECK(!__asan_address_is_poisoned(mem + 4096));
+	rf_io_close(&io);
+	munmap(mem, 65536);
+	printf("ASan: buffers in flight are poisoned\n");
+}
+#endif
+
 static int
 may_register(void)
 {
@@ -182,6 +220,10 @@ main(void)
 		unsetenv("RINGFEED_IO_MAX_PIECE");
 	}
 
+#ifdef T_ASAN
+	if (!uring_skipped)
+		check_poison(path);
+#endif
 	if (!uring_skipped)
 		many_files(1);
 	many_files(2);
