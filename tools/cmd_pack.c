@@ -8,7 +8,7 @@
  *   --llmc GLOB --seq-len T   llm.c token shards, samples of T+1 tokens
  *
  * The inputs are mapped (mmap) and handed to rf_writer_add_columns in blocks
- * of about PACK_BLOCK_BYTES, so packing raw data costs one copy into the
+ * of a few MiB (two chunks), so packing raw data costs one copy into the
  * writer's chunk plus the write: the writer's threads do any compression.
  */
 #include <errno.h>
@@ -32,10 +32,13 @@
 #include "npy.h"
 #include "util.h"
 
-/* Bytes handed to the writer per call: large enough that the per-call cost
- * vanishes, small enough to poll for Ctrl-C and redraw progress often and to
- * keep the de-interleave buffers (raw records, llm.c windows) small. */
-#define PACK_BLOCK_BYTES (8u << 20)
+/* Bytes handed to the writer per call: two chunks, within [1, 16] MiB.
+ * Large enough that the per-call cost vanishes (4-16 MiB runs at memcpy
+ * speed), small enough to poll for Ctrl-C and redraw progress often even at
+ * slow zstd levels, and to keep the de-interleave buffers (raw records, llm.c
+ * windows) small. */
+#define PACK_BLOCK_MIN (1u << 20)
+#define PACK_BLOCK_MAX (16u << 20)
 
 #define PACK_USAGE                                                                          \
 	"ringfeed pack -o OUT.rfs [--zstd LEVEL] [--chunk-bytes SIZE] [--shard-bytes SIZE]\n" \
@@ -82,6 +85,7 @@ typedef struct pack_job {
 	uint64_t samples;          /* total samples to write */
 	uint64_t in_bytes;         /* total input bytes, for progress */
 	uint64_t done_bytes;
+	uint64_t block_bytes;      /* bytes per rf_writer_add_columns call */
 	unsigned char *buf;        /* de-interleave / window buffer */
 	unsigned char *fbuf[RF_MAX_FIELDS];
 	rf_writer *w;
@@ -578,7 +582,7 @@ feed_npy(pack_job *j)
 
 	for (size_t i = 0; i < j->nfiles; i++)
 		rec += j->files[i].item_bytes;
-	per = rec >= PACK_BLOCK_BYTES ? 1 : PACK_BLOCK_BYTES / rec;
+	per = rec >= j->block_bytes ? 1 : j->block_bytes / rec;
 	for (uint64_t s = 0; s < j->samples; s += per) {
 		uint64_t n = j->samples - s < per ? j->samples - s : per;
 		int rc;
@@ -609,7 +613,7 @@ feed_raw(pack_job *j)
 		item[k] = rf_field_item_bytes(&j->schema.fields[k]);
 		rec += item[k];
 	}
-	per = rec >= PACK_BLOCK_BYTES ? 1 : PACK_BLOCK_BYTES / rec;
+	per = rec >= j->block_bytes ? 1 : j->block_bytes / rec;
 	if (nf > 1) {
 		/* Records interleave the fields; the writer takes columns, so
 		 * each block is split into one buffer per field. */
@@ -659,7 +663,7 @@ feed_llmc(pack_job *j)
 	uint64_t t = j->opt.seq_len;
 	uint64_t item = j->files[0].item_bytes;
 	uint32_t tb = j->files[0].llmc.token_bytes;
-	uint64_t per = item >= PACK_BLOCK_BYTES ? 1 : PACK_BLOCK_BYTES / item;
+	uint64_t per = item >= j->block_bytes ? 1 : j->block_bytes / item;
 	rf_column col = {NULL, NULL};
 
 	/* Consecutive samples share one token (sample i's last target is
@@ -735,6 +739,11 @@ rf_cmd_pack(int argc, char **argv)
 	cfg.shard_bytes = j->opt.shard_bytes;
 	cfg.threads = j->opt.threads;
 	cfg.log = pack_log;
+	j->block_bytes = 2 * cfg.chunk_bytes;
+	if (j->block_bytes < PACK_BLOCK_MIN)
+		j->block_bytes = PACK_BLOCK_MIN;
+	if (j->block_bytes > PACK_BLOCK_MAX)
+		j->block_bytes = PACK_BLOCK_MAX;
 	log_last_error[0] = 0;
 	rf_cli_signals_install();
 	t0 = rf_cli_now();
