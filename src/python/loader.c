@@ -42,6 +42,8 @@ struct core {
 	int have_epoch0;         /* c_epoch0 is known */
 	uint64_t c_epoch0;       /* rf_batch.epoch of the first batch taken */
 	uint64_t epoch0;         /* the Python epoch that c_epoch0 stands for */
+	uint64_t wait_ns;        /* waiting for batches in wait_next (the library's
+	                            stall time counts blocking rf_loader_next only) */
 };
 
 static void
@@ -563,6 +565,7 @@ wait_next(LoaderObject *self, const rf_batch **out)
 	self->busy = 1;
 	unsigned spins = 0;
 	long nap = 0;
+	double start = now_s();
 	for (;;) {
 		Py_BEGIN_ALLOW_THREADS
 		double t0 = now_s();
@@ -588,6 +591,7 @@ wait_next(LoaderObject *self, const rf_batch **out)
 			break;
 		}
 	}
+	c->wait_ns += (uint64_t)((now_s() - start) * 1e9);
 	self->busy = 0;
 	return rc;
 }
@@ -1073,6 +1077,10 @@ loader_stats(LoaderObject *self, PyObject *unused)
 	int rc = rf_loader_stats(self->core->ld, &st);
 	if (rc < 0)
 		return rfpy_raise(rc, "stats", rf_loader_errmsg(self->core->ld));
+	/* The consumer waits here in slices of rf_loader_try_next, which the
+	 * library does not count as stall time: add ours. */
+	st.stall_ns += self->core->wait_ns;
+	st.stall_share = st.wall_ns ? (double)st.stall_ns / (double)st.wall_ns : 0.0;
 	return Py_BuildValue(
 		"{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:d,s:N,"
 		"s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
