@@ -244,8 +244,7 @@ cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
 EMU_EXPORT cudaError_t
 cudaMallocHost(void **ptr, size_t size)
 {
-	/* Not a call through cudaHostAlloc's entry check twice: a nested
-	 * EMU_ENTER is harmless, both are cheap. */
+	/* cudart documents cudaMallocHost as cudaHostAlloc with no flags. */
 	return cudaHostAlloc(ptr, size, cudaHostAllocDefault);
 }
 
