@@ -30,11 +30,12 @@
  *      decoded chunks are ever needed (W = 1: each chunk shuffled alone).
  *      An odd W >= 3 uses W - 1.
  *    - RF_PLAN_FULL: a uniformly random permutation of all samples: a keyed
- *      8-round Feistel network on the smallest power of two >= N (>= 16),
+ *      8-round Feistel network on the smallest power of two >= N (>= 256),
  *      alternating unbalanced halves, round function the splitmix64 mixer of
  *      (half ^ round key), round keys from (seed, epoch, round); values >= N
- *      are walked again (cycle walking, fewer than 2 steps on average).  O(1)
- *      memory.
+ *      are walked again (cycle walking, fewer than 2 steps on average when N
+ *      >= 256); a key bit swaps the outputs 0 and 1, since a Feistel network
+ *      alone yields only even permutations.  O(1) memory.
  *
  * 2. Sharding.  G = world x batch samples make a GLOBAL batch; global batch k
  *    is positions [kG, (k+1)G) of the global order and rank r takes the slice
@@ -344,6 +345,7 @@ typedef struct rf_perm {
 	unsigned shift[2];    /* bits of the unchanged half, per round parity */
 	unsigned fshift[2];   /* 64 - bits of the changed half */
 	unsigned rot[2];      /* bits of the changed half */
+	uint64_t swap01;      /* 1: outputs 0 and 1 trade places (parity) */
 	uint64_t key[RF_PERM_ROUNDS];
 } rf_perm;
 

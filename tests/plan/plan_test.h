@@ -11,6 +11,8 @@
 
 #include "plan/plan.h"
 
+#define PT_UNUSED __attribute__((unused))
+
 static int test_failures;
 
 #define CHECK(cond, ...)                                                                   \
@@ -25,13 +27,13 @@ static int test_failures;
 
 /* Chunk sample counts: small odd sizes, empty chunks, chunks of one sample,
  * an empty dataset and a dataset smaller than one global batch. */
-static const uint32_t cnt_odd[] = {7, 3, 11, 1, 5, 9, 2, 13, 6};
-static const uint32_t cnt_zero[] = {5, 0, 3, 0, 0, 8, 1, 0};
-static const uint32_t cnt_ones[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-static const uint32_t cnt_tiny[] = {3};
-static const uint32_t cnt_two[] = {1, 1};
-static uint32_t cnt_mid[37];
-static uint32_t cnt_big[101];
+PT_UNUSED static const uint32_t cnt_odd[] = {7, 3, 11, 1, 5, 9, 2, 13, 6};
+PT_UNUSED static const uint32_t cnt_zero[] = {5, 0, 3, 0, 0, 8, 1, 0};
+PT_UNUSED static const uint32_t cnt_ones[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+PT_UNUSED static const uint32_t cnt_tiny[] = {3};
+PT_UNUSED static const uint32_t cnt_two[] = {1, 1};
+PT_UNUSED static uint32_t cnt_mid[37];
+PT_UNUSED static uint32_t cnt_big[101];
 
 struct plan_case {
 	const char *name;
@@ -40,7 +42,7 @@ struct plan_case {
 	uint32_t world, batch, window;
 };
 
-static const struct plan_case plan_cases[] = {
+PT_UNUSED static const struct plan_case plan_cases[] = {
 	{"empty w4 b3", cnt_odd, 0, 4, 3, 4},
 	{"odd w1 b1", cnt_odd, 9, 1, 1, 2},
 	{"odd w1 b5", cnt_odd, 9, 1, 5, 3},
@@ -60,7 +62,7 @@ static const struct plan_case plan_cases[] = {
 };
 #define NCASES (sizeof plan_cases / sizeof plan_cases[0])
 
-static void
+PT_UNUSED static void
 plan_cases_init(void)
 {
 	for (unsigned i = 0; i < 37; i++)
@@ -71,11 +73,11 @@ plan_cases_init(void)
 	cnt_big[51] = 1;
 }
 
-static const enum rf_plan_mode all_modes[] = {RF_PLAN_NONE, RF_PLAN_CHUNKS, RF_PLAN_WINDOW,
+PT_UNUSED static const enum rf_plan_mode all_modes[] = {RF_PLAN_NONE, RF_PLAN_CHUNKS, RF_PLAN_WINDOW,
 					      RF_PLAN_FULL};
-static const enum rf_plan_tail all_tails[] = {RF_PLAN_DROP, RF_PLAN_PAD, RF_PLAN_KEEP};
+PT_UNUSED static const enum rf_plan_tail all_tails[] = {RF_PLAN_DROP, RF_PLAN_PAD, RF_PLAN_KEEP};
 
-static void
+PT_UNUSED static void
 case_params(const struct plan_case *c, enum rf_plan_mode mode, enum rf_plan_tail tail,
 	    uint32_t rank, rf_plan_params *pp)
 {
@@ -91,7 +93,7 @@ case_params(const struct plan_case *c, enum rf_plan_mode mode, enum rf_plan_tail
 	pp->tail = tail;
 }
 
-static rf_plan *
+PT_UNUSED static rf_plan *
 make_plan(const rf_plan_params *pp, const uint32_t *counts, uint64_t nchunks)
 {
 	rf_plan *p = NULL;
@@ -112,7 +114,7 @@ struct run {
 	uint32_t *sizes; /* per batch */
 };
 
-static void
+PT_UNUSED static void
 run_free(struct run *r)
 {
 	free(r->items);
@@ -121,7 +123,7 @@ run_free(struct run *r)
 }
 
 /* Append batches from the plan's cursor on: all of them, or `limit`. */
-static void
+PT_UNUSED static void
 run_append(struct run *r, rf_plan *p, uint64_t limit)
 {
 	uint32_t cap = rf_plan_params_get(p)->batch;
@@ -147,14 +149,14 @@ run_append(struct run *r, rf_plan *p, uint64_t limit)
 	free(buf);
 }
 
-static int
+PT_UNUSED static int
 items_equal(const rf_plan_item *a, const rf_plan_item *b)
 {
 	return a->sample == b->sample && a->pos == b->pos && a->chunk == b->chunk &&
 	       a->offset == b->offset && a->flags == b->flags;
 }
 
-static int
+PT_UNUSED static int
 runs_equal(const struct run *a, const struct run *b)
 {
 	if (a->n != b->n || a->batches != b->batches)
@@ -168,7 +170,7 @@ runs_equal(const struct run *a, const struct run *b)
 	return 1;
 }
 
-static int
+PT_UNUSED static int
 test_result(const char *name)
 {
 	if (test_failures) {

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Description: micro-benchmark of the plan (built, not run as a test):
+ * generation rate of the full-mode permutation (rf_perm_at) in samples/s on
+ * one core, and of whole batches of items (rf_plan_batch: permutation, chunk
+ * lookup, read entries) in each mode.  Each measurement repeats until at
+ * least `min_seconds` (default 1) have passed.
+ *
+ *   bench_plan [min_seconds] [samples]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "plan/plan.h"
+
+static double
+now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int
+main(int argc, char **argv)
+{
+	double min_s = argc > 1 ? atof(argv[1]) : 1.0;
+	uint64_t n = argc > 2 ? strtoull(argv[2], NULL, 10) : 100000007ull; /* odd: cycle walking */
+	printf("ringfeed %s plan benchmark, N = %llu samples\n", rf_version_string(),
+	       (unsigned long long)n);
+
+	/* The keyed permutation alone. */
+	rf_perm p;
+	rf_perm_init(&p, n, 12345);
+	uint64_t sink = 0, done = 0;
+	double t0 = now(), t;
+	do {
+		for (uint64_t i = 0; i < (1u << 22); i++)
+			sink += rf_perm_at(&p, (done + i) % n);
+		done += 1u << 22;
+		t = now() - t0;
+	} while (t < min_s);
+	printf("full permutation (rf_perm_at):   %8.1f M samples/s\n", (double)done / t / 1e6);
+
+	/* Whole batches, with the chunk lookup: 64-sample chunks. */
+	uint64_t nch = n / 64;
+	uint32_t *counts = malloc(nch * sizeof *counts);
+	for (uint64_t c = 0; c < nch; c++)
+		counts[c] = 64;
+	enum { B = 256 };
+	rf_plan_item *items = malloc(B * sizeof *items);
+	for (int m = RF_PLAN_NONE; m <= RF_PLAN_FULL; m++) {
+		rf_plan_params pp;
+		rf_plan_params_init(&pp);
+		pp.mode = (enum rf_plan_mode)m;
+		pp.batch = B;
+		pp.window = 128;
+		rf_plan *plan;
+		t0 = now();
+		if (rf_plan_create(&plan, &pp, counts, nch, NULL) < 0)
+			return 1;
+		double setup = now() - t0;
+		done = 0;
+		t0 = now();
+		uint64_t k = 0, nb = rf_plan_batches(plan);
+		do {
+			uint32_t got;
+			rf_plan_batch(plan, k, items, B, &got);
+			sink += items[got - 1].sample;
+			done += got;
+			k = (k + 1) % nb;
+			t = now() - t0;
+		} while (t < min_s || done < B * 1000);
+		printf("batches, mode %-7s (rf_plan_batch): %8.1f M samples/s (epoch set-up %.3f s for %llu chunks)\n",
+		       rf_plan_mode_name((enum rf_plan_mode)m), (double)done / t / 1e6, setup,
+		       (unsigned long long)nch);
+		rf_plan_destroy(&plan);
+	}
+	free(items);
+	free(counts);
+	return sink == 42 ? 2 : 0;
+}

@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Description: the resume state blob is refused with RF_ESTATE and a message
+ * when it is corrupt (any single bit flipped, truncated, extended, bad magic,
+ * version or size, even with a recomputed checksum), from another dataset
+ * (fingerprint, sample or chunk count), for another global batch, or at a
+ * position that is not a batch boundary; a refused load leaves the plan as it
+ * was; a short buffer on save gives -ENOSPC with the needed length.
+ */
+#include <errno.h>
+#include <xxhash.h>
+
+#include "plan_test.h"
+
+static const uint32_t counts[] = {7, 3, 11, 1, 5, 9, 2, 13, 6, 4, 4, 8};
+#define NCH (sizeof counts / sizeof counts[0])
+
+static rf_plan *
+plan_with(uint64_t fingerprint, uint32_t world, uint32_t batch, const uint32_t *cnt, uint64_t nch)
+{
+	rf_plan_params pp;
+	rf_plan_params_init(&pp);
+	pp.seed = 42;
+	pp.epoch = 5;
+	pp.fingerprint = fingerprint;
+	pp.world = world;
+	pp.batch = batch;
+	pp.window = 4;
+	pp.mode = RF_PLAN_WINDOW;
+	return make_plan(&pp, cnt, nch);
+}
+
+static void
+reseal(uint8_t *b)
+{
+	rf_put_le64(b + 88, XXH3_64bits(b, 88));
+}
+
+/* The load must fail with RF_ESTATE, leave a message, and leave the plan's
+ * cursor and order as they were. */
+static void
+expect_refused(rf_plan *p, const uint8_t *blob, size_t len, const char *what)
+{
+	uint64_t cursor = rf_plan_tell(p);
+	rf_plan_params before = *rf_plan_params_get(p);
+	int rc = rf_plan_state_load(p, blob, len);
+	CHECK(rc == RF_ESTATE, "%s: load gave %d (%s)", what, rc, rf_strerror(rc));
+	CHECK(rf_plan_errmsg(p)[0] != '\0', "%s: no message", what);
+	CHECK(rf_plan_tell(p) == cursor, "%s: cursor moved", what);
+	CHECK(memcmp(&before, rf_plan_params_get(p), sizeof before) == 0, "%s: params changed", what);
+	if (getenv("PLAN_TEST_VERBOSE"))
+		printf("%s: %s\n", what, rf_plan_errmsg(p));
+}
+
+int
+main(void)
+{
+	rf_plan *p = plan_with(0x1234, 2, 3, counts, NCH);
+	rf_plan_item items[3];
+	uint32_t n;
+	rf_plan_next_batch(p, items, 3, &n);
+	rf_plan_next_batch(p, items, 3, &n);
+	uint8_t good[RF_PLAN_STATE_SIZE], b[RF_PLAN_STATE_SIZE + 16];
+	size_t len = 0;
+	CHECK(rf_plan_state_save(p, good, 10, &len) == -ENOSPC && len == RF_PLAN_STATE_SIZE,
+	      "short buffer: len %zu", len);
+	CHECK(rf_plan_state_save(p, good, sizeof good, &len) == 0 && len == RF_PLAN_STATE_SIZE, "save");
+	CHECK(memcmp(good, "RFSTATE", 8) == 0, "magic");
+
+	/* The target: another plan of the same dataset, moved somewhere. */
+	rf_plan *t = plan_with(0x1234, 2, 3, counts, NCH);
+	rf_plan_next_batch(t, items, 3, &n);
+	CHECK(rf_plan_state_load(t, good, len) == 0, "good blob refused: %s", rf_plan_errmsg(t));
+	CHECK(rf_plan_tell(t) == 2, "cursor %llu after load", (unsigned long long)rf_plan_tell(t));
+	rf_plan_seek(t, 1);
+
+	/* Every single bit flipped. */
+	char what[64];
+	for (size_t i = 0; i < RF_PLAN_STATE_SIZE * 8; i++) {
+		memcpy(b, good, sizeof good);
+		b[i / 8] ^= (uint8_t)(1u << (i % 8));
+		snprintf(what, sizeof what, "bit %zu flipped", i);
+		expect_refused(t, b, RF_PLAN_STATE_SIZE, what);
+	}
+	/* Every length but the right one. */
+	memcpy(b, good, sizeof good);
+	memset(b + sizeof good, 0, 16);
+	for (size_t l = 0; l < sizeof b; l++) {
+		if (l == RF_PLAN_STATE_SIZE)
+			continue;
+		snprintf(what, sizeof what, "length %zu", l);
+		expect_refused(t, b, l, what);
+	}
+	expect_refused(t, NULL, 0, "NULL blob");
+
+	/* Fields changed with a recomputed checksum: only the checks of the
+	 * fields themselves stand in the way. */
+	struct {
+		size_t off;
+		int width;
+		uint64_t value;
+		const char *what;
+	} edits[] = {
+		{8, 4, 2, "version 2"},
+		{12, 4, 104, "size 104"},
+		{16, 8, 0x1235, "foreign fingerprint"},
+		{48, 8, 77, "other sample count"},
+		{56, 8, 13, "other chunk count"},
+		{64, 4, 4, "mode 4"},
+		{68, 4, 0, "window 0"},
+		{72, 4, 0, "batch 0"},
+		{72, 4, 2, "other global batch"},
+		{76, 4, 0, "world 0"},
+		{80, 4, 3, "tail 3"},
+		{84, 4, 1, "reserved set"},
+		{40, 8, 7, "position off a batch boundary"},
+		{40, 8, 1000, "position past the end"},
+	};
+	for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+		memcpy(b, good, sizeof good);
+		if (edits[i].width == 4)
+			rf_put_le32(b + edits[i].off, (uint32_t)edits[i].value);
+		else
+			rf_put_le64(b + edits[i].off, edits[i].value);
+		reseal(b);
+		expect_refused(t, b, RF_PLAN_STATE_SIZE, edits[i].what);
+	}
+	/* The resealed original still loads (the edits were what failed). */
+	memcpy(b, good, sizeof good);
+	reseal(b);
+	CHECK(rf_plan_state_load(t, b, RF_PLAN_STATE_SIZE) == 0, "resealed original refused");
+
+	/* Another dataset: other fingerprint; same fingerprint but other
+	 * counts (a caller that passes 0 as fingerprint is still protected). */
+	rf_plan *f = plan_with(0x9999, 2, 3, counts, NCH);
+	expect_refused(f, good, len, "plan of another fingerprint");
+	uint32_t other[NCH];
+	memcpy(other, counts, sizeof other);
+	other[3]++;
+	rf_plan *o = plan_with(0x1234, 2, 3, other, NCH);
+	expect_refused(o, good, len, "plan of other chunk sizes");
+	/* Another global batch: 2 x 3 saved, 4 x 3 here; 3 x 2 is fine. */
+	rf_plan *w = plan_with(0x1234, 4, 3, counts, NCH);
+	expect_refused(w, good, len, "plan with another global batch");
+	rf_plan *e = plan_with(0x1234, 3, 2, counts, NCH);
+	CHECK(rf_plan_state_load(e, good, len) == 0, "elastic 2x3 -> 3x2 refused: %s", rf_plan_errmsg(e));
+	CHECK(rf_plan_tell(e) == 2, "elastic cursor %llu", (unsigned long long)rf_plan_tell(e));
+
+	rf_plan_destroy(&p);
+	rf_plan_destroy(&t);
+	rf_plan_destroy(&f);
+	rf_plan_destroy(&o);
+	rf_plan_destroy(&w);
+	rf_plan_destroy(&e);
+	CHECK(p == NULL, "destroy clears the handle");
+	return test_result("test_plan_state");
+}
