@@ -1509,8 +1509,10 @@ rf_loader_release(rf_loader *ld, const rf_batch *batch, void *stream)
 	int held = b->state == DB_HELD;
 	pthread_mutex_unlock(&ld->mu);
 	if (!held)
-		return rf_fail(&ld->diag, -EINVAL, "loader: releasing batch %" PRIu64
-			       " which the consumer does not hold", batch->index);
+		/* Not held: its contents may be being refilled, so the message
+		 * reads nothing from it. */
+		return rf_fail(&ld->diag, -EINVAL, "loader: releasing a batch the consumer does "
+			       "not hold (released twice?)");
 	/* Record before the state changes: the copy thread looks at the event
 	 * only once it sees DB_RELEASED. */
 	int rc = ld->dev->ops->event_record(ld->dev, b->rel_event, stream);
