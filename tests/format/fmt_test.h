@@ -308,6 +308,9 @@ t_slurp(const char *path, size_t *len)
 static inline void
 t_spit(const char *path, const void *p, size_t len)
 {
+	/* Unlink first: ext4 flushes a file truncated and rewritten in place
+	 * (auto_da_alloc), which would make thousands of rewrites slow. */
+	unlink(path);
 	FILE *f = fopen(path, "wb");
 	CHECK(f);
 	CHECK(fwrite(p, 1, len, f) == len);
