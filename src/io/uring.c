@@ -87,10 +87,10 @@ rf_io_uring_setup(rf_io *io, int forced)
 {
 	struct io_uring_params p;
 	memset(&p, 0, sizeof p);
-	/* SUBMIT_ALL: a bad SQE does not stall the ones behind it;
-	 * COOP_TASKRUN: completions are run when we enter the kernel anyway,
-	 * instead of interrupting the reader thread. */
-	p.flags = IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN;
+	/* SUBMIT_ALL: a bad SQE does not stall the ones behind it.  (Not
+	 * COOP_TASKRUN: it defers posting completions to our next kernel
+	 * entry, which a caller polling with min = 0 may never make.) */
+	p.flags = IORING_SETUP_SUBMIT_ALL;
 	int ret = io_uring_queue_init_params(io->qd, &io->ring, &p);
 	if (ret == -EINVAL) {
 		memset(&p, 0, sizeof p);
