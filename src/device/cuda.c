@@ -236,13 +236,14 @@ cuda_free(rf_device *dev, void *dptr)
 	struct cuda_dev *cd = cd_of(dev);
 	if (!dptr)
 		return 0;
-	untrack(cd, &cd->allocs, dptr);
 	int prev, ret = cu_enter(cd, &prev);
 	if (ret < 0)
 		return ret;
 	cudaError_t e = cd->api.p_cudaFree(dptr);
 	cu_leave(cd, prev);
+	/* Still ours when the free was refused: close tries again. */
 	CU_CHECK(cd, "cudaFree", e);
+	untrack(cd, &cd->allocs, dptr);
 	return 0;
 }
 
@@ -272,8 +273,8 @@ static int
 cuda_host_unregister(rf_device *dev, void *p)
 {
 	struct cuda_dev *cd = cd_of(dev);
-	untrack(cd, &cd->regs, p);
 	CU_CHECK(cd, "cudaHostUnregister", cd->api.p_cudaHostUnregister(p));
+	untrack(cd, &cd->regs, p);
 	return 0;
 }
 
