@@ -140,7 +140,9 @@ enum staged_kind { SK_BATCH = 0, SK_END, SK_ERROR };
 
 struct staged {             /* a batch in its staging slot, or a marker */
 	int kind;
-	unsigned slot;
+	int direct;         /* the bytes are in a read slot, at src_off: no gather */
+	unsigned slot;      /* staging slot, or the read slot when direct */
+	uint64_t src_off;
 	uint32_t n;
 	uint64_t index, epoch, first;
 	uint64_t copy_bytes, payload;
@@ -214,6 +216,10 @@ struct rf_loader {
 	int final_code;      /* the copy thread passed an error marker */
 	char final_msg[RF_ERRMSG_MAX];
 	unsigned held;
+
+	unsigned *slot_refs; /* read slots: the worker's hold + direct batches */
+	int direct_ok;       /* one fixed field: batches inside a raw chunk are
+	                        copied straight from the read slot */
 
 	/* gather state: owned by the worker whose turn it is */
 	rf_assembly asmb;
@@ -347,6 +353,18 @@ release_read_slot(rf_loader *ld, unsigned slot)
 	ld->read_held--;
 	pthread_cond_signal(&ld->reader_cv);
 	pthread_mutex_unlock(&ld->mu);
+}
+
+/* Drop one reference to a read slot (the worker's own, or a direct batch's
+ * once its copy completed); the last one returns the slot. */
+static void
+read_slot_unref(rf_loader *ld, unsigned slot)
+{
+	pthread_mutex_lock(&ld->mu);
+	unsigned left = --ld->slot_refs[slot];
+	pthread_mutex_unlock(&ld->mu);
+	if (left == 0)
+		release_read_slot(ld, slot);
 }
 
 /* ---------------------------------------------------------- the reader */
@@ -515,14 +533,67 @@ gather_push_batch(rf_loader *ld)
 	ld->cur_slot = -1;
 }
 
+/*
+ * A batch that lies inside one raw chunk of a single fixed field is already
+ * laid out in the read slot exactly as the device wants it ([k, *shape],
+ * contiguous): it is copied from there, with no gather.  The read slot stays
+ * held until that copy has completed (a reference per batch).  It takes a
+ * place in the staging count like a gathered batch, so the staged queue and
+ * the copy stage stay bounded the same way.
+ */
+static int
+push_direct(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *sec, unsigned slot,
+	    uint32_t i, uint32_t k, uint64_t pos)
+{
+	const rf_batch_part *p = &ld->layout.part[0];
+	const uint8_t *base = rf_ring_slot(ld->ring, slot);
+	struct staged s = {.kind = SK_BATCH, .direct = 1};
+	s.slot = slot;
+	s.src_off = (uint64_t)(sec->field[p->field].data - base) + (uint64_t)i * p->value_bytes;
+	s.n = k;
+	s.epoch = st->epoch;
+	s.first = pos;
+	s.copy_bytes = (uint64_t)k * p->value_bytes;
+	s.payload = s.copy_bytes;
+	pthread_mutex_lock(&ld->mu);
+	while (!ld->stop && !ld->failed && ld->stage_held >= ld->n_stage)
+		pthread_cond_wait(&ld->stage_cv, &ld->mu);
+	if (ld->stop || ld->failed) {
+		pthread_mutex_unlock(&ld->mu);
+		return -ECANCELED;
+	}
+	ld->stage_held++;
+	ld->slot_refs[slot]++;
+	s.index = ld->batch_counter++;
+	sq_push_locked(ld, &s);
+	pthread_mutex_unlock(&ld->mu);
+	return 0;
+}
+
 /* Gather a step's samples into batches, in order (the turn holder only). */
 static int
 gather_step(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *sec,
-	    const rf_chunk_ctx *ctx, rf_diag *d)
+	    const rf_chunk_ctx *ctx, int direct, unsigned read_slot, rf_diag *d)
 {
 	uint32_t i = st->lo;
 	uint64_t pos = st->pos;
 	while (i < st->hi) {
+		if (direct && ld->cur_slot < 0) {
+			/* A whole batch here, or the kept last batch of the epoch. */
+			uint32_t k = st->hi - i;
+			if (k >= ld->layout.batch)
+				k = ld->layout.batch;
+			else if (!st->epoch_end || ld->cfg.drop_last)
+				k = 0;
+			if (k) {
+				int rc = push_direct(ld, st, sec, read_slot, i, k, pos);
+				if (rc < 0)
+					return rc;
+				i += k;
+				pos += k;
+				continue;
+			}
+		}
 		if (ld->cur_slot < 0) {
 			int rc = gather_open_batch(ld, st->epoch, pos);
 			if (rc < 0)
@@ -585,6 +656,7 @@ worker_main(void *arg)
 		struct wstep *ws = &ld->win[seq % ld->nwin];
 		ws->state = ST_TAKEN;
 		struct wstep step = *ws;
+		ld->slot_refs[step.slot] = 1;
 		pthread_mutex_unlock(&ld->mu);
 
 		uint64_t t0 = now_ns();
@@ -609,7 +681,7 @@ worker_main(void *arg)
 		/* A compressed chunk was decoded into the worker's own buffer:
 		 * its read slot can go back at once. */
 		if (rc < 0 || info->codec != RF_CODEC_NONE) {
-			release_read_slot(ld, step.slot);
+			read_slot_unref(ld, step.slot);
 			slot_held = 0;
 		}
 		uint64_t t1 = now_ns();
@@ -620,7 +692,7 @@ worker_main(void *arg)
 		if (ld->stop || ld->failed) {
 			pthread_mutex_unlock(&ld->mu);
 			if (slot_held)
-				release_read_slot(ld, step.slot);
+				read_slot_unref(ld, step.slot);
 			pthread_mutex_lock(&ld->mu);
 			break;
 		}
@@ -628,9 +700,10 @@ worker_main(void *arg)
 
 		uint64_t t2 = now_ns();
 		if (rc == 0)
-			rc = gather_step(ld, &step.s, &sec, &ctx, &w->diag);
+			rc = gather_step(ld, &step.s, &sec, &ctx, ld->direct_ok && slot_held,
+					 step.slot, &w->diag);
 		if (slot_held)
-			release_read_slot(ld, step.slot);
+			read_slot_unref(ld, step.slot);
 		if (rc < 0 && rc != -ECANCELED)
 			gather_drop_batch(ld);
 		atomic_fetch_add_explicit(&ld->st_decode_ns, (t1 - t0) + (now_ns() - t2),
@@ -705,11 +778,11 @@ static int
 copy_one(rf_loader *ld, struct dbuf *b, const struct staged *s)
 {
 	const struct rf_device_ops *ops = ld->dev->ops;
-	void *src = rf_ring_slot(ld->ring, s->slot);
+	uint8_t *src = (uint8_t *)rf_ring_slot(ld->ring, s->slot) + s->src_off;
 	int rc = 0, pinned = 0;
 
 	if (ld->cfg.pinning == RF_PINNING_TRANSIENT) {
-		rc = rf_ring_pin(ld->ring, s->slot, s->copy_bytes);
+		rc = rf_ring_pin(ld->ring, s->slot, s->src_off + s->copy_bytes);
 		if (rc < 0)
 			return rf_fail(&ld->copy_diag, rc, "loader: pinning staging slot %u (%" PRIu64
 				       " bytes) failed: %s", s->slot, s->copy_bytes, ld->ring_diag.msg);
@@ -748,8 +821,18 @@ copy_one(rf_loader *ld, struct dbuf *b, const struct staged *s)
 		}
 		fill_batch(ld, b, s);
 	}
-	rf_ring_release(ld->ring, s->slot);
 	return rc;
+}
+
+/* The staging slot of a batch goes back to the ring; a direct batch drops
+ * its reference to the read slot instead. */
+static void
+staged_done(rf_loader *ld, const struct staged *s)
+{
+	if (s->direct)
+		read_slot_unref(ld, s->slot);
+	else
+		rf_ring_release(ld->ring, s->slot);
 }
 
 static void *
@@ -809,8 +892,7 @@ copy_main(void *arg)
 		}
 		if (rc == 0)
 			rc = copy_one(ld, b, &s);
-		else
-			rf_ring_release(ld->ring, s.slot);
+		staged_done(ld, &s);
 
 		pthread_mutex_lock(&ld->mu);
 		ld->sq_head = (ld->sq_head + 1) % ld->sq_cap;
@@ -1210,6 +1292,11 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 	/* The pipeline window and the queues. */
 	ld->nwin = ld->n_read + ld->nworkers + 1;
 	ld->win = calloc(ld->nwin, sizeof(*ld->win));
+	ld->slot_refs = calloc(ld->nslots, sizeof(*ld->slot_refs));
+	if (!ld->slot_refs)
+		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
+	ld->direct_ok = ld->layout.nparts == 1 && !ld->layout.part[0].var &&
+			ld->layout.part[0].off == 0;
 	ld->sq_cap = ld->n_stage + 2;
 	ld->sq = calloc(ld->sq_cap, sizeof(*ld->sq));
 	if (!ld->win || !ld->sq)
@@ -1342,6 +1429,7 @@ loader_free(rf_loader *ld)
 		rf_decoder_fini(&ld->workers[i].dec);
 	free(ld->workers);
 	free(ld->win);
+	free(ld->slot_refs);
 	free(ld->sq);
 	free(ld->files);
 	rf_dataset_close(&ld->ds);

@@ -52,6 +52,11 @@ static const struct setting settings[] = {
 	{1, 0, 2, 1, RF_PINNING_RING, 32 << 10, 0, "img,y"},
 	{333, 0, 2, 2, RF_PINNING_TRANSIENT, 8 << 20, 0, NULL},
 	{32, 0, 2, 2, RF_PINNING_RING, 1 << 20, 64, NULL}, /* variable region closes batches early */
+	/* One fixed field: batches inside a raw chunk go straight from the
+	 * read slot; those across chunks are gathered. */
+	{16, 0, 2, 2, RF_PINNING_RING, 256 << 10, 0, "img"},
+	{61, 0, 3, 3, RF_PINNING_TRANSIENT, 1 << 20, 0, "x"},
+	{5, 1, 1, 2, RF_PINNING_RING, 64 << 10, 0, "y"},
 };
 
 static struct rfemu_api emu;
