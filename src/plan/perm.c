@@ -16,7 +16,8 @@
  *    domain, about 110 in a 256-value one).  Cycle walking in the larger
  *    domain costs more steps only for datasets of fewer than 256 samples.
  *  - The round function is the splitmix64 finalizer of (half ^ round key),
- *    whose top bits are taken: two multiplies a round, strong avalanche.
+ *    whose top bits are taken: two multiplies a round, strong avalanche
+ *    (rf_perm_f in plan.h).
  *  - 8 rounds: Luby-Rackoff security needs 4 with ideal round functions; the
  *    extra rounds cover the tiny halves of small domains, where a round
  *    function has few inputs (tests/plan checks uniformity by chi-square at
@@ -32,14 +33,6 @@
 #include "plan/plan.h"
 
 #define GOLDEN 0x9E3779B97F4A7C15ull
-
-uint64_t
-rf_plan_mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
 
 void
 rf_perm_init(rf_perm *p, uint64_t n, uint64_t key)
@@ -66,25 +59,68 @@ rf_perm_init(rf_perm *p, uint64_t n, uint64_t key)
 	p->swap01 = rf_plan_mix64(k ^ 0x5851F42D4C957F2Dull) >> 63;
 }
 
-static inline uint64_t
-perm_round(const rf_perm *p, uint64_t x, int r)
-{
-	int t = r & 1;
-	uint64_t lo = x & p->umask[t];
-	uint64_t hi = x >> p->shift[t];
-	hi ^= rf_plan_mix64(lo ^ p->key[r]) >> p->fshift[t];
-	return (lo << p->rot[t]) | hi;
-}
+#define LANES 8
 
-uint64_t
-rf_perm_at(const rf_perm *p, uint64_t i)
+/*
+ * Eight values in flight at once: each step applies one pass of the rounds to
+ * every lane; a lane whose value landed in [0, n) writes it out and takes the
+ * next input, one that must walk on keeps its value.  So cycle walking (a
+ * quarter of the values need a second pass when n is just above a power of
+ * two) does not stall the other lanes, and the lanes' multiplies overlap.
+ * The bookkeeping is branch-free (selects), since whether a lane is done is a
+ * coin toss the branch predictor cannot learn.
+ */
+void
+rf_perm_fill(const rf_perm *p, uint64_t first, uint32_t count, uint64_t *out)
 {
-	if (p->n <= 1)
-		return i;
-	uint64_t x = i;
-	do {
-		for (int r = 0; r < RF_PERM_ROUNDS; r++)
-			x = perm_round(p, x, r);
-	} while (x >= p->n);
-	return x < 2 ? x ^ p->swap01 : x;
+	if (p->n <= 1 || count < 2 * LANES) {
+		for (uint32_t i = 0; i < count; i++)
+			out[i] = rf_perm_at(p, first + i);
+		return;
+	}
+	const uint64_t n = p->n, swap = p->swap01;
+	uint64_t x[LANES], idx[LANES], scratch = 0, next = LANES;
+	for (int j = 0; j < LANES; j++) {
+		x[j] = first + (uint64_t)j;
+		idx[j] = (uint64_t)j;
+	}
+	while (next < count) {
+		/* Unrolled, so the lanes live in registers. */
+#pragma GCC unroll 8
+		for (int r = 0; r < RF_PERM_ROUNDS; r++) {
+			int t = r & 1;
+			uint64_t um = p->umask[t], key = p->key[r];
+			unsigned sh = p->shift[t], fs = p->fshift[t], rot = p->rot[t];
+#pragma GCC unroll 8
+			for (int j = 0; j < LANES; j++) {
+				uint64_t lo = x[j] & um, hi = x[j] >> sh;
+				hi ^= rf_perm_f(lo ^ key) >> fs;
+				x[j] = (lo << rot) | hi;
+			}
+		}
+		/* idx[j] < count here: a lane only takes an index >= count in
+		 * the step that ends the loop. */
+#pragma GCC unroll 8
+		for (int j = 0; j < LANES; j++) {
+			uint64_t v = x[j];
+			int done = v < n;
+			uint64_t *dst = done ? out + idx[j] : &scratch;
+			*dst = v < 2 ? v ^ swap : v;
+			x[j] = done ? first + next : v;
+			idx[j] = done ? next : idx[j];
+			next += (uint64_t)done;
+		}
+	}
+	/* The lanes still in flight: fresh inputs or values walking on; both
+	 * need at least one more pass. */
+	for (int j = 0; j < LANES; j++) {
+		if (idx[j] >= count)
+			continue;
+		uint64_t v = x[j];
+		do
+			v = rf_perm_rounds(p, v);
+		while (v >= n);
+		out[idx[j]] = v < 2 ? v ^ swap : v;
+	}
+	(void)scratch;
 }

@@ -316,6 +316,20 @@ rf_plan_create(rf_plan **out, const rf_plan_params *pp, const uint32_t *counts, 
 	for (uint64_t c = 0; c < nchunks; c++)
 		plan->start[c + 1] = plan->start[c] + counts[c]; /* < 2^32 * 2^32: no overflow */
 	plan->n = plan->start[nchunks];
+	/* Buckets of 2^bshift samples, between C and 2C of them (+1). */
+	while (plan->n > 0 && ((plan->n - 1) >> plan->bshift) + 1 > 2 * nchunks)
+		plan->bshift++;
+	plan->nbuckets = plan->n > 0 ? ((plan->n - 1) >> plan->bshift) + 1 : 0;
+	plan->bucket = malloc((plan->nbuckets + 1) * sizeof *plan->bucket);
+	if (!plan->bucket) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	for (uint64_t b = 0, c = 0; b < plan->nbuckets; b++) {
+		while (plan->start[c + 1] <= b << plan->bshift)
+			c++;
+		plan->bucket[b] = (uint32_t)c;
+	}
 	if ((rc = rf_plan_epoch_build(plan, pp, &plan->ep)) < 0) {
 		rf_fail(dg, rc, "plan: out of memory for the tables of %llu chunks",
 			(unsigned long long)nchunks);
@@ -324,6 +338,7 @@ rf_plan_create(rf_plan **out, const rf_plan_params *pp, const uint32_t *counts, 
 	*out = plan;
 	return 0;
 fail:
+	free(plan->bucket);
 	free(plan->start);
 	free(plan);
 	return rc;
@@ -336,6 +351,7 @@ rf_plan_destroy(rf_plan **pplan)
 		return;
 	rf_plan *plan = *pplan;
 	rf_plan_epoch_free(&plan->ep);
+	free(plan->bucket);
 	free(plan->start);
 	free(plan);
 	*pplan = NULL;
@@ -416,86 +432,152 @@ rf_plan_consumed(const rf_plan *plan, uint64_t k)
 	return g->base + g->tail_s * plan->pp.world;
 }
 
-/* Window mode: the place in the chunk order and the offset in that chunk of
- * global position pos, plus the segment holding pos. */
+/* The chunk holding dataset sample s < N: the bucket table narrows the
+ * search to the chunks that overlap one bucket (usually one or two), so a
+ * lookup costs about two cache misses instead of log2(chunks). */
+static uint64_t
+chunk_of(const rf_plan *plan, uint64_t s)
+{
+	uint64_t b = s >> plan->bshift;
+	uint64_t lo = plan->bucket[b];
+	uint64_t hi = b + 1 < plan->nbuckets ? plan->bucket[b + 1] : plan->nchunks - 1;
+	return lo + find_le(plan->start + lo, hi - lo + 2, s);
+}
+
+int
+rf_plan_locate(const rf_plan *plan, uint64_t sample, uint64_t *chunk, uint32_t *offset)
+{
+	if (sample >= plan->n)
+		return -ERANGE;
+	uint64_t c = chunk_of(plan, sample);
+	*chunk = c;
+	*offset = (uint32_t)(sample - plan->start[c]);
+	return 0;
+}
+
+/* Window mode: what is constant within a segment, computed once per
+ * segment rather than per sample. */
+struct wseg {
+	uint64_t k;                 /* segment */
+	uint64_t begin, end;        /* its global positions */
+	uint64_t prev, prev_first;  /* samples of group k-1 in it; first part of group k-1 */
+	rf_perm tau;                /* order within the segment */
+	rf_perm rho[2];             /* groups k-1 and k: order of their samples */
+	uint64_t gstart[2], gend[2];/* their places in the chunk order */
+	uint64_t keep_from;
+};
+
 static void
-window_place(const rf_plan *plan, uint64_t pos, uint64_t *place, uint64_t *off, uint64_t *segment)
+wseg_init(const rf_plan *plan, uint64_t pos, struct wseg *w)
 {
 	const struct rf_plan_epoch *ep = &plan->ep;
 	const rf_plan_params *pp = &plan->pp;
 	uint64_t H = ep->H, C = plan->nchunks;
 	uint64_t k = find_le(ep->segstart, ep->ngroups + 2, pos);
-	uint64_t i = pos - ep->segstart[k];
-	uint64_t len = ep->segstart[k + 1] - ep->segstart[k];
-	rf_perm perm;
-	rf_perm_init(&perm, len, plan_key(pp->seed, pp->epoch, TAG_SEGMENT, k));
-	uint64_t v = rf_perm_at(&perm, i);
-	/* Which group, and which of its samples (by rank in the group's keyed
-	 * order: the first ceil(S/2) go to the group's first segment). */
-	uint64_t g, u;
-	uint64_t prev = 0, prev_first = 0;
-	if (k > 0) {
-		uint64_t s = ep->pstart[k * H < C ? k * H : C] - ep->pstart[(k - 1) * H];
-		prev_first = ep->overlap ? s - s / 2 : s;
-		prev = s - prev_first;
+	w->k = k;
+	w->begin = ep->segstart[k];
+	w->end = ep->segstart[k + 1];
+	rf_perm_init(&w->tau, w->end - w->begin, plan_key(pp->seed, pp->epoch, TAG_SEGMENT, k));
+	w->prev = w->prev_first = 0;
+	for (int t = 0; t < 2; t++) {
+		/* t = 0: group k-1, t = 1: group k (when they exist). */
+		if ((t == 0 && k == 0) || (t == 1 && k >= ep->ngroups)) {
+			w->gstart[t] = w->gend[t] = 0;
+			continue;
+		}
+		uint64_t g = k - 1 + (uint64_t)t;
+		w->gstart[t] = g * H;
+		w->gend[t] = (g + 1) * H < C ? (g + 1) * H : C;
+		uint64_t gs = ep->pstart[w->gend[t]] - ep->pstart[w->gstart[t]];
+		rf_perm_init(&w->rho[t], gs, plan_key(pp->seed, pp->epoch, TAG_GROUP, g));
+		if (t == 0) {
+			w->prev_first = ep->overlap ? gs - gs / 2 : gs;
+			w->prev = gs - w->prev_first;
+		}
 	}
-	if (v < prev) {
-		g = k - 1;
-		u = prev_first + v;
-	} else {
-		g = k;
-		u = v - prev;
-	}
-	uint64_t gstart = g * H, gend = (g + 1) * H < C ? (g + 1) * H : C;
-	uint64_t gs = ep->pstart[gend] - ep->pstart[gstart];
-	rf_perm_init(&perm, gs, plan_key(pp->seed, pp->epoch, TAG_GROUP, g));
-	uint64_t x = ep->pstart[gstart] + rf_perm_at(&perm, u);
-	uint64_t j = gstart + find_le(ep->pstart + gstart, gend - gstart + 1, x);
-	*place = j;
-	*off = x - ep->pstart[j];
-	*segment = k;
+	/* Segment k needs groups k-1 and k (k alone without overlap). */
+	w->keep_from = ep->grp_read[(ep->overlap && k > 0) ? k - 1 : k];
 }
 
-/* Fill the item for global position pos < N (everything but flags). */
 static void
-item_at(const rf_plan *plan, uint64_t pos, rf_plan_item *it)
+window_item(const rf_plan *plan, const struct wseg *w, uint64_t pos, rf_plan_item *it)
 {
 	const struct rf_plan_epoch *ep = &plan->ep;
+	uint64_t v = rf_perm_at(&w->tau, pos - w->begin);
+	/* Which group, and which of its samples in the group's keyed order:
+	 * its first ceil(S/2) belong to its first segment. */
+	int t = v >= w->prev;
+	uint64_t u = t ? v - w->prev : w->prev_first + v;
+	uint64_t x = ep->pstart[w->gstart[t]] + rf_perm_at(&w->rho[t], u);
+	uint64_t j = w->gstart[t] + find_le(ep->pstart + w->gstart[t], w->gend[t] - w->gstart[t] + 1, x);
+	uint64_t off = x - ep->pstart[j];
+	uint32_t c = ep->perm[j];
 	it->pos = pos;
 	it->flags = 0;
-	switch (plan->pp.mode) {
-	case RF_PLAN_FULL: {
-		uint64_t s = rf_perm_at(&ep->full, pos);
-		uint64_t c = find_le(plan->start, plan->nchunks + 1, s);
-		it->sample = s;
-		it->chunk = c;
-		it->offset = (uint32_t)(s - plan->start[c]);
-		it->read = RF_PLAN_NO_READ;
-		it->keep_from = RF_PLAN_NO_READ;
+	it->chunk = c;
+	it->offset = (uint32_t)off;
+	it->sample = plan->start[c] + off;
+	it->read = ep->readidx[j];
+	it->keep_from = w->keep_from;
+}
+
+/* Items for the consecutive global positions [first, first + count), all
+ * below N.  Consecutive positions share a chunk (none, chunks) or a segment
+ * (window), so each mode finds its place once and walks on from there. */
+static void
+fill_items(const rf_plan *plan, uint64_t first, uint32_t count, rf_plan_item *items)
+{
+	const struct rf_plan_epoch *ep = &plan->ep;
+	if (count == 0)
 		return;
-	}
+	switch (plan->pp.mode) {
+	case RF_PLAN_FULL:
+		for (uint32_t i = 0; i < count;) {
+			uint64_t buf[256];
+			uint32_t m = count - i < 256 ? count - i : 256;
+			rf_perm_fill(&ep->full, first + i, m, buf);
+			for (uint32_t j = 0; j < m; j++)
+				items[i + j].sample = buf[j];
+			i += m;
+		}
+		for (uint32_t i = 0; i < count; i++) {
+			rf_plan_item *it = &items[i];
+			uint64_t c = chunk_of(plan, it->sample);
+			it->pos = first + i;
+			it->flags = 0;
+			it->chunk = c;
+			it->offset = (uint32_t)(it->sample - plan->start[c]);
+			it->read = RF_PLAN_NO_READ;
+			it->keep_from = RF_PLAN_NO_READ;
+		}
+		return;
 	case RF_PLAN_WINDOW: {
-		uint64_t j, off, k;
-		window_place(plan, pos, &j, &off, &k);
-		uint32_t c = ep->perm[j];
-		it->chunk = c;
-		it->offset = (uint32_t)off;
-		it->sample = plan->start[c] + off;
-		it->read = ep->readidx[j];
-		/* Segment k needs groups k-1 and k (k alone without overlap). */
-		uint64_t g = (ep->overlap && k > 0) ? k - 1 : k;
-		it->keep_from = ep->grp_read[g];
+		struct wseg w;
+		wseg_init(plan, first, &w);
+		for (uint32_t i = 0; i < count; i++) {
+			if (first + i >= w.end)
+				wseg_init(plan, first + i, &w);
+			window_item(plan, &w, first + i, &items[i]);
+		}
 		return;
 	}
 	default: {
-		uint64_t j = find_le(ep->pstart, plan->nchunks + 1, pos);
-		uint32_t c = ep->perm[j];
-		uint64_t off = pos - ep->pstart[j];
-		it->chunk = c;
-		it->offset = (uint32_t)off;
-		it->sample = plan->start[c] + off;
-		it->read = ep->readidx[j];
-		it->keep_from = it->read;
+		uint64_t j = find_le(ep->pstart, plan->nchunks + 1, first);
+		for (uint32_t i = 0; i < count; i++) {
+			uint64_t pos = first + i;
+			while (pos >= ep->pstart[j + 1])
+				j++;
+			rf_plan_item *it = &items[i];
+			uint32_t c = ep->perm[j];
+			uint64_t off = pos - ep->pstart[j];
+			it->pos = pos;
+			it->flags = 0;
+			it->chunk = c;
+			it->offset = (uint32_t)off;
+			it->sample = plan->start[c] + off;
+			it->read = ep->readidx[j];
+			it->keep_from = it->read;
+		}
 		return;
 	}
 	}
@@ -507,19 +589,8 @@ rf_plan_global(const rf_plan *plan, uint64_t pos, uint64_t *sample)
 	if (pos >= plan->n)
 		return -ERANGE;
 	rf_plan_item it;
-	item_at(plan, pos, &it);
+	fill_items(plan, pos, 1, &it);
 	*sample = it.sample;
-	return 0;
-}
-
-int
-rf_plan_locate(const rf_plan *plan, uint64_t sample, uint64_t *chunk, uint32_t *offset)
-{
-	if (sample >= plan->n)
-		return -ERANGE;
-	uint64_t c = find_le(plan->start, plan->nchunks + 1, sample);
-	*chunk = c;
-	*offset = (uint32_t)(sample - plan->start[c]);
 	return 0;
 }
 
@@ -541,22 +612,19 @@ rf_plan_batch(const rf_plan *plan, uint64_t k, rf_plan_item *items, uint32_t cap
 		first = g->base + (uint64_t)pp->rank * g->tail_s;
 	else
 		first = g->base + (uint64_t)pp->rank * pp->batch;
-	for (uint32_t i = 0; i < bs; i++) {
-		uint64_t pos = first + i;
-		if (pos < plan->n) {
-			item_at(plan, pos, &items[i]);
-			continue;
-		}
-		/* A pad (RF_PLAN_PAD tail): repeat the rank's own last real
-		 * sample, which is the item before it when the rank has one in
-		 * this batch, or its last sample of the previous global batch,
-		 * or P(N - 1) when it has none at all. */
+	uint32_t real = first >= plan->n ? 0 : (plan->n - first < bs ? (uint32_t)(plan->n - first) : bs);
+	fill_items(plan, first, real, items);
+	/* Pads (RF_PLAN_PAD tail): each repeats the rank's own last real
+	 * sample: the item before it when the rank has one in this batch, or
+	 * its last sample of the previous global batch, or P(N - 1) when it has
+	 * none at all. */
+	for (uint32_t i = real; i < bs; i++) {
 		if (i > 0) {
 			items[i] = items[i - 1];
 		} else {
 			uint64_t q = g->nfull > 0 ? (g->nfull - 1) * g->G + (uint64_t)pp->rank * pp->batch + pp->batch - 1
 						  : plan->n - 1;
-			item_at(plan, q, &items[i]);
+			fill_items(plan, q, 1, &items[i]);
 		}
 		items[i].flags = RF_PLAN_ITEM_PAD;
 	}

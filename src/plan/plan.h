@@ -350,10 +350,59 @@ typedef struct rf_perm {
 } rf_perm;
 
 void rf_perm_init(rf_perm *p, uint64_t n, uint64_t key);
-/* The image of i < n. */
-uint64_t rf_perm_at(const rf_perm *p, uint64_t i);
 
-/* 64-bit keyed hashing used for every key the plan derives. */
-uint64_t rf_plan_mix64(uint64_t x);
+/* The splitmix64 finalizer: the round function, and the hash behind every
+ * key the plan derives. */
+static inline uint64_t
+rf_plan_mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+/* The round function: the splitmix64 finalizer of (half ^ key) without its
+ * last xorshift, which leaves the top 31 bits alone: only the top bits are
+ * used (a half has at most 32), so it would cost two operations a round and
+ * change nothing below 2^62 samples. */
+static inline uint64_t
+rf_perm_f(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	return (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+}
+
+/* One pass of the rounds over x < 2^bits. */
+static inline uint64_t
+rf_perm_rounds(const rf_perm *p, uint64_t x)
+{
+#pragma GCC unroll 8
+	for (int r = 0; r < RF_PERM_ROUNDS; r++) {
+		int t = r & 1;
+		uint64_t lo = x & p->umask[t];
+		uint64_t hi = x >> p->shift[t];
+		hi ^= rf_perm_f(lo ^ p->key[r]) >> p->fshift[t];
+		x = (lo << p->rot[t]) | hi;
+	}
+	return x;
+}
+
+/* The image of i < n. */
+static inline uint64_t
+rf_perm_at(const rf_perm *p, uint64_t i)
+{
+	if (p->n <= 1)
+		return i;
+	uint64_t x = i;
+	do
+		x = rf_perm_rounds(p, x);
+	while (x >= p->n);
+	return x < 2 ? x ^ p->swap01 : x;
+}
+
+/* out[i] = rf_perm_at(p, first + i) for i < count, computed 8 values at a
+ * time so that the rounds of independent values overlap in the CPU (one
+ * value's rounds are a chain of dependent multiplies). */
+void rf_perm_fill(const rf_perm *p, uint64_t first, uint32_t count, uint64_t *out);
 
 #endif

@@ -38,6 +38,10 @@ struct rf_plan {
 	uint64_t nchunks;
 	uint64_t n;
 	uint64_t *start;    /* [C+1] first dataset sample of each chunk */
+	/* Chunk lookup: bucket[b] is the chunk holding sample b << bshift. */
+	uint32_t *bucket;
+	uint64_t nbuckets;
+	unsigned bshift;
 	struct rf_plan_epoch ep;
 	uint64_t cursor;
 };
