@@ -468,8 +468,9 @@ loader_free_config(LoaderObject *self)
 static void
 loader_dealloc(LoaderObject *self)
 {
-	core_retire(self->core);
+	struct core *old = self->core;
 	self->core = NULL;
+	core_retire(old);
 	loader_free_config(self);
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -516,8 +517,11 @@ loader_open_core(LoaderObject *self, uint64_t epoch)
 		if (st.device[4] == ':')
 			c->device.device_id = atoi(st.device + 5);
 	}
-	core_retire(self->core);
+	/* Swap before retiring: retiring may close the old loader without
+	 * the GIL, and no other thread may reach it through self meanwhile. */
+	struct core *old = self->core;
 	self->core = c;
+	core_retire(old);
 	self->epoch = epoch;
 	self->in_epoch = 0;
 	self->fresh = 1;
@@ -812,9 +816,14 @@ loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 					 &pinned_bytes, &drop_last, &window, &pinning, &io_depth,
 					 &direct, &decode_threads, &verify, &var_bytes))
 		return -1;
+	if (self->busy) {
+		PyErr_SetString(PyExc_RuntimeError, "the loader is in use by another thread");
+		return -1;
+	}
 	/* A second __init__ starts over. */
-	core_retire(self->core);
+	struct core *old = self->core;
 	self->core = NULL;
+	core_retire(old);
 	loader_free_config(self);
 	self->closed = 0;
 
@@ -1008,9 +1017,10 @@ loader_close(LoaderObject *self, PyObject *unused)
 		PyErr_SetString(PyExc_RuntimeError, "the loader is in use by another thread");
 		return NULL;
 	}
-	core_retire(self->core);
+	struct core *old = self->core;
 	self->core = NULL;
 	self->closed = 1;
+	core_retire(old);
 	Py_RETURN_NONE;
 }
 
