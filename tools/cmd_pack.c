@@ -75,6 +75,7 @@ typedef struct input_file {
 	uint64_t item_bytes;       /* npy: bytes of one sample of this field */
 	rf_llmc llmc;
 	uint64_t tail;             /* llm.c: tokens dropped at the end */
+	size_t released;           /* bytes of the mapping given back so far */
 } input_file;
 
 typedef struct pack_job {
@@ -346,6 +347,36 @@ unmap_inputs(pack_job *j)
 			munmap((void *)j->files[i].map, j->files[i].map_len);
 }
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+
+/* About to read data[from, to) of an input: map those pages in one call
+ * (instead of a page fault every few pages), and drop the pages before
+ * `from` from this process (they stay in the page cache), so the resident
+ * size stays at a block or two however large the input.  Both are hints:
+ * errors (an older kernel) are ignored. */
+static void
+input_window(input_file *f, uint64_t from, uint64_t to)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	size_t start = (size_t)(f->data - f->map) + (size_t)from;
+	size_t end = (size_t)(f->data - f->map) + (size_t)to;
+	size_t drop = start & ~((size_t)page - 1);
+	size_t pstart = drop;
+
+	if (!f->map || page <= 0)
+		return;
+	if (drop > f->released) {
+		madvise((void *)(f->map + f->released), drop - f->released, MADV_DONTNEED);
+		f->released = drop;
+	}
+	if (end > f->map_len)
+		end = f->map_len;
+	if (end > pstart)
+		madvise((void *)(f->map + pstart), end - pstart, MADV_POPULATE_READ);
+}
+
 /* Add a field with a message that says what is wrong. */
 static int
 add_field(pack_job *j, const char *name, const char *from, enum rf_dtype dtype, uint32_t rank,
@@ -590,7 +621,9 @@ feed_npy(pack_job *j)
 		if (check_interrupt(j))
 			return 1;
 		for (size_t i = 0; i < j->nfiles; i++) {
-			cols[i].data = j->files[i].data + s * j->files[i].item_bytes;
+			input_file *f = &j->files[i];
+			input_window(f, s * f->item_bytes, (s + n) * f->item_bytes);
+			cols[i].data = f->data + s * f->item_bytes;
 			cols[i].offsets = NULL;
 		}
 		if ((rc = rf_writer_add_columns(j->w, n, cols)) < 0)
@@ -625,7 +658,7 @@ feed_raw(pack_job *j)
 		}
 	}
 	for (size_t fi = 0; fi < j->nfiles; fi++) {
-		const input_file *f = &j->files[fi];
+		input_file *f = &j->files[fi];
 		for (uint64_t s = 0; s < f->samples; s += per) {
 			uint64_t n = f->samples - s < per ? f->samples - s : per;
 			const unsigned char *src = f->data + s * rec;
@@ -633,6 +666,7 @@ feed_raw(pack_job *j)
 
 			if (check_interrupt(j))
 				return 1;
+			input_window(f, s * rec, (s + n) * rec);
 			if (nf == 1) {
 				cols[0].data = src;
 				cols[0].offsets = NULL;
@@ -674,13 +708,14 @@ feed_llmc(pack_job *j)
 	}
 	col.data = j->buf;
 	for (size_t fi = 0; fi < j->nfiles; fi++) {
-		const input_file *f = &j->files[fi];
+		input_file *f = &j->files[fi];
 		for (uint64_t s = 0; s < f->samples; s += per) {
 			uint64_t n = f->samples - s < per ? f->samples - s : per;
 			int rc;
 
 			if (check_interrupt(j))
 				return 1;
+			input_window(f, s * t * tb, ((s + n) * t + 1) * tb);
 			for (uint64_t r = 0; r < n; r++)
 				memcpy(j->buf + r * item, f->data + (s + r) * t * tb, item);
 			if ((rc = rf_writer_add_columns(j->w, n, &col)) < 0)

@@ -231,7 +231,7 @@ rf_npy_parse(rf_npy *n, const void *buf, size_t len, char *err, size_t errcap)
 		err[0] = 0;
 	if (len < 10) {
 		size_t m = len < sizeof npy_magic ? len : sizeof npy_magic;
-		if (memcmp(b, npy_magic, m) != 0)
+		if (m && memcmp(b, npy_magic, m) != 0)
 			return npy_err(err, errcap, "not a .npy file (bad magic)");
 		npy_err(err, errcap, "truncated .npy header (%zu bytes)", len);
 		return RF_ETRUNCATED;

@@ -86,6 +86,7 @@ with TempDir() as tmp:
     bad_npy("trailing", trailing, "after the array data")
     bad_npy("mismatch", lambda p: np.save(p, np.ones((11, 2), "<u1")), "samples")
     bad_npy("notnpy", lambda p: open(p, "wb").write(b"hello, world" * 10), "not a .npy")
+    bad_npy("empty", lambda p: open(p, "wb").close(), "truncated")
     bad_npy("scalar", lambda p: np.save(p, np.float32(3)), "samples axis")
     bad_npy("unicode", lambda p: np.save(p, np.array(["ab"] * 10)), "unicode")
     rc, _, err = run("pack", "-q", "-o", out, "a=" + os.path.join(tmp, "missing.npy"), expect=1)
