@@ -1,24 +1,28 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # Measure `ringfeed pack` against `cp` of the same bytes (run on demand, not
-# in CI): a SIZE_MIB .npy of uint8 values [N, 4096] is packed raw and copied,
-# each after dropping the page cache when allowed (root), else warm; then
-# packed with --zstd 3 -j 2 under /usr/bin/time -v to show the CPU used
-# (user + sys over wall: ~2 means both cores busy).  Files are removed at the end.
+# in CI).  A SIZE_MIB .npy of text-like uint8 rows [N, 4096] is made, then for
+# ROUNDS rounds, alternately: cp, and pack raw (--zstd 0); each starts from a
+# dropped page cache when allowed (root), else a warm one, and is timed to
+# exit and to exit plus `sync` (the writer fsyncs its shard; cp does not).
+# The best round of each is compared.  Then --zstd 3 with -j 1 and -j 2 under
+# /usr/bin/time: (user + sys) / wall near 2 means both cores were busy.  The
+# load average is printed: on a shared machine, wall times mean little.
+# Files are removed at the end.
 #
-# usage: tools/bench-pack.sh PATH/TO/ringfeed [DIR] [SIZE_MIB]
+# usage: tools/bench-pack.sh PATH/TO/ringfeed [DIR] [SIZE_MIB] [ROUNDS]
 set -eu
 
-RF=${1:?usage: $0 PATH/TO/ringfeed [DIR] [SIZE_MIB]}
+RF=${1:?usage: $0 PATH/TO/ringfeed [DIR] [SIZE_MIB] [ROUNDS]}
 DIR=${2:-${TMPDIR:-/tmp}}
 SIZE_MIB=${3:-2048}
+ROUNDS=${4:-3}
 PY=/usr/bin/python3
 WORK=$(mktemp -d "$DIR/rf-bench-pack.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT INT TERM
 
-echo "ringfeed $("$RF" --version | cut -d' ' -f2), $(nproc) cores, $SIZE_MIB MiB, in $WORK"
+echo "ringfeed $("$RF" --version | cut -d' ' -f2), $(nproc) cores, $SIZE_MIB MiB, $ROUNDS rounds, in $WORK"
 
-# Text-like bytes: compressible, not trivially.
 "$PY" - "$WORK/in.npy" "$SIZE_MIB" <<'PYEOF'
 import sys
 import numpy as np
@@ -36,47 +40,65 @@ del a
 PYEOF
 sync
 
-drop_caches() {
-	if sync && echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; then
-		echo "cold"
+cache=warm
+prepare() {
+	sync
+	if echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; then
+		cache=cold
 	else
-		# Warm the cache instead, so both runs start alike.
 		cat "$WORK/in.npy" > /dev/null
-		echo "warm"
+		cache=warm
 	fi
 }
 
 now() { date +%s.%N; }
 
-run_timed() { # label, command...
+# timed LABEL CMD...: prints "LABEL exit_s exit+sync_s cpu_s"
+timed() {
 	label=$1
 	shift
-	state=$(drop_caches)
+	prepare
 	t0=$(now)
-	"$@"
-	sync
+	/usr/bin/time -f "%U %S" -o "$WORK/cpu.txt" "$@"
 	t1=$(now)
-	secs=$(echo "$t1 $t0" | awk '{printf "%.3f", $1 - $2}')
-	rate=$(echo "$SIZE_MIB $secs" | awk '{printf "%.0f", $1 / $2}')
-	echo "$label ($state cache, incl. sync): $secs s, $rate MiB/s"
-	eval "secs_$(echo "$label" | tr -c 'a-z0-9\n' '_')=$secs"
+	sync
+	t2=$(now)
+	cpu=$(awk '{printf "%.2f", $1 + $2}' "$WORK/cpu.txt")
+	echo "$label $(echo "$t0 $t1 $t2" | awk '{printf "%.3f %.3f", $2 - $1, $3 - $1}') $cpu" \
+		>> "$WORK/runs.txt"
+	echo "  $label ($cache cache, load $(cut -d' ' -f1 /proc/loadavg)):" \
+		"$(tail -n1 "$WORK/runs.txt" | awk '{printf "%s s to exit, %s s with sync, %s s CPU", $2, $3, $4}')"
 }
 
-run_timed cp cp "$WORK/in.npy" "$WORK/copy.npy"
-rm -f "$WORK/copy.npy"
-run_timed pack "$RF" pack -q -o "$WORK/raw.rfs" "data=$WORK/in.npy"
-rm -f "$WORK/raw.rfs"
-run_timed cp cp "$WORK/in.npy" "$WORK/copy.npy"
-rm -f "$WORK/copy.npy"
-run_timed pack "$RF" pack -q -o "$WORK/raw.rfs" "data=$WORK/in.npy"
-rm -f "$WORK/raw.rfs"
-echo "pack / cp speed (second runs): $(echo "$secs_cp $secs_pack" | awk '{printf "%.0f%%", 100 * $1 / $2}')"
+: > "$WORK/runs.txt"
+i=0
+while [ "$i" -lt "$ROUNDS" ]; do
+	timed cp cp "$WORK/in.npy" "$WORK/copy.npy"
+	rm -f "$WORK/copy.npy"
+	timed pack "$RF" pack -q -o "$WORK/raw.rfs" "data=$WORK/in.npy"
+	rm -f "$WORK/raw.rfs"
+	i=$((i + 1))
+done
+awk -v mib="$SIZE_MIB" '
+	{ if (!($1 in e) || $2 < e[$1]) e[$1] = $2; if (!($1 in s) || $3 < s[$1]) s[$1] = $3
+	  if (!($1 in c) || $4 < c[$1]) c[$1] = $4 }
+	END {
+		for (k in e) printf "best %-4s: %.3f s to exit (%.0f MiB/s), %.3f s with sync (%.0f MiB/s), %.2f s CPU\n",
+			k, e[k], mib / e[k], s[k], mib / s[k], c[k]
+		printf "pack speed / cp speed: %.0f%% to exit, %.0f%% with sync\n",
+			100 * e["cp"] / e["pack"], 100 * s["cp"] / s["pack"]
+	}' "$WORK/runs.txt"
 
-echo "--zstd 3 -j 2:"
-drop_caches > /dev/null
-/usr/bin/time -v "$RF" pack -q --zstd 3 -j 2 -o "$WORK/z.rfs" "data=$WORK/in.npy" 2> "$WORK/time.txt"
-grep -E "User time|System time|Elapsed|Percent of CPU|Maximum resident" "$WORK/time.txt"
-awk -F': ' '/User time/ {u = $2} /System time/ {s = $2}
-	/Elapsed/ {n = split($2, p, ":"); w = 0; for (i = 1; i <= n; i++) w = w * 60 + p[i]}
-	END {printf "cores busy (user+sys)/wall: %.2f\n", (u + s) / w}' "$WORK/time.txt"
-"$RF" info "$WORK/z.rfs" | grep -E "ratio|stored bytes"
+for j in 1 2; do
+	prepare
+	/usr/bin/time -v "$RF" pack -q --zstd 3 -j "$j" -o "$WORK/z.rfs" "data=$WORK/in.npy" \
+		2> "$WORK/time.txt"
+	awk -F': ' -v j="$j" -v load="$(cut -d' ' -f1 /proc/loadavg)" '
+		/User time/ {u = $2} /System time/ {s = $2}
+		/Maximum resident/ {m = $2}
+		/Elapsed/ {n = split($2, p, ":"); w = 0; for (i = 1; i <= n; i++) w = w * 60 + p[i]}
+		END {printf "--zstd 3 -j %d: %.2f s wall, %.2f s user, %.2f s sys, (user+sys)/wall %.2f, max RSS %d MiB, load %s\n",
+			j, w, u, s, (u + s) / w, m / 1024, load}' "$WORK/time.txt"
+	[ "$j" = 2 ] && "$RF" info "$WORK/z.rfs" | grep -E "ratio"
+	rm -f "$WORK/z.rfs"
+done
