@@ -22,6 +22,9 @@ x, y, v = small_dataset(p, n=300)
 B = 10
 opts = dict(device="cpu", pinned_bytes=1 << 20, decode_threads=1, io_depth=4)
 
+# The baseline after one loader has come and gone: runtimes (a sanitizer's
+# background thread, say) start their own threads on first use.
+ringfeed.Loader(p, B, **opts).close()
 base_threads, base_fds = threads(), fds()
 
 # --- any release order
