@@ -21,7 +21,7 @@ PY=/usr/bin/python3
 WORK=$(mktemp -d "$DIR/rf-bench-pack.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT INT TERM
 
-echo "ringfeed $("$RF" --version | cut -d' ' -f2), $(nproc) cores, $SIZE_MIB MiB, $ROUNDS rounds, in $WORK"
+echo "ringfeed $("$RF" --version), $(nproc) cores, $SIZE_MIB MiB, $ROUNDS rounds, in $WORK"
 
 "$PY" - "$WORK/in.npy" "$SIZE_MIB" <<'PYEOF'
 import sys

@@ -80,7 +80,7 @@ main(int argc, char **argv)
 		return RF_CLI_OK;
 	}
 	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
-		printf("ringfeed %s\n", rf_version_string());
+		printf("%s\n", rf_version_string());
 		return RF_CLI_OK;
 	}
 	if (strcmp(argv[1], "help") == 0) {
