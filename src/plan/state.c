@@ -34,9 +34,20 @@ enum {
 int
 rf_plan_state_save(const rf_plan *plan, void *buf, size_t cap, size_t *len)
 {
+	return rf_plan_state_save_at(plan, plan->pp.epoch, plan->cursor, buf, cap, len);
+}
+
+int
+rf_plan_state_save_at(const rf_plan *plan, uint64_t epoch, uint64_t batches, void *buf, size_t cap,
+		      size_t *len)
+{
 	*len = RF_PLAN_STATE_SIZE;
 	if (cap < RF_PLAN_STATE_SIZE)
 		return -ENOSPC;
+	/* The geometry, hence the position of a batch count, is the same in
+	 * every epoch. */
+	if (batches > plan->ep.geom.nbatches)
+		return -ERANGE;
 	uint8_t *b = buf;
 	const rf_plan_params *pp = &plan->pp;
 	memset(b, 0, RF_PLAN_STATE_SIZE);
@@ -45,8 +56,8 @@ rf_plan_state_save(const rf_plan *plan, void *buf, size_t cap, size_t *len)
 	rf_put_le32(b + OFF_SIZE, RF_PLAN_STATE_SIZE);
 	rf_put_le64(b + OFF_FINGERPRINT, pp->fingerprint);
 	rf_put_le64(b + OFF_SEED, pp->seed);
-	rf_put_le64(b + OFF_EPOCH, pp->epoch);
-	rf_put_le64(b + OFF_POSITION, rf_plan_consumed(plan, plan->cursor));
+	rf_put_le64(b + OFF_EPOCH, epoch);
+	rf_put_le64(b + OFF_POSITION, rf_plan_consumed(plan, batches));
 	rf_put_le64(b + OFF_SAMPLES, plan->n);
 	rf_put_le64(b + OFF_CHUNKS, plan->nchunks);
 	rf_put_le32(b + OFF_MODE, (uint32_t)pp->mode);

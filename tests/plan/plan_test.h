@@ -32,6 +32,7 @@ PT_UNUSED static const uint32_t cnt_zero[] = {5, 0, 3, 0, 0, 8, 1, 0};
 PT_UNUSED static const uint32_t cnt_ones[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 PT_UNUSED static const uint32_t cnt_tiny[] = {3};
 PT_UNUSED static const uint32_t cnt_two[] = {1, 1};
+PT_UNUSED static const uint32_t cnt_allzero[] = {0, 0, 0};
 PT_UNUSED static uint32_t cnt_mid[37];
 PT_UNUSED static uint32_t cnt_big[101];
 
@@ -44,6 +45,7 @@ struct plan_case {
 
 PT_UNUSED static const struct plan_case plan_cases[] = {
 	{"empty w4 b3", cnt_odd, 0, 4, 3, 4},
+	{"empty chunks w2 b2", cnt_allzero, 3, 2, 2, 2},
 	{"odd w1 b1", cnt_odd, 9, 1, 1, 2},
 	{"odd w1 b5", cnt_odd, 9, 1, 5, 3},
 	{"odd w4 b3", cnt_odd, 9, 4, 3, 2},
