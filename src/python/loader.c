@@ -213,6 +213,17 @@ array_dlpack(ArrayObject *self, PyObject *args, PyObject *kwargs)
 	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO:__dlpack__", kwlist, &stream,
 					 &max_version, &dl_device, &copy))
 		return NULL;
+	if (dl_device != Py_None) {
+		int dt, di;
+		if (!PyArg_ParseTuple(dl_device, "ii:dl_device", &dt, &di))
+			return NULL;
+		if (dt != (int)dev.device_type || di != (int)dev.device_id) {
+			PyErr_Format(PyExc_BufferError,
+				     "the array is on device (%d, %d); exporting to (%d, %d) would "
+				     "need a copy", (int)dev.device_type, (int)dev.device_id, dt, di);
+			return NULL;
+		}
+	}
 	if (copy == Py_True) {
 		PyErr_SetString(PyExc_BufferError, "ringfeed arrays are exported without a copy; "
 				"copy=True is not supported (copy the consumer's tensor instead)");
@@ -1291,6 +1302,22 @@ loader_get_held(LoaderObject *self, void *unused)
 	return PyLong_FromUnsignedLong(self->core->held - (self->core->stash ? 1 : 0));
 }
 
+static PyObject *
+loader_repr(LoaderObject *self)
+{
+	if (self->closed || !self->core)
+		return PyUnicode_FromString("<ringfeed.Loader (closed)>");
+	PyObject *dev = loader_get_device(self, NULL);
+	PyObject *r = dev ? PyUnicode_FromFormat(
+		"<ringfeed.Loader samples=%llu batch_size=%u batches=%llu epoch=%llu "
+		"device=%U depth=%u held=%u>", (unsigned long long)self->samples,
+		self->cfg.batch_size, (unsigned long long)self->nbatches,
+		(unsigned long long)self->epoch, dev, self->cfg.depth,
+		self->core->held - (self->core->stash ? 1u : 0u)) : NULL;
+	Py_XDECREF(dev);
+	return r;
+}
+
 static PyMethodDef loader_methods[] = {
 	{"close", (PyCFunction)loader_close, METH_NOARGS,
 	 "Stop the loader.  Its threads and buffers are freed now, or, when arrays of\n"
@@ -1328,6 +1355,7 @@ static PyTypeObject LoaderType = {
 	.tp_name = "ringfeed.Loader",
 	.tp_basicsize = sizeof(LoaderObject),
 	.tp_dealloc = (destructor)loader_dealloc,
+	.tp_repr = (reprfunc)loader_repr,
 	.tp_flags = Py_TPFLAGS_DEFAULT,
 	.tp_doc =
 	"Loader(paths, batch_size, *, fields=None, shuffle=\"none\", seed=0, epoch=0,\n"

@@ -110,6 +110,13 @@ for k, (code, bits) in DL_DTYPES.items():
     check(t["dtype"] == (code, bits, 1), "capsule dtype of %s: %r" % (k, t["dtype"]))
     del cap
 del arr
+check(repr(loader).startswith("<ringfeed.Loader samples=%d" % N), repr(loader))
+batch["f32"].__dlpack__(dl_device=(kDLCPU, 0))
+try:
+    batch["f32"].__dlpack__(dl_device=(2, 0))
+    check(False, "exported to another device")
+except BufferError:
+    pass
 try:
     batch["f32"].__dlpack__(stream=5)
     check(False, "a CPU array accepted a stream")
