@@ -847,6 +847,50 @@ append(rf_writer *w, struct wjob *j, const rf_column *cols, uint64_t i, uint64_t
 	return 0;
 }
 
+/* Write samples [i, i + m) of cols as one raw chunk without copying them:
+ * the (empty) job borrows the caller's memory for its sections while it is
+ * sealed, checksummed and written, which all happen before this returns
+ * because raw chunks are never handed to the pool.  Only variable fields'
+ * offsets are copied, rebased to 0. */
+static int
+write_direct(rf_writer *w, struct wjob *j, const rf_column *cols, uint64_t i, uint64_t m)
+{
+	uint8_t *own[RF_MAX_FIELDS];
+	uint64_t own_cap[RF_MAX_FIELDS];
+	int rc = 0;
+	for (uint32_t k = 0; k < w->schema.nfields; k++) {
+		struct wcol *c = &j->col[k];
+		own[k] = c->buf;
+		own_cap[k] = c->cap;
+		if (w->schema.fields[k].var_dim < 0) {
+			c->buf = (uint8_t *)(uintptr_t)cols[k].data + i * w->item[k];
+			c->len = m * w->item[k];
+			continue;
+		}
+		const int64_t *o = cols[k].offsets;
+		if (rc == 0 && grow((void **)&c->off, &c->off_cap, m + 1, 8) < 0)
+			rc = rf_fail(&w->diag, -ENOMEM, "%s: out of memory", w->path);
+		if (rc == 0)
+			for (uint64_t s = 0; s <= m; s++)
+				c->off[s] = (uint64_t)(o[i + s] - o[i]);
+		c->buf = (uint8_t *)(uintptr_t)cols[k].data + o[i];
+		c->len = (uint64_t)(o[i + m] - o[i]);
+	}
+	j->n = m;
+	if (rc == 0)
+		rc = seal(w);
+	/* seal() wrote the job and reset it; give the buffers back. */
+	for (uint32_t k = 0; k < w->schema.nfields; k++) {
+		j->col[k].buf = own[k];
+		j->col[k].cap = own_cap[k];
+		j->col[k].len = 0;
+		if (j->col[k].off)
+			j->col[k].off[0] = 0;
+	}
+	j->n = 0;
+	return rc;
+}
+
 /* How many samples from i (< n) go into job j now: at least one when j is
  * empty, 0 when j must be sealed first.  Stops at the sample that brings the
  * raw size to chunk_bytes, and before one that would pass 2^32. */
@@ -932,6 +976,16 @@ rf_writer_add_columns(rf_writer *w, uint64_t n, const rf_column *cols)
 			return rf_fail(&w->diag, RF_EUSAGE,
 				       "%s: sample %llu alone exceeds the 2^32-byte chunk limit",
 				       w->path, (unsigned long long)(w->samples + i));
+		}
+		if (full && m > 0 && j->n == 0 && !w->nthreads && w->cfg.zstd_level == 0) {
+			/* A whole raw chunk out of this call: write it straight
+			 * from the caller's memory. */
+			rc = write_direct(w, j, cols, i, m);
+			i += m;
+			w->samples += m;
+			if (rc < 0)
+				break;
+			continue;
 		}
 		if (m && (rc = append(w, j, cols, i, m)) < 0)
 			break;
