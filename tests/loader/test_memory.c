@@ -4,10 +4,14 @@
  * than pinned_bytes, in both pin modes: the page-locked peak stays within
  * pinned_bytes, device memory is depth x batch bytes exactly, and the
  * process's resident memory while streaming does not grow with the dataset
- * (a dataset 4 times larger peaks at the same RSS, within a small slack).
+ * (a dataset 4 times larger peaks at the same RSS, within a small slack),
+ * nor with the number of epochs; after close no thread, file descriptor
+ * or registered byte is left.
  * Argument "cuda": the CUDA backend on the cudart emulator, whose own
  * counters (registered/pinned and device peaks) are checked.
  */
+#include <dirent.h>
+
 #include "lt.h"
 #include "../cuda-emulator/emulator.h"
 
@@ -44,10 +48,26 @@ rss_bytes(void)
 	return (uint64_t)rss * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-/* Stream `pattern` once; returns the peak RSS seen while streaming. */
-static uint64_t
-stream(const char *name, uint64_t n, enum rf_pinning pin)
+/* Entries in a /proc/self directory: open files, threads. */
+static int
+count_dir(const char *path)
 {
+	DIR *d = opendir(path);
+	int n = 0;
+	if (!d)
+		return -1;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* Stream the dataset `epochs` times; returns the peak RSS seen while
+ * streaming. */
+static uint64_t
+stream(const char *name, uint64_t n, enum rf_pinning pin, uint32_t epochs)
+{
+	int fds0 = count_dir("/proc/self/fd"), threads0 = count_dir("/proc/self/task");
 	char path[512];
 	snprintf(path, sizeof(path), "%s/%s.rfs", dir, name);
 	const char *paths[] = {path};
@@ -58,6 +78,7 @@ stream(const char *name, uint64_t n, enum rf_pinning pin)
 	cfg.batch_size = 256;
 	cfg.pinned_bytes = PINNED;
 	cfg.pinning = pin;
+	cfg.epochs = epochs;
 	cfg.device = use_cuda ? RF_DEVICE_CUDA : RF_DEVICE_HOST;
 	cfg.log = lt_log;
 	if (use_cuda)
@@ -73,7 +94,7 @@ stream(const char *name, uint64_t n, enum rf_pinning pin)
 	const rf_batch *b;
 	while ((rc = rf_loader_next(ld, &b)) == 0 && b) {
 		LT_CHECK(rf_batch_wait(b, NULL) == 0);
-		if (b->first_sample != samples)
+		if (b->first_sample != samples % n || b->epoch != samples / n)
 			bad++;
 		if (k++ % 8 == 0)
 			bad += lt_check_batch(b, b->first_sample);
@@ -84,11 +105,11 @@ stream(const char *name, uint64_t n, enum rf_pinning pin)
 			peak = r;
 	}
 	LT_CHECK(rc == 0);
-	LT_CHECK(samples == n);
+	LT_CHECK(samples == n * epochs);
 	LT_CHECK(bad == 0);
 	rf_stats s = {.size = sizeof(s)};
 	LT_CHECK(rf_loader_stats(ld, &s) == 0);
-	LT_CHECK(s.bytes_read >= (uint64_t)16 * PINNED || n < 400000);
+	LT_CHECK(s.bytes_read >= (uint64_t)16 * PINNED * epochs || n < 400000);
 	LT_CHECK(s.pinned_peak <= PINNED);
 	LT_CHECK(s.device_peak == 2 * s.batch_bytes);
 	fprintf(stderr, "%s %s: %llu bytes read, pinned peak %llu of %u, device %llu, "
@@ -107,6 +128,9 @@ stream(const char *name, uint64_t n, enum rf_pinning pin)
 			LT_CHECK(c.peak_registered_bytes < PINNED);
 	}
 	rf_loader_close(&ld);
+	LT_CHECK(count_dir("/proc/self/fd") == fds0);
+	if (!use_cuda) /* the emulator keeps its default stream's thread */
+		LT_CHECK(count_dir("/proc/self/task") == threads0);
 	if (use_cuda) {
 		struct rfemu_counters c;
 		memset(&c, 0, sizeof(c));
@@ -131,12 +155,15 @@ main(int argc, char **argv)
 	LT_CHECK(lt_pack(dir, "big", big, 0, 64 << 10, 0, 0) == 0);
 	for (int pin = 0; pin < 2; pin++) {
 		enum rf_pinning p = pin ? RF_PINNING_TRANSIENT : RF_PINNING_RING;
-		uint64_t rs = stream("small", small, p);
-		uint64_t rb = stream("big", big, p);
+		uint64_t rs = stream("small", small, p, 1);
+		uint64_t rb = stream("big", big, p, 1);
+		uint64_t re = stream("small", small, p, 4);
 		/* The big run may not hold more than a few MiB more than the small
 		 * one (allocator noise), never the 4x more data it streamed. */
-		if (RSS_CHECK)
+		if (RSS_CHECK) {
 			LT_CHECK(rb <= rs + (4u << 20));
+			LT_CHECK(re <= rs + (4u << 20));
+		}
 	}
 	lt_rmtree(dir);
 	if (lt_failures)
