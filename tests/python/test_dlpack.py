@@ -40,6 +40,8 @@ data["bf16"] = bf.view(torch.int16).numpy().view(np.uint16)
 cols["bf16"] = (data["bf16"], "bf16")
 tok = [rng.integers(0, 1000, size=(i % 9,), dtype=np.int64) for i in range(N)]
 cols["tok"] = tok
+pairs = [rng.standard_normal((i % 4, 3)).astype(np.float32) for i in range(N)]
+cols["pairs"] = pairs
 p = os.path.join(d, "all.rfs")
 ringfeed.pack(p, cols, chunk_bytes=2048)
 
@@ -50,6 +52,7 @@ check(loader.device == "cpu", "device %s" % loader.device)
 got_np = {k: [] for k in data}
 got_t = {k: [] for k in torch_types}
 toks = []
+got_pairs = []
 nb = 0
 for batch in loader:
     nb += 1
@@ -73,8 +76,15 @@ for batch in loader:
           "offsets %r" % o)
     for i in range(len(o) - 1):
         toks.append(v[int(o[i]) // 8:int(o[i + 1]) // 8].numpy().copy())
+    # A variable first dimension: data is [rows, 3], a row 12 bytes.
+    off, dat = batch["pairs"]
+    o2 = np.from_dlpack(off)
+    rows = torch.from_dlpack(dat)
+    check(rows.shape == (int(o2[-1]) // 12, 3), "pairs data shape %r" % (rows.shape,))
+    for i in range(len(o2) - 1):
+        got_pairs.append(rows[int(o2[i]) // 12:int(o2[i + 1]) // 12].numpy().copy())
 check(nb == len(loader), "batches %d" % nb)
-del batch, arr, off, dat, o, v, t, a
+del batch, arr, off, dat, o, v, t, a, rows, o2
 for k in data:
     if k != "bf16":
         check(np.array_equal(np.concatenate(got_np[k]), data[k], equal_nan=True),
@@ -87,6 +97,8 @@ for k, tt in torch_types.items():
         check(np.array_equal(t.numpy(), data[k]), "torch round trip of %s" % k)
 check(len(toks) == N and all(np.array_equal(a, b) for a, b in zip(toks, tok)),
       "variable field round trip")
+check(len(got_pairs) == N and all(np.array_equal(a, b) for a, b in zip(got_pairs, pairs)),
+      "variable rows round trip")
 
 # The buffer protocol on the host: read-only, no copy.
 it = iter(loader)
