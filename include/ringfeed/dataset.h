@@ -98,11 +98,16 @@ enum rf_codec {
 typedef struct rf_writer_config {
 	uint32_t size;           /* sizeof(rf_writer_config), set by init */
 	int zstd_level;          /* 0 = store chunks raw (default); 1..22 = zstd */
-	uint64_t chunk_bytes;    /* target raw bytes per chunk; default 4 MiB */
+	uint64_t chunk_bytes;    /* target raw bytes per chunk; default 4 MiB
+	                            (0 = default, at most 2^32): a chunk closes
+	                            with the sample that brings it to this size */
 	uint64_t shard_bytes;    /* 0 = one shard (default); else start a new shard
 	                            when a shard would exceed this, naming shards
 	                            BASE-00000.rfs, BASE-00001.rfs, ... */
-	unsigned threads;        /* compression threads; default 1 */
+	unsigned threads;        /* compression threads; default 1 (0 = 1).  With
+	                            zstd and threads > 1, chunks are compressed
+	                            by a pool and written in order; about
+	                            2 x threads chunks are held in memory */
 	int no_fsync;            /* skip fsync before rename (tests only) */
 	rf_log_fn log;
 	void *log_user;
@@ -145,10 +150,15 @@ typedef struct rf_column {
 } rf_column;
 
 /* Add n samples at once, cols[i] for field i: the fast path for packing
- * column-oriented inputs such as .npy files.  Same errors as rf_writer_add. */
+ * column-oriented inputs such as .npy files.  Same errors as rf_writer_add.
+ * A bad block (offsets that decrease or are not multiples of the item size,
+ * a sample too large for a 2^32-byte chunk) is refused whole with RF_EUSAGE
+ * before any of it is taken, and the writer stays usable.  Raw chunks that
+ * a block fills completely are written straight from `data` (no copy). */
 RF_API int rf_writer_add_columns(rf_writer *w, uint64_t n, const rf_column *cols);
 
-/* Samples and stored bytes written so far (all shards). */
+/* Samples added so far, and bytes written to the shard files so far (all
+ * shards; headers, padding, index and footers included). */
 RF_API uint64_t rf_writer_samples(const rf_writer *w);
 RF_API uint64_t rf_writer_bytes(const rf_writer *w);
 
@@ -183,8 +193,11 @@ RF_API void rf_dataset_config_init(rf_dataset_config *cfg);
  * *.rfs files, sorted) or a glob pattern (matches sorted).  Each shard's
  * footer, header and index are read and validated; the data chunks are not
  * read.  `cfg` may be NULL for defaults.  Returns 0 and *out, or RF_EFORMAT,
- * RF_ECORRUPT, RF_ETRUNCATED, RF_ESCHEMA (shards disagree), -ENOENT (nothing
- * matched), or another negated errno; *out is NULL on error and the message,
+ * RF_ECORRUPT, RF_ETRUNCATED (docs/format.md says which when), RF_ESCHEMA
+ * (shards disagree), -ENOENT (nothing matched), RF_EUSAGE (no path, or a
+ * config whose size field is wrong), or another negated errno; each shard
+ * keeps one read-only descriptor open until rf_dataset_close.  *out is NULL
+ * on error and the message,
  * naming the file and what is wrong, goes to cfg->log and to
  * rf_dataset_last_open_error(). */
 RF_API int rf_dataset_open(rf_dataset **out, const char *const *paths, size_t npaths,
@@ -230,8 +243,9 @@ RF_API int rf_dataset_find_chunk(const rf_dataset *ds, uint64_t index, uint64_t 
 RF_API int rf_dataset_read(rf_dataset *ds, uint64_t index, uint32_t field, void *buf,
 			   size_t cap, size_t *len);
 
-/* Read, checksum and fully decode chunk `chunk`, validating every offset in
- * it.  Returns 0 or the error rf_dataset_read would give. */
+/* Read, checksum (even when the dataset was opened with verify = 0) and
+ * fully decode chunk `chunk`, validating every offset in it.  Returns 0,
+ * -ERANGE, or the error rf_dataset_read would give. */
 RF_API int rf_dataset_verify_chunk(rf_dataset *ds, uint64_t chunk);
 
 /* The message of the dataset's last failure ("" when none). */
