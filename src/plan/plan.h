@@ -83,14 +83,22 @@
  * entries in sequence, no further than needed, and drops what keep_from allows
  * holds at most W decoded chunks (entries below keep_from need not be read at
  * all: a rank can skip them).  In window mode the entries of a group of H
- * chunks are all needed from its first segment on, so a loader that wants
- * them decoded ahead of time may read up to the end of the current group.  In none and chunks modes the sequence skips
- * the chunks no sample of this rank comes from; in window mode every rank
- * reads every non-empty chunk (each global batch draws from the whole window,
- * so its chunks are decoded by every rank: window mode reads the dataset
- * `world` times over; chunks or full mode do not).  RF_PLAN_FULL reads samples
- * one by one (item.chunk and item.offset locate each): item.read and
- * item.keep_from are RF_PLAN_NO_READ and the read sequence is empty.
+ * chunks are all needed from its first segment on, which is also when the
+ * oldest resident group is dropped: a loader with room for M decoded chunks that
+ * wants the next group decoded while the current segment is delivered plans
+ * with W = 2M/3 and uses the other M/3 to decode ahead.
+ *
+ * Reads across ranks: global batches are cut into rank slices of B samples,
+ * so in none, chunks and window modes a chunk of S samples is read by up to
+ * min(world, S / B + 2) ranks (every rank, in window mode); a job with many
+ * ranks and chunks much larger than B reads the dataset up to `world` times
+ * over.  Full mode reads only the rank's own samples.  Smaller chunks, or
+ * full mode on uncompressed shards, avoid the extra reads.  In none and
+ * chunks modes a rank's read sequence skips the chunks none of its samples
+ * come from; in window mode it holds every non-empty chunk (each global batch
+ * draws from the whole window).  RF_PLAN_FULL reads samples one by one
+ * (item.chunk and item.offset locate each): item.read and item.keep_from are
+ * RF_PLAN_NO_READ and the read sequence is empty.
  *
  * --------------------------------------------------------- randomness
  *

@@ -69,6 +69,14 @@ rf_plan_resolve_rank(int64_t cfg_rank, int64_t cfg_world, rf_plan_getenv_fn gete
 				return rf_fail(d, RF_EUSAGE, "%s=\"%s\", %s=\"%s\": not a number in 0..%u",
 					       launchers[i].rank, rs, launchers[i].world, ws, RANK_LIMIT);
 			src = (cfg_rank >= 0 || cfg_world >= 0) ? launchers[i].mixed : launchers[i].source;
+			/* A configured value that contradicts the launcher is
+			 * allowed (the configuration wins) but worth a line. */
+			if (cfg_world >= 0 && (uint32_t)cfg_world != w)
+				rf_log(d, RF_LOG_WARN, "configured world size %lld, %s=%u: using %lld",
+				       (long long)cfg_world, launchers[i].world, w, (long long)cfg_world);
+			if (cfg_rank >= 0 && (uint32_t)cfg_rank != r)
+				rf_log(d, RF_LOG_WARN, "configured rank %lld, %s=%u: using %lld",
+				       (long long)cfg_rank, launchers[i].rank, r, (long long)cfg_rank);
 			break;
 		}
 	}

@@ -4,7 +4,8 @@
  * the launcher variables in the documented order (torchrun, Open MPI, PMI,
  * Slurm), with the source reported; inconsistent or malformed values (rank >=
  * world, world 0, signs, spaces, letters, overflow, configured values below
- * -1) are refused with RF_EUSAGE and a message.  Also through the process
+ * -1) are refused with RF_EUSAGE and a message; a configured value that
+ * contradicts the launcher's wins with a warning.  Also through the process
  * environment (getenv NULL).
  */
 #include "plan_test.h"
@@ -18,6 +19,14 @@ fake_getenv(void *user, const char *name)
 		if (strcmp(env[0], name) == 0)
 			return env[1];
 	return NULL;
+}
+
+static void
+count_warn(void *user, enum rf_log_level level, const char *msg)
+{
+	(void)msg;
+	if (level == RF_LOG_WARN)
+		(*(int *)user)++;
 }
 
 static void
@@ -100,6 +109,22 @@ main(void)
 		char what[96];
 		snprintf(what, sizeof what, "RANK=\"%s\" WORLD_SIZE=\"%s\"", bad[i][1], bad[i][3]);
 		refuse(-1, -1, bad[i], what);
+	}
+
+	/* A configured value that contradicts the launcher wins, with a
+	 * warning in the log. */
+	{
+		int warns = 0;
+		rf_diag dw;
+		rf_diag_init(&dw, count_warn, &warns);
+		dw.min_level = RF_LOG_DEBUG; /* whatever RINGFEED_LOG says */
+		uint32_t rr, ww;
+		const char *ss;
+		CHECK(rf_plan_resolve_rank(-1, 16, fake_getenv, (void *)torch, &rr, &ww, &ss, &dw) == 0 &&
+		      ww == 16 && warns == 1, "world 16 over WORLD_SIZE=8: %u warnings", warns);
+		warns = 0;
+		CHECK(rf_plan_resolve_rank(-1, 8, fake_getenv, (void *)torch, &rr, &ww, &ss, &dw) == 0 &&
+		      warns == 0, "agreeing world warned");
 	}
 
 	/* The process environment. */
