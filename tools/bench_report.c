@@ -167,6 +167,8 @@ bench_print_table(FILE *f, const bench_opts *o, const bench_result *res)
 
 	fprintf(f, "ringfeed %s bench%s\n", rf_version_string(),
 		res->interrupted ? " (interrupted)" : "");
+	fprintf(f, "machine: %ld CPUs, load average %.2f %.2f %.2f before the run\n", res->cpus,
+		res->loadavg[0], res->loadavg[1], res->loadavg[2]);
 	fprintf(f, "dataset: %zu shard%s, %" PRIu64 " samples, %" PRIu64 " chunks (%" PRIu64
 		   " zstd), %s stored, %s raw\n",
 		res->info.shards, res->info.shards == 1 ? "" : "s", res->info.samples,
@@ -279,6 +281,10 @@ bench_print_json(FILE *f, const bench_opts *o, const bench_result *res)
 	json_str(f, "ringfeed_version", rf_version_string(), true);
 	json_bool(f, "interrupted", res->interrupted, true);
 	json_bool(f, "failed", res->failed, true);
+	fputs("\"machine\": {", f);
+	fprintf(f, "\"cpus\": %ld, \"loadavg\": [%.2f, %.2f, %.2f]", res->cpus, res->loadavg[0],
+		res->loadavg[1], res->loadavg[2]);
+	fputs("}, ", f);
 
 	fputs("\"dataset\": {\"paths\": [", f);
 	for (size_t i = 0; i < o->npaths; i++) {

@@ -85,6 +85,8 @@ typedef struct bench_limit {
 } bench_limit;
 
 typedef struct bench_result {
+	long cpus;               /* online CPUs */
+	double loadavg[3];       /* /proc/loadavg before the run; -1 unknown */
 	bench_dataset info;
 	bench_cache cache;
 	/* the loader run */

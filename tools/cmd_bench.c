@@ -530,6 +530,10 @@ rf_cmd_bench(int argc, char **argv)
 	}
 	memset(&res, 0, sizeof res);
 	res.stats.size = sizeof res.stats;
+	res.cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	/* Other work on the machine skews every figure: say how busy it was. */
+	if (getloadavg(res.loadavg, 3) != 3)
+		res.loadavg[0] = res.loadavg[1] = res.loadavg[2] = -1;
 	if (rf_cli_open_dataset(&ds, o.paths, o.npaths, 0) < 0)
 		return RF_CLI_FAIL;
 	bench_dataset_info(ds, &res.info);

@@ -40,7 +40,7 @@ def run(*args):
 
 # The documented keys (docs/bench.md), section by section.
 KEYS = {
-    None: ["ringfeed_version", "interrupted", "failed", "dataset", "config", "cache", "loader",
+    None: ["ringfeed_version", "interrupted", "failed", "machine", "dataset", "config", "cache", "loader",
            "limits", "binding_limit", "efficiency"],
     "dataset": ["paths", "shards", "samples", "chunks", "zstd_chunks", "stored_bytes",
                 "raw_bytes", "value_bytes_per_sample"],
