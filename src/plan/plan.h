@@ -136,6 +136,32 @@
  * getters) by many threads at once; rf_plan_next_batch, rf_plan_seek,
  * rf_plan_set_epoch and rf_plan_state_load modify it and need exclusive use.
  *
+ * Use by the loader (one plan per rank, re-keyed each epoch):
+ *
+ *     uint32_t *counts = ...;              // rf_chunk_info.samples, chunk by chunk
+ *     rf_plan_params pp;
+ *     rf_plan_params_init(&pp);
+ *     pp.seed = cfg.seed; pp.mode = RF_PLAN_WINDOW; pp.batch = cfg.batch_size;
+ *     pp.window = rf_plan_default_window(cfg.pinned_bytes, avg_raw_chunk_bytes);
+ *     pp.fingerprint = fp;
+ *     rc = rf_plan_resolve_rank(cfg.rank, cfg.world, NULL, NULL, &pp.rank,
+ *                               &pp.world, &source, &diag);   // log `source`
+ *     rc = rf_plan_create(&plan, &pp, counts, nchunks, &diag);
+ *     rf_plan_item items[B];
+ *     for (uint64_t epoch = 0; epoch < epochs; epoch++) {
+ *         if (epoch > 0) rf_plan_set_epoch(plan, epoch);
+ *         // I/O thread: read rf_plan_read_chunk(plan, j) for j = 0, 1, ...
+ *         // as far as the items ask (item.read), no further than
+ *         // keep_from + W - 1 ahead; free decoded chunks below keep_from.
+ *         for (uint64_t k = 0; k < rf_plan_batches(plan); k++) {
+ *             uint32_t n;
+ *             rf_plan_batch(plan, k, items, B, &n);  // any thread, any order
+ *             for (uint32_t i = 0; i < n; i++)       // copy items[i].offset of
+ *                 gather(items[i].chunk, items[i].offset);  // items[i].chunk
+ *         }
+ *     }
+ *     rf_plan_destroy(&plan);
+ *
  * ------------------------------------- proposed public API (ringfeed.h)
  *
  * The loader can expose the plan's resume state as follows (copy into the
@@ -255,7 +281,8 @@ typedef struct rf_plan rf_plan;
 /* Build the plan for params->epoch from the sample counts of the dataset's
  * chunks (counts[c] for chunk c, dataset order; zero counts allowed).  The
  * counts are copied.  `d` receives error messages and, when not NULL, must
- * outlive the plan (the plan keeps using it; with NULL it uses its own).
+ * outlive the plan (the plan keeps using it).  With NULL the plan uses its
+ * own, read with rf_plan_errmsg; the message of a failed create is then lost.
  * Returns 0; RF_EUSAGE for a bad parameter (rank >= world, batch 0, window 0,
  * unknown mode or tail, more than UINT32_MAX chunks, world x batch or the
  * sample count overflowing 64 bits); -ENOMEM. */
