@@ -25,7 +25,10 @@
 typedef struct bench_rate {
 	bool ok;
 	double bytes;       /* bytes processed in the timed part */
-	double seconds;     /* timed part, CLOCK_MONOTONIC */
+	double seconds;     /* timed part: CLOCK_MONOTONIC for I/O and copies to
+	                       the device; the thread's CPU time for the CPU-bound
+	                       zstd and memcpy (other load does not lower them) */
+	double wall_seconds; /* CPU-timed limits: the wall time of the same part */
 	double ops;         /* reads or calls in the timed part */
 	char note[160];
 } bench_rate;

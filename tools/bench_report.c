@@ -198,6 +198,11 @@ bench_print_table(FILE *f, const bench_opts *o, const bench_result *res)
 	fprintf(f, "  %-26s %.3f s/GB (loader threads, %.2f s in all)\n", "CPU per GB",
 		res->cpu_s_per_gb, (double)st->thread_cpu_ns / 1e9);
 	fprintf(f, "  %-26s %.2f%%\n", "consumer stall", 100.0 * res->stall_share);
+	if (res->loader_runq_s >= 0)
+		fprintf(f, "  %-26s %.2f s loader threads, %.2f s consumer\n", "waiting for a CPU",
+			res->loader_runq_s, res->consumer_runq_s);
+	fprintf(f, "  %-26s %.1f per batch\n", "context switches",
+		res->batches ? res->context_switches / (double)res->batches : 0);
 	fprintf(f, "  %-26s %s pinned, %s device\n", "high-water",
 		fmt_bytes(a, sizeof a, (double)st->pinned_peak),
 		fmt_bytes(b, sizeof b, (double)st->device_peak));
@@ -347,6 +352,10 @@ bench_print_json(FILE *f, const bench_opts *o, const bench_result *res)
 	json_num(f, "cpu_s_per_gb", res->cpu_s_per_gb, true);
 	json_num(f, "stall_share", res->stall_share, true);
 	json_num(f, "stall_s", (double)st->stall_ns / 1e9, true);
+	json_num(f, "loader_runqueue_s", res->loader_runq_s, true);
+	json_num(f, "consumer_runqueue_s", res->consumer_runq_s, true);
+	json_num(f, "context_switches_per_batch",
+		 res->batches ? res->context_switches / (double)res->batches : 0, true);
 	json_num(f, "read_s", (double)st->read_ns / 1e9, true);
 	json_num(f, "decode_s", (double)st->decode_ns / 1e9, true);
 	json_num(f, "copy_s", (double)st->copy_ns / 1e9, true);

@@ -96,7 +96,10 @@ typedef struct bench_result {
 	uint64_t samples;
 	uint64_t epochs;         /* epochs begun */
 	uint64_t peak_rss;       /* bytes, ru_maxrss right after the run */
-	uint64_t checksum;       /* --touch: sum of the words read */
+	uint64_t checksum;       /* --touch: sum of the bytes read */
+	double loader_runq_s;    /* loader threads runnable but waiting for a CPU; <0 unknown */
+	double consumer_runq_s;  /* the same for the consumer thread */
+	double context_switches; /* of every thread of the process during the run */
 	bool device_is_cuda;
 	bool interrupted;
 	bool failed;
