@@ -147,6 +147,10 @@ struct staged {             /* a batch in its staging slot, or a marker */
 	uint64_t index, epoch, first;
 	uint64_t copy_bytes, payload;
 	uint64_t used[RF_MAX_FIELDS];
+	/* copy stage */
+	int dbuf;           /* device buffer it is copied into */
+	int err;            /* the issue failed */
+	uint64_t t_issue;
 };
 
 struct worker {
@@ -207,8 +211,9 @@ struct rf_loader {
 	uint64_t next_seq, next_dispatch, next_gather;
 	unsigned read_held, stage_held, inflight;
 
-	struct staged *sq;   /* staged FIFO */
-	unsigned sq_cap, sq_head, sq_len;
+	struct staged *sq;   /* staged FIFO; its first sq_issued are being copied */
+	unsigned sq_cap, sq_head, sq_len, sq_issued;
+	int copy_failed;
 
 	unsigned *rq;        /* ready FIFO of dbuf indices */
 	unsigned rq_head, rq_len;
@@ -218,6 +223,7 @@ struct rf_loader {
 	unsigned held;
 
 	unsigned *slot_refs; /* read slots: the worker's hold + direct batches */
+	unsigned *pin_refs;  /* transient pinning of read slots (copy thread) */
 	int direct_ok;       /* one fixed field: batches inside a raw chunk are
 	                        copied straight from the read slot */
 
@@ -771,52 +777,95 @@ fill_batch(rf_loader *ld, struct dbuf *b, const struct staged *s)
 	b->pub.ready_event = b->copy_event;
 }
 
-/* Move one staged batch into device buffer `b` and wait for the copy.  The
- * staging slot is released (and, in transient mode, unpinned) as soon as the
- * copy's event has fired, never before. */
+/*
+ * Transient pinning.  A staging slot holds one batch: it is pinned for that
+ * batch's copy alone.  A read slot can hold several direct batches whose
+ * copies are in flight together: it is pinned whole on the first and
+ * unpinned when the last has completed (pin_refs counts them; copy thread
+ * only).
+ */
 static int
-copy_one(rf_loader *ld, struct dbuf *b, const struct staged *s)
+pin_for_copy(rf_loader *ld, const struct staged *s)
+{
+	if (ld->cfg.pinning != RF_PINNING_TRANSIENT)
+		return 0;
+	if (s->direct && ld->pin_refs[s->slot]++ > 0)
+		return 0;
+	int rc = rf_ring_pin(ld->ring, s->slot,
+			     s->direct ? ld->slot_bytes : s->src_off + s->copy_bytes);
+	if (rc < 0) {
+		if (s->direct)
+			ld->pin_refs[s->slot]--;
+		return rf_fail(&ld->copy_diag, rc, "loader: pinning slot %u (%" PRIu64 " bytes) "
+			       "failed: %s", s->slot, s->copy_bytes, ld->ring_diag.msg);
+	}
+	return 0;
+}
+
+static int
+unpin_after_copy(rf_loader *ld, const struct staged *s)
+{
+	if (ld->cfg.pinning != RF_PINNING_TRANSIENT)
+		return 0;
+	if (s->direct && --ld->pin_refs[s->slot] > 0)
+		return 0;
+	int rc = rf_ring_unpin(ld->ring, s->slot);
+	if (rc < 0)
+		return rf_fail(&ld->copy_diag, rc, "loader: unpinning slot %u failed: %s", s->slot,
+			       ld->ring_diag.msg);
+	return 0;
+}
+
+/* Enqueue one staged batch's copy into device buffer `b` and record its
+ * event; does not wait.  On failure nothing is left reading the source. */
+static int
+copy_issue(rf_loader *ld, struct dbuf *b, struct staged *s)
 {
 	const struct rf_device_ops *ops = ld->dev->ops;
 	uint8_t *src = (uint8_t *)rf_ring_slot(ld->ring, s->slot) + s->src_off;
-	int rc = 0, pinned = 0;
-
-	if (ld->cfg.pinning == RF_PINNING_TRANSIENT) {
-		rc = rf_ring_pin(ld->ring, s->slot, s->src_off + s->copy_bytes);
-		if (rc < 0)
-			return rf_fail(&ld->copy_diag, rc, "loader: pinning staging slot %u (%" PRIu64
-				       " bytes) failed: %s", s->slot, s->copy_bytes, ld->ring_diag.msg);
-		pinned = 1;
-	}
-	uint64_t t0 = now_ns();
+	int rc = pin_for_copy(ld, s);
+	if (rc < 0)
+		return rc;
+	s->t_issue = now_ns();
 	rc = ops->copy_h2d_async(ld->dev, b->dptr, src, s->copy_bytes, ld->copy_stream);
 	if (rc == 0)
 		rc = ops->event_record(ld->dev, b->copy_event, ld->copy_stream);
-	if (rc == 0)
-		rc = ops->event_sync(ld->dev, b->copy_event);
-	else
-		ops->stream_sync(ld->dev, ld->copy_stream); /* nothing may still read src */
-	atomic_fetch_add_explicit(&ld->st_copy_ns, now_ns() - t0, memory_order_relaxed);
 	if (rc < 0) {
+		ops->stream_sync(ld->dev, ld->copy_stream); /* nothing may still read src */
+		rf_fail(&ld->copy_diag, rc, "loader: copying batch %" PRIu64 " to the device failed: %s",
+			s->index, ld->dev_diag.msg);
+		unpin_after_copy(ld, s);
+	}
+	return rc;
+}
+
+/* Wait for an issued copy to complete, then unpin (transient) and describe
+ * the batch.  The caller returns the slot. */
+static int
+copy_complete(rf_loader *ld, struct dbuf *b, const struct staged *s)
+{
+	const struct rf_device_ops *ops = ld->dev->ops;
+	int rc = ops->event_sync(ld->dev, b->copy_event);
+	atomic_fetch_add_explicit(&ld->st_copy_ns, now_ns() - s->t_issue, memory_order_relaxed);
+	if (rc < 0) {
+		ops->stream_sync(ld->dev, ld->copy_stream);
 		rf_fail(&ld->copy_diag, rc, "loader: copying batch %" PRIu64 " to the device failed: %s",
 			s->index, ld->dev_diag.msg);
 	}
-	if (pinned) {
-		int urc = rf_ring_unpin(ld->ring, s->slot);
-		if (urc < 0 && rc == 0)
-			rc = rf_fail(&ld->copy_diag, urc, "loader: unpinning staging slot %u failed: %s",
-				     s->slot, ld->ring_diag.msg);
-	}
+	int urc = unpin_after_copy(ld, s);
+	if (rc == 0)
+		rc = urc;
 	if (rc == 0) {
 		/* The offsets in host memory, for the consumer: the slot is
 		 * read after the copy, so nothing races with it. */
+		const uint8_t *src = (const uint8_t *)rf_ring_slot(ld->ring, s->slot) + s->src_off;
 		const rf_batch_layout *l = &ld->layout;
 		uint32_t v = 0;
 		for (uint32_t i = 0; i < l->nparts; i++) {
 			if (!l->part[i].var)
 				continue;
-			memcpy(b->host_off + (uint64_t)v * (l->batch + 1),
-			       (const uint8_t *)src + l->part[i].off, ((uint64_t)s->n + 1) * 8);
+			memcpy(b->host_off + (uint64_t)v * (l->batch + 1), src + l->part[i].off,
+			       ((uint64_t)s->n + 1) * 8);
 			v++;
 		}
 		fill_batch(ld, b, s);
@@ -835,6 +884,28 @@ staged_done(rf_loader *ld, const struct staged *s)
 		rf_ring_release(ld->ring, s->slot);
 }
 
+/* A free device buffer (mu held): free first, else one the consumer has
+ * released (its event may still be pending); -1 when none. */
+static int
+pick_dbuf_locked(rf_loader *ld)
+{
+	for (uint32_t i = 0; i < ld->depth; i++)
+		if (ld->dbufs[i].state == DB_FREE)
+			return (int)i;
+	for (uint32_t i = 0; i < ld->depth; i++)
+		if (ld->dbufs[i].state == DB_RELEASED)
+			return (int)i;
+	return -1;
+}
+
+/*
+ * The copy stage.  Staged batches are issued in order onto the copy stream
+ * as soon as a device buffer is free, so the copy engine goes from one batch
+ * to the next without waiting for this thread; completions are taken in the
+ * same order.  The staged queue's first `sq_issued` entries are the copies in
+ * flight.  Issuing comes first: keeping the stream fed matters more than
+ * noticing a completion a little earlier.
+ */
 static void *
 copy_main(void *arg)
 {
@@ -843,15 +914,15 @@ copy_main(void *arg)
 
 	pthread_mutex_lock(&ld->mu);
 	for (;;) {
-		while (!ld->stop && ld->sq_len == 0)
-			pthread_cond_wait(&ld->copy_cv, &ld->mu);
 		if (ld->stop)
 			break;
-		struct staged s = ld->sq[ld->sq_head];
-		if (s.kind != SK_BATCH) {
+		/* A marker reaches the consumer once every batch before it is
+		 * ready. */
+		if (ld->sq_len > 0 && ld->sq_issued == 0 && ld->sq[ld->sq_head].kind != SK_BATCH) {
+			struct staged m = ld->sq[ld->sq_head];
 			ld->sq_head = (ld->sq_head + 1) % ld->sq_cap;
 			ld->sq_len--;
-			if (s.kind == SK_END) {
+			if (m.kind == SK_END) {
 				ld->eos = 1;
 			} else if (!ld->final_code) {
 				ld->final_code = ld->fail_code ? ld->fail_code : -EIO;
@@ -860,65 +931,85 @@ copy_main(void *arg)
 			pthread_cond_broadcast(&ld->cons_cv);
 			continue;
 		}
-		/* A device buffer: free, or released by the consumer (its event
-		 * may still be pending: wait for it outside the lock). */
-		int pick = -1;
-		for (;;) {
-			for (uint32_t i = 0; i < ld->depth && pick < 0; i++)
-				if (ld->dbufs[i].state == DB_FREE)
-					pick = (int)i;
-			for (uint32_t i = 0; i < ld->depth && pick < 0; i++)
-				if (ld->dbufs[i].state == DB_RELEASED)
-					pick = (int)i;
-			if (pick >= 0 || ld->stop)
-				break;
-			pthread_cond_wait(&ld->copy_cv, &ld->mu);
+		if (ld->sq_issued < ld->sq_len && !ld->copy_failed) {
+			struct staged *it = &ld->sq[(ld->sq_head + ld->sq_issued) % ld->sq_cap];
+			int pick = it->kind == SK_BATCH ? pick_dbuf_locked(ld) : -1;
+			if (pick >= 0) {
+				struct dbuf *b = &ld->dbufs[pick];
+				int was_released = b->state == DB_RELEASED;
+				b->state = DB_COPYING;
+				it->dbuf = pick;
+				ld->sq_issued++;
+				struct staged s = *it;
+				pthread_mutex_unlock(&ld->mu);
+				int rc = 0;
+				if (was_released) {
+					/* Invariant 2: the consumer's work recorded at
+					 * release is done before the buffer is
+					 * overwritten. */
+					rc = ops->event_sync(ld->dev, b->rel_event);
+					if (rc < 0)
+						rf_fail(&ld->copy_diag, rc, "loader: waiting for a released "
+							"batch failed: %s", ld->dev_diag.msg);
+				}
+				if (rc == 0)
+					rc = copy_issue(ld, b, &s);
+				pthread_mutex_lock(&ld->mu);
+				/* The entry has not moved: only this thread pops. */
+				it->t_issue = s.t_issue;
+				it->err = rc;
+				if (rc < 0)
+					ld->copy_failed = 1; /* issue nothing after it */
+				continue;
+			}
 		}
-		if (ld->stop)
-			break;
-		struct dbuf *b = &ld->dbufs[pick];
-		int was_released = b->state == DB_RELEASED;
-		b->state = DB_COPYING;
-		pthread_mutex_unlock(&ld->mu);
-
-		int rc = 0;
-		if (was_released) {
-			/* Invariant 2: the consumer's work recorded at release
-			 * must be done before the buffer is overwritten. */
-			rc = ops->event_sync(ld->dev, b->rel_event);
-			if (rc < 0)
-				rf_fail(&ld->copy_diag, rc, "loader: waiting for a released batch "
-					"failed: %s", ld->dev_diag.msg);
-		}
-		if (rc == 0)
-			rc = copy_one(ld, b, &s);
-		staged_done(ld, &s);
-
-		pthread_mutex_lock(&ld->mu);
-		ld->sq_head = (ld->sq_head + 1) % ld->sq_cap;
-		ld->sq_len--;
-		ld->stage_held--;
-		pthread_cond_signal(&ld->stage_cv);
-		if (rc < 0) {
-			b->state = DB_FREE;
-			if (!ld->failed) {
+		if (ld->sq_issued > 0) {
+			struct staged s = ld->sq[ld->sq_head];
+			struct dbuf *b = &ld->dbufs[s.dbuf];
+			pthread_mutex_unlock(&ld->mu);
+			int rc = s.err ? s.err : copy_complete(ld, b, &s);
+			staged_done(ld, &s);
+			pthread_mutex_lock(&ld->mu);
+			ld->sq_head = (ld->sq_head + 1) % ld->sq_cap;
+			ld->sq_len--;
+			ld->sq_issued--;
+			ld->stage_held--;
+			pthread_cond_signal(&ld->stage_cv);
+			if (rc < 0) {
+				b->state = DB_FREE;
 				fail_locked(ld, rc, ld->copy_diag.msg);
-			} else if (!ld->final_code) {
-				/* Already failing elsewhere: the device error is
-				 * the one the consumer will see first. */
+				if (!ld->final_code) {
+					ld->final_code = rc;
+					snprintf(ld->final_msg, sizeof(ld->final_msg), "%s",
+						 ld->copy_diag.msg);
+				}
+				pthread_cond_broadcast(&ld->cons_cv);
+				continue;
 			}
-			if (!ld->final_code) {
-				ld->final_code = rc;
-				snprintf(ld->final_msg, sizeof(ld->final_msg), "%s", ld->copy_diag.msg);
-			}
-			pthread_cond_broadcast(&ld->cons_cv);
+			b->state = DB_READY;
+			ld->rq[(ld->rq_head + ld->rq_len) % ld->depth] = (unsigned)s.dbuf;
+			ld->rq_len++;
+			note_max(&ld->mx_ready, ld->rq_len);
+			pthread_cond_signal(&ld->cons_cv);
 			continue;
 		}
-		b->state = DB_READY;
-		ld->rq[(ld->rq_head + ld->rq_len) % ld->depth] = (unsigned)pick;
-		ld->rq_len++;
-		note_max(&ld->mx_ready, ld->rq_len);
-		pthread_cond_signal(&ld->cons_cv);
+		pthread_cond_wait(&ld->copy_cv, &ld->mu);
+	}
+	/* Stopping: copies still in flight are waited for, so no slot is
+	 * unmapped or unpinned under a pending DMA. */
+	while (ld->sq_issued > 0) {
+		struct staged s = ld->sq[ld->sq_head];
+		struct dbuf *b = &ld->dbufs[s.dbuf];
+		pthread_mutex_unlock(&ld->mu);
+		if (!s.err) {
+			ops->event_sync(ld->dev, b->copy_event);
+			unpin_after_copy(ld, &s);
+		}
+		pthread_mutex_lock(&ld->mu);
+		b->state = DB_FREE;
+		ld->sq_head = (ld->sq_head + 1) % ld->sq_cap;
+		ld->sq_len--;
+		ld->sq_issued--;
 	}
 	pthread_mutex_unlock(&ld->mu);
 	thread_exit_account(ld, 1);
@@ -1293,7 +1384,8 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 	ld->nwin = ld->n_read + ld->nworkers + 1;
 	ld->win = calloc(ld->nwin, sizeof(*ld->win));
 	ld->slot_refs = calloc(ld->nslots, sizeof(*ld->slot_refs));
-	if (!ld->slot_refs)
+	ld->pin_refs = calloc(ld->nslots, sizeof(*ld->pin_refs));
+	if (!ld->slot_refs || !ld->pin_refs)
 		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
 	ld->direct_ok = ld->layout.nparts == 1 && !ld->layout.part[0].var &&
 			ld->layout.part[0].off == 0;
@@ -1430,6 +1522,7 @@ loader_free(rf_loader *ld)
 	free(ld->workers);
 	free(ld->win);
 	free(ld->slot_refs);
+	free(ld->pin_refs);
 	free(ld->sq);
 	free(ld->files);
 	rf_dataset_close(&ld->ds);

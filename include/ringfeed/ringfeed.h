@@ -306,7 +306,10 @@ typedef struct rf_batch {
 	uint64_t bytes;              /* bytes of it that this batch uses */
 	/* Fires when the batch's bytes are on the device: a cudaEvent_t for
 	 * cuda, the host backend's event otherwise.  Use rf_batch_wait() rather
-	 * than the event directly. */
+	 * than the event directly.  This version hands a batch out only after
+	 * its copy has completed (the pinned staging memory is reused at that
+	 * moment anyway), so waiting costs nothing; the wait is still part of
+	 * the contract, so that a later version may deliver earlier. */
 	void *ready_event;
 } rf_batch;
 
