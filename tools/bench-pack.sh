@@ -89,16 +89,41 @@ awk -v mib="$SIZE_MIB" '
 			100 * e["cp"] / e["pack"], 100 * s["cp"] / s["pack"]
 	}' "$WORK/runs.txt"
 
+# Per-thread CPU seconds of a running process, sampled until it exits: shows
+# how the work spreads over the writer's threads even on a loaded machine,
+# where (user + sys) / wall says more about the neighbours than about us.
+thread_cpu() { # PID OUT
+	tck=$(getconf CLK_TCK)
+	while kill -0 "$1" 2>/dev/null; do
+		snap=""
+		for t in /proc/"$1"/task/*; do
+			[ -r "$t/stat" ] || continue
+			snap="$snap$(awk -v t="${t##*/}" -v tck="$tck" '{
+				sub(/^.*\) /, "")  # drop "pid (comm) "
+				printf "thread %s: %.2f s CPU\n", t, ($12 + $13) / tck }' "$t/stat" 2>/dev/null)
+"
+		done
+		[ -n "$snap" ] && printf "%s" "$snap" > "$2"
+		sleep 0.2
+	done
+}
+
 for j in 1 2; do
 	prepare
 	/usr/bin/time -v "$RF" pack -q --zstd 3 -j "$j" -o "$WORK/z.rfs" "data=$WORK/in.npy" \
-		2> "$WORK/time.txt"
+		2> "$WORK/time.txt" &
+	sleep 0.1
+	pid=$(pgrep -n -f "pack -q --zstd 3 -j $j -o $WORK/z.rfs" | head -n1)
+	: > "$WORK/threads.txt"
+	[ -n "$pid" ] && thread_cpu "$pid" "$WORK/threads.txt"
+	wait
 	awk -F': ' -v j="$j" -v load="$(cut -d' ' -f1 /proc/loadavg)" '
 		/User time/ {u = $2} /System time/ {s = $2}
 		/Maximum resident/ {m = $2}
 		/Elapsed/ {n = split($2, p, ":"); w = 0; for (i = 1; i <= n; i++) w = w * 60 + p[i]}
 		END {printf "--zstd 3 -j %d: %.2f s wall, %.2f s user, %.2f s sys, (user+sys)/wall %.2f, max RSS %d MiB, load %s\n",
 			j, w, u, s, (u + s) / w, m / 1024, load}' "$WORK/time.txt"
+	sed 's/^/    /' "$WORK/threads.txt"
 	[ "$j" = 2 ] && "$RF" info "$WORK/z.rfs" | grep -E "ratio"
 	rm -f "$WORK/z.rfs"
 done
