@@ -5,7 +5,8 @@
  * every batch before the bad chunk, then an error naming the shard and the
  * chunk, sticky, with no hang; closing in the middle of an epoch with
  * batches held, staged and in flight is clean; holding more than depth
- * batches gives RF_EHELD; try_next answers -EAGAIN or a batch; bad
+ * batches gives RF_EHELD; try_next answers -EAGAIN or a batch; an empty
+ * dataset ends at once; device auto picks cuda or host; bad
  * settings and a pinned budget too small fail at open with the memory
  * plan's message.  Argument "cuda": the same on the cudart emulator (slow
  * link), plus a device too small for the buffers (RF_EMEMPLAN), and zero
@@ -256,6 +257,50 @@ test_bad_open(void)
 	}
 }
 
+/* An empty dataset ends at once; device auto picks cuda when the runtime
+ * (here the emulator) has a device, else host, and says which. */
+static void
+test_empty_and_auto(void)
+{
+	LT_CHECK(lt_pack(dir, "empty", 0, 0, 4096, 0, 1) == 0);
+	const char *paths[1];
+	rf_config cfg;
+	base_config(&cfg, paths, "empty.rfs");
+	rf_loader *ld;
+	int rc = rf_loader_open(&ld, &cfg);
+	LT_CHECK(rc == 0);
+	if (rc == 0) {
+		const rf_batch *b = (const rf_batch *)&cfg;
+		LT_CHECK(rf_loader_next(ld, &b) == 0 && b == NULL);
+		LT_CHECK(rf_loader_try_next(ld, &b) == 0 && b == NULL);
+		rf_loader_close(&ld);
+	}
+
+	base_config(&cfg, paths, "mid.rfs");
+	cfg.device = RF_DEVICE_AUTO;
+	char *saved = getenv("RINGFEED_CUDART") ? strdup(getenv("RINGFEED_CUDART")) : NULL;
+	if (!use_cuda)
+		setenv("RINGFEED_CUDART", "/nonexistent/libcudart.so", 1);
+	rc = rf_loader_open(&ld, &cfg);
+	LT_CHECK(rc == 0);
+	if (rc == 0) {
+		rf_stats s = {.size = sizeof(s)};
+		LT_CHECK(rf_loader_stats(ld, &s) == 0);
+		if (use_cuda)
+			LT_CHECK(strncmp(s.device, "cuda", 4) == 0);
+		else
+			LT_CHECK(strcmp(s.device, "host") == 0);
+		uint64_t got;
+		LT_CHECK(drain(ld, &got) == 0 && got == 5000);
+		rf_loader_close(&ld);
+	}
+	if (saved)
+		setenv("RINGFEED_CUDART", saved, 1);
+	else
+		unsetenv("RINGFEED_CUDART");
+	free(saved);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -270,6 +315,7 @@ main(int argc, char **argv)
 	test_eio();
 	test_close_midway();
 	test_try_next();
+	test_empty_and_auto();
 	test_bad_open();
 	lt_rmtree(dir);
 	if (use_cuda) {
