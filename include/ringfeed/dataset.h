@@ -175,6 +175,11 @@ RF_API void rf_writer_abort(rf_writer **w);
  * writer, valid until the next call on it. */
 RF_API const char *rf_writer_errmsg(const rf_writer *w);
 
+/* The message of the calling thread's last failed rf_writer_open or
+ * rf_writer_close ("" when none), whose handle is gone by then: thread-local,
+ * valid until that thread's next rf_writer_open or rf_writer_close. */
+RF_API const char *rf_writer_last_error(void);
+
 /* ----------------------------------------------------------------- reader */
 
 typedef struct rf_dataset rf_dataset;

@@ -101,6 +101,23 @@ struct rf_writer {
 	int stop;
 };
 
+/* The message of this thread's last failed rf_writer_open or rf_writer_close,
+ * whose handles are gone by the time a caller could ask them. */
+static _Thread_local char last_error[RF_ERRMSG_MAX];
+
+RF_API const char *
+rf_writer_last_error(void)
+{
+	return last_error;
+}
+
+static int
+keep_error(const rf_diag *d, int rc)
+{
+	snprintf(last_error, sizeof last_error, "%s", d->msg);
+	return rc;
+}
+
 RF_API void
 rf_writer_config_init(rf_writer_config *cfg)
 {
@@ -396,6 +413,10 @@ worker_main(void *arg)
 	ZSTD_CCtx *cctx = make_cctx(w->cfg.zstd_level);
 	pthread_mutex_lock(&w->mu);
 	for (;;) {
+		/* Stop is set by close (after every job was written) or by
+		 * abort (whose queued jobs nobody wants). */
+		if (w->stop)
+			break;
 		struct wjob *j = NULL;
 		for (unsigned i = 0; i < w->njobs; i++) {
 			struct wjob *c = &w->jobs[i];
@@ -403,8 +424,6 @@ worker_main(void *arg)
 				j = c;
 		}
 		if (!j) {
-			if (w->stop)
-				break;
 			pthread_cond_wait(&w->cv_work, &w->mu);
 			continue;
 		}
@@ -647,14 +666,12 @@ remove_temps(rf_writer *w)
 		unlink(w->shards[i].tmp);
 }
 
-RF_API int
-rf_writer_open(rf_writer **out, const char *path, const rf_schema *schema,
-	       const rf_writer_config *cfg)
+static int
+writer_open(rf_writer **out, const char *path, const rf_schema *schema,
+	    const rf_writer_config *cfg, rf_diag *d)
 {
-	rf_diag d;
-	rf_diag_init(&d, cfg ? cfg->log : NULL, cfg ? cfg->log_user : NULL);
 	if (!out)
-		return rf_fail(&d, RF_EUSAGE, "rf_writer_open: out is NULL");
+		return rf_fail(d, RF_EUSAGE, "rf_writer_open: out is NULL");
 	*out = NULL;
 	rf_writer_config def;
 	if (!cfg) {
@@ -662,29 +679,29 @@ rf_writer_open(rf_writer **out, const char *path, const rf_schema *schema,
 		cfg = &def;
 	}
 	if (!path || !*path)
-		return rf_fail(&d, RF_EUSAGE, "rf_writer_open: empty path");
+		return rf_fail(d, RF_EUSAGE, "rf_writer_open: empty path");
 	if (cfg->size != sizeof *cfg)
-		return rf_fail(&d, RF_EUSAGE, "%s: writer config size %u, expected %zu (call "
+		return rf_fail(d, RF_EUSAGE, "%s: writer config size %u, expected %zu (call "
 			       "rf_writer_config_init)", path, cfg->size, sizeof *cfg);
 	for (size_t i = 0; i < sizeof cfg->reserved; i++)
 		if (cfg->reserved[i])
-			return rf_fail(&d, RF_EUSAGE, "%s: writer config reserved bytes are not 0", path);
+			return rf_fail(d, RF_EUSAGE, "%s: writer config reserved bytes are not 0", path);
 	if (cfg->zstd_level < 0 || cfg->zstd_level > ZSTD_maxCLevel())
-		return rf_fail(&d, RF_EUSAGE, "%s: zstd level %d outside 0..%d", path,
+		return rf_fail(d, RF_EUSAGE, "%s: zstd level %d outside 0..%d", path,
 			       cfg->zstd_level, ZSTD_maxCLevel());
 	if (cfg->chunk_bytes > RF_FMT_MAX_RAW)
-		return rf_fail(&d, RF_EUSAGE, "%s: chunk_bytes %llu exceeds 2^32", path,
+		return rf_fail(d, RF_EUSAGE, "%s: chunk_bytes %llu exceeds 2^32", path,
 			       (unsigned long long)cfg->chunk_bytes);
 	if (cfg->threads > MAX_THREADS)
-		return rf_fail(&d, RF_EUSAGE, "%s: %u threads, at most %d", path, cfg->threads,
+		return rf_fail(d, RF_EUSAGE, "%s: %u threads, at most %d", path, cfg->threads,
 			       MAX_THREADS);
 	if (!schema || rf_schema_validate(schema) < 0)
-		return rf_fail(&d, RF_ESCHEMA, "%s: invalid schema", path);
+		return rf_fail(d, RF_ESCHEMA, "%s: invalid schema", path);
 
 	rf_writer *w = calloc(1, sizeof *w);
 	if (!w)
-		return rf_fail(&d, -ENOMEM, "%s: out of memory", path);
-	w->diag = d;
+		return rf_fail(d, -ENOMEM, "%s: out of memory", path);
+	w->diag = *d;
 	w->fd = -1;
 	w->schema = *schema;
 	w->cfg = *cfg;
@@ -749,6 +766,7 @@ rf_writer_open(rf_writer **out, const char *path, const rf_schema *schema,
 		goto fail_nomem;
 	rc = shard_open(w);
 	if (rc < 0) {
+		snprintf(d->msg, sizeof d->msg, "%s", w->diag.msg);
 		remove_temps(w);
 		writer_free(w);
 		return rc;
@@ -756,9 +774,20 @@ rf_writer_open(rf_writer **out, const char *path, const rf_schema *schema,
 	*out = w;
 	return 0;
 fail_nomem:
-	rc = rf_fail(&d, -ENOMEM, "%s: out of memory", path);
+	rc = rf_fail(d, -ENOMEM, "%s: out of memory", path);
 	writer_free(w);
 	return rc;
+}
+
+RF_API int
+rf_writer_open(rf_writer **out, const char *path, const rf_schema *schema,
+	       const rf_writer_config *cfg)
+{
+	rf_diag d;
+	rf_diag_init(&d, cfg ? cfg->log : NULL, cfg ? cfg->log_user : NULL);
+	last_error[0] = '\0';
+	int rc = writer_open(out, path, schema, cfg, &d);
+	return rc < 0 ? keep_error(&d, rc) : 0;
 }
 
 /* ------------------------------------------------------------ adding */
@@ -1066,6 +1095,7 @@ rf_writer_close(rf_writer **pw)
 		return 0;
 	rf_writer *w = *pw;
 	*pw = NULL;
+	last_error[0] = '\0';
 	int rc = w->rc;
 	if (rc == 0)
 		rc = seal(w);
@@ -1094,6 +1124,7 @@ rf_writer_close(rf_writer **pw)
 		}
 		for (size_t i = renamed; i < w->nshards; i++)
 			unlink(w->shards[i].tmp);
+		keep_error(&w->diag, rc);
 	}
 	writer_free(w);
 	return rc;

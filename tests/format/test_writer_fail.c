@@ -98,14 +98,18 @@ failing(const char *dir, int zstd, unsigned threads, int use_close)
 	CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);
 	CHECK_RC(rc, -EFBIG);
 	CHECK(log_calls >= 1 && strstr(log_last, ".tmp."));
+	if (!w)
+		CHECK(strstr(rf_writer_last_error(), ".tmp."));
 	if (w) {
 		CHECK(strstr(rf_writer_errmsg(w), dir) && strstr(rf_writer_errmsg(w), ".tmp."));
 		/* It stays failed. */
 		CHECK_RC(add_some(w, 1), -EFBIG);
-		if (use_close)
+		if (use_close) {
 			CHECK_RC(rf_writer_close(&w), -EFBIG);
-		else
+			CHECK(strstr(rf_writer_last_error(), dir));
+		} else {
 			rf_writer_abort(&w);
+		}
 	}
 	CHECK(w == NULL);
 	CHECK(t_count_entries(dir) == 0);
@@ -159,6 +163,7 @@ bad_arguments(const char *dir)
 	log_calls = 0;
 	CHECK_RC(rf_writer_open(&w, missing, &s, &cfg), -ENOENT);
 	CHECK(w == NULL && log_calls == 1 && strstr(log_last, "no/such/dir"));
+	CHECK(strcmp(rf_writer_last_error(), log_last) == 0);
 	char *p = t_path(dir, "args.rfs");
 	rf_writer_config bad = cfg;
 	bad.zstd_level = 23;
