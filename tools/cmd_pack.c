@@ -383,7 +383,9 @@ input_window(input_file *f, uint64_t from, uint64_t to, uint64_t ahead)
 	if (f->advised < start)
 		f->advised = start;
 	if (want > f->advised) {
-		madvise((void *)(f->map + f->advised), want - f->advised, MADV_WILLNEED);
+		/* madvise wants a page-aligned start. */
+		size_t a = f->advised & ~((size_t)page - 1);
+		madvise((void *)(f->map + a), want - a, MADV_WILLNEED);
 		f->advised = want;
 	}
 	if (end > start)
