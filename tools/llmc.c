@@ -13,6 +13,9 @@ le32(const unsigned char *b)
 	return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
 }
 
+#if defined(__GNUC__)
+__attribute__((format(printf, 4, 5)))
+#endif
 static int
 llmc_err(int code, char *err, size_t cap, const char *fmt, ...)
 {

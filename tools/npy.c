@@ -22,6 +22,9 @@ typedef struct cursor {
 	size_t errcap;
 } cursor;
 
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
 static int
 npy_err(char *err, size_t cap, const char *fmt, ...)
 {
