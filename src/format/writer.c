@@ -328,6 +328,9 @@ job_pieces(const rf_writer *w, const struct wjob *j, struct iovec *iov)
 	return c;
 }
 
+static void job_compress(const rf_writer *w, struct wjob *j, ZSTD_CCtx *cctx,
+			 const struct iovec *iov, int cnt);
+
 /* Encode a sealed job: checksum, and for zstd the frame.  Runs on any thread;
  * touches only the job and the given context. */
 static void
@@ -336,7 +339,19 @@ job_encode(const rf_writer *w, struct wjob *j, ZSTD_CCtx *cctx)
 	struct iovec iov[MAX_PIECES];
 	int cnt = job_pieces(w, j, iov);
 	j->rc = 0;
-	if (j->codec == RF_CODEC_NONE) {
+	if (j->codec == RF_CODEC_ZSTD) {
+		job_compress(w, j, cctx, iov, cnt);
+		/* Data that zstd cannot shrink is stored raw: reading it then
+		 * costs no decompression. */
+		if (j->rc < 0)
+			return;
+		if (j->out_len < j->raw_size) {
+			j->xxh3 = XXH3_64bits(j->out, j->out_len);
+			return;
+		}
+		j->codec = RF_CODEC_NONE;
+	}
+	{
 		/* Heap state: its layout is private to the installed libxxhash. */
 		XXH3_state_t *st = XXH3_createState();
 		if (!st) {
@@ -349,8 +364,13 @@ job_encode(const rf_writer *w, struct wjob *j, ZSTD_CCtx *cctx)
 			XXH3_64bits_update(st, iov[i].iov_base, iov[i].iov_len);
 		j->xxh3 = XXH3_64bits_digest(st);
 		XXH3_freeState(st);
-		return;
 	}
+}
+
+static void
+job_compress(const rf_writer *w, struct wjob *j, ZSTD_CCtx *cctx, const struct iovec *iov, int cnt)
+{
+	(void)w;
 	size_t bound = ZSTD_compressBound((size_t)j->raw_size);
 	if (j->out_cap < bound) {
 		free(j->out);
@@ -388,7 +408,6 @@ job_encode(const rf_writer *w, struct wjob *j, ZSTD_CCtx *cctx)
 		return;
 	}
 	j->out_len = ob.pos;
-	j->xxh3 = XXH3_64bits(j->out, j->out_len);
 }
 
 static ZSTD_CCtx *

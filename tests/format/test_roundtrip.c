@@ -68,7 +68,7 @@ schema_var(void)
 }
 
 static void
-open_check(const char *path, const rf_schema *s, uint64_t n)
+open_check(const char *path, const rf_schema *s, uint64_t n, int zstd)
 {
 	rf_dataset *ds;
 	const char *paths[] = {path};
@@ -82,8 +82,53 @@ open_check(const char *path, const rf_schema *s, uint64_t n)
 	CHECK(strcmp(rf_dataset_shard_path(ds, 0), path) == 0);
 	CHECK(rf_dataset_shard_path(ds, 1) == NULL);
 	t_check_dataset(ds, s, n);
+	/* The codec asked for is the codec used (the data compresses). */
+	for (uint64_t c = 0; c < rf_dataset_chunks(ds); c++) {
+		rf_chunk_info ci;
+		CHECK_RC(rf_dataset_chunk_info(ds, c, &ci), 0);
+		CHECK(ci.codec == (zstd ? RF_CODEC_ZSTD : RF_CODEC_NONE));
+	}
 	rf_dataset_close(&ds);
 	CHECK(ds == NULL);
+}
+
+/* Data zstd cannot shrink is stored raw even when zstd is asked for. */
+static void
+incompressible(const char *dir)
+{
+	rf_schema s = {0};
+	CHECK_RC(rf_schema_add(&s, "r", RF_DTYPE_U64, 1, (uint64_t[]){64}, -1), 0);
+	rf_writer_config cfg;
+	rf_writer_config_init(&cfg);
+	cfg.zstd_level = 1;
+	cfg.chunk_bytes = 8192;
+	cfg.no_fsync = 1;
+	char *p = t_path(dir, "random.rfs");
+	rf_writer *w;
+	CHECK_RC(rf_writer_open(&w, p, &s, &cfg), 0);
+	uint64_t v[64];
+	for (uint64_t i = 0; i < 100; i++) {
+		for (int k = 0; k < 64; k++)
+			v[k] = t_mix(i * 64 + (uint64_t)k);
+		CHECK_RC(rf_writer_add(w, (rf_value[]){{v, sizeof v}}), 0);
+	}
+	CHECK_RC(rf_writer_close(&w), 0);
+	rf_dataset *ds;
+	const char *paths[] = {p};
+	CHECK_RC(rf_dataset_open(&ds, paths, 1, NULL), 0);
+	for (uint64_t c = 0; c < rf_dataset_chunks(ds); c++) {
+		rf_chunk_info ci;
+		CHECK_RC(rf_dataset_chunk_info(ds, c, &ci), 0);
+		CHECK(ci.codec == RF_CODEC_NONE);
+		CHECK_RC(rf_dataset_verify_chunk(ds, c), 0);
+	}
+	uint64_t got[64];
+	size_t len;
+	CHECK_RC(rf_dataset_read(ds, 99, 0, got, sizeof got, &len), 0);
+	CHECK(len == sizeof got && got[5] == t_mix(99 * 64 + 5));
+	rf_dataset_close(&ds);
+	unlink(p);
+	free(p);
 }
 
 static void
@@ -105,7 +150,7 @@ run_schema(const char *dir, const char *sname, const rf_schema *s)
 				 (unsigned long long)counts[k]);
 			char *path = t_path(dir, name);
 			CHECK_RC(t_write(path, s, counts[k], &cfg, cf->block), 0);
-			open_check(path, s, counts[k]);
+			open_check(path, s, counts[k], cf->zstd);
 			free(path);
 		}
 	}
@@ -289,6 +334,7 @@ main(void)
 	multi_shard(dir, &a, 3);
 	empty_dataset(dir);
 	small_buffer(dir);
+	incompressible(dir);
 	t_rmtree(dir);
 	free(dir);
 	return 0;
