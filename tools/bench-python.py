@@ -29,14 +29,17 @@ import numpy as np
 
 def c_loader(args, path):
     cmd = [args.ringfeed, "bench", "--json", "-q", "--device", args.device, "--batch",
-           str(args.batch), "--seconds", str(args.seconds), "--pinned", str(args.pinned), path]
+           str(args.batch), "--seconds", str(args.seconds), "--pinned", str(args.pinned)]
+    if args.buffered:
+        cmd.append("--buffered")
+    cmd.append(path)
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out)["loader"]["samples_per_s"]
 
 
 def python_loader(args, path, torch, ringfeed):
     ld = ringfeed.Loader(path, args.batch, device=args.device, pinned_bytes=args.pinned,
-                         drop_last=False)
+                         drop_last=False, direct=not args.buffered)
     samples = 0
     t0 = time.perf_counter()
     while True:
@@ -88,6 +91,9 @@ def main():
     ap.add_argument("--seconds", type=float, default=5.0, help="minimum time per measurement")
     ap.add_argument("--pinned", type=int, default=64 << 20)
     ap.add_argument("--device", default="host", help="host (default) or cuda")
+    ap.add_argument("--buffered", action="store_true",
+                    help="ringfeed reads through the page cache, as the memmap does "
+                         "(default: O_DIRECT)")
     ap.add_argument("--dir", help="where to write the data (default: a temporary directory)")
     ap.add_argument("--repeat", type=int, default=3,
                     help="alternate the loaders this many times and keep each one's best "
@@ -111,6 +117,7 @@ def main():
         del x, y
 
         res = {"samples": args.samples, "batch": args.batch, "device": args.device,
+               "direct": not args.buffered,
                "ringfeed_version": ringfeed.__version__, "torch_version": torch.__version__}
         c_device = args.device
         py_device = "cuda" if args.device == "cuda" else "cpu"
@@ -136,8 +143,9 @@ def main():
     if args.json:
         print(json.dumps(res))
         return
-    print("ringfeed %s, torch %s, %d samples of 784 B, batch %d, device %s" % (
-        res["ringfeed_version"], res["torch_version"], args.samples, args.batch, args.device))
+    print("ringfeed %s, torch %s, %d samples of 784 B, batch %d, device %s, %s reads" % (
+        res["ringfeed_version"], res["torch_version"], args.samples, args.batch, args.device,
+        "O_DIRECT" if res["direct"] else "buffered"))
     print("%-40s %12.0f samples/s" % ("C loader (ringfeed bench)", res["c_loader"]))
     print("%-40s %12.0f samples/s  (stall share %.2f)" % (
         "ringfeed.Loader + torch.from_dlpack", res["python_loader"],

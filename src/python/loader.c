@@ -739,11 +739,13 @@ loader_take(LoaderObject *self)
 	if (c->device.device_type == kDLCPU) {
 		/* Host memory: make sure the bytes are in place before anyone
 		 * reads them through the buffer protocol or a CPU tensor. */
+		double t0 = now_s();
 		self->busy = 1;
 		Py_BEGIN_ALLOW_THREADS
 		rc = rf_batch_wait(b, NULL);
 		Py_END_ALLOW_THREADS
 		self->busy = 0;
+		c->wait_ns += (uint64_t)((now_s() - t0) * 1e9);
 		if (rc < 0) {
 			core_release(c, b, NULL);
 			return rfpy_raise(rc, NULL, rf_loader_errmsg(c->ld));
