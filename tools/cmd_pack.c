@@ -804,7 +804,11 @@ rf_cmd_pack(int argc, char **argv)
 	rf_cli_signals_install();
 	t0 = rf_cli_now();
 	if ((rc = rf_writer_open(&j->w, j->opt.out, &j->schema, &cfg)) < 0) {
-		rf_cli_error("%s: %s", j->opt.out, log_last_error[0] ? log_last_error : rf_strerror(rc));
+		/* The library's message names the file; without one, we do. */
+		if (log_last_error[0])
+			rf_cli_error("%s", log_last_error);
+		else
+			rf_cli_error("%s: %s", j->opt.out, rf_strerror(rc));
 		goto out;
 	}
 	rf_cli_progress_start(&j->progress, "packing", j->in_bytes);
@@ -828,8 +832,10 @@ rf_cmd_pack(int argc, char **argv)
 		rf_cli_progress_finish(&j->progress);
 		log_last_error[0] = 0;
 		if ((rc = rf_writer_close(&j->w)) < 0) {
-			rf_cli_error("%s: %s", j->opt.out,
-				     log_last_error[0] ? log_last_error : rf_strerror(rc));
+			if (log_last_error[0])
+				rf_cli_error("%s", log_last_error);
+			else
+				rf_cli_error("%s: %s", j->opt.out, rf_strerror(rc));
 			goto out;
 		}
 		double el = rf_cli_now() - t0;

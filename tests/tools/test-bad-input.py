@@ -97,6 +97,11 @@ with TempDir() as tmp:
     check("twice" in err, "duplicate name message %r" % err)
     check(not os.path.exists(out), "output left behind")
 
+    # The writer's own failure (no such directory) is reported with its message.
+    rc, _, err = run("pack", "-q", "-o", os.path.join(tmp, "no", "such", "dir.rfs"), "a=" + good,
+                     expect=1)
+    check("no/such/dir.rfs" in err, "writer open message %r" % err)
+
     # Export: a missing field, an unreadable dataset.
     run("pack", "-q", "-o", out, "a=" + good, expect=0)
     npy = os.path.join(tmp, "x.npy")

@@ -24,7 +24,7 @@ with TempDir() as tmp:
     rc, out, _ = run("info", one, expect=0)
     for s in ["samples:      %d" % n, "image", "u16", "[3, 4]", "label", "i64", "codec:        none"]:
         check(s in out, "info text lacks %r:\n%s" % (s, out))
-    rc, out, _ = run("info", "--json", one, expect=0)
+    rc, out, _ = run("info", one, "--json", expect=0)  # options after paths too
     info = json.loads(out)
     chunks = shard_chunks(one)
     for key in ["version", "shards", "shard_paths", "samples", "chunks", "codec", "raw_bytes",
