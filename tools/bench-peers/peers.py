@@ -164,6 +164,13 @@ def write_formats(ringfeed, root, size, log):
         w.close()
 
     def litdata():
+        import torch
+        major, minor = (int(v) for v in torch.__version__.split(".")[:2])
+        if (major, minor) < (2, 4):
+            # litdata requires torch>=2.4 (it uses torch.uint16 at import);
+            # installing a PyPI torch would replace Debian's for every peer.
+            raise RuntimeError("litdata needs torch >= 2.4, this Python has Debian's torch %s"
+                               % torch.__version__)
         import litdata as ld
         # Its writer is optimize(): one item per sample, stored as numpy.
         ld.optimize(fn=_litdata_item, inputs=[(size, i) for i in range(n)],
@@ -464,7 +471,7 @@ def main():
         fmts = write_formats(ringfeed, root, size, log)
         for cache in ("cold", "warm"):
             rf = run_ringfeed(ringfeed, fmts, size, cache)
-            rf.update(peer="ringfeed", size=size, cache=cache)
+            rf.update(peer="ringfeed", size=size, cache=cache, loadavg=os.getloadavg()[0])
             results.append(rf)
             log("  %s %s ringfeed: %s" % (size, cache, fmt_rate(rf.get("samples_per_s", 0))))
             for name in peers:
@@ -479,7 +486,7 @@ def main():
                                                                 p.stderr.strip()[-300:])}
                 except subprocess.TimeoutExpired:
                     r = {"ok": False, "note": "timed out after 300 s"}
-                r.update(peer=name, size=size, cache=cache)
+                r.update(peer=name, size=size, cache=cache, loadavg=os.getloadavg()[0])
                 if r.get("ok") and rf.get("ok") and r["samples_per_s"] > 0:
                     r["ringfeed_ratio"] = rf["samples_per_s"] / r["samples_per_s"]
                 results.append(r)
@@ -512,9 +519,10 @@ def main():
         print("\nnot run:")
         for n in notes:
             print("  " + n)
-    print("\n%s; %d cores; small = %d x (784 B + 8 B label), batch %d; large = %d x "
+    loads = [r["loadavg"] for r in results]
+    print("\nringfeed %s; %d cores, load average %.1f-%.1f during the run; small = %d x (784 B + 8 B label), batch %d; large = %d x "
           "(150 KiB + 8 B), batch %d; total %.0f s" % (
-              version, os.cpu_count(), SIZES["small"]["samples"], SIZES["small"]["batch"],
+              version, os.cpu_count(), min(loads), max(loads), SIZES["small"]["samples"], SIZES["small"]["batch"],
               SIZES["large"]["samples"], SIZES["large"]["batch"], time.time() - t_start))
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "peers.json"), "w") as f:
