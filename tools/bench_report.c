@@ -310,6 +310,7 @@ bench_print_json(FILE *f, const bench_opts *o, const bench_result *res)
 	fputs("\"config\": {", f);
 	json_u64(f, "batch", o->batch, true);
 	json_str(f, "shuffle", bench_shuffle_name(o->shuffle), true);
+	json_u64(f, "seed", o->seed, true);
 	json_str(f, "device", device_names[o->device <= RF_DEVICE_CUDA ? o->device : 0], true);
 	json_u64(f, "pinned_bytes", o->pinned, true);
 	json_u64(f, "depth", o->depth, true);

@@ -32,6 +32,7 @@ typedef struct bench_opts {
 	size_t npaths;
 	uint32_t batch;
 	enum bench_shuffle shuffle;
+	uint64_t seed;
 	enum rf_device_kind device;
 	uint64_t pinned;
 	uint32_t depth;

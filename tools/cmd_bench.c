@@ -40,7 +40,7 @@
 	"                      [--depth D] [--pin ring|transient] [--seconds S] [--epochs N]\n"  \
 	"                      [--cold] [--json] [--step-us U] [--io-depth Q] "                  \
 	"[--decode-threads T]\n"                                                                 \
-	"                      [--buffered] [--no-verify] [--touch] [-q|-v] PATH..."
+	"                      [--buffered] [--no-verify] [--touch] [--seed N] [-q|-v] PATH..."
 
 /* Progress redraws per second at most. */
 #define PROGRESS_HZ 6.0
@@ -58,6 +58,7 @@ bench_help(void)
 	       "Options:\n"
 	       "  --batch B           samples per batch (default 256)\n"
 	       "  --shuffle MODE      none, chunks, window or full (default none)\n"
+	       "  --seed N            key of the shuffled order (default 0)\n"
 	       "  --device KIND       host, cuda or auto (default auto)\n"
 	       "  --pinned SIZE       page-locked host budget, K/M/G suffixes (default 256M)\n"
 	       "  --depth D           device buffers in flight (default 2)\n"
@@ -119,7 +120,7 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 	enum {
 		OPT_BATCH = 256, OPT_SHUFFLE, OPT_DEVICE, OPT_PINNED, OPT_DEPTH, OPT_PIN,
 		OPT_SECONDS, OPT_EPOCHS, OPT_COLD, OPT_JSON, OPT_STEP, OPT_IODEPTH,
-		OPT_THREADS, OPT_BUFFERED, OPT_NOVERIFY, OPT_TOUCH,
+		OPT_THREADS, OPT_BUFFERED, OPT_NOVERIFY, OPT_TOUCH, OPT_SEED,
 	};
 	static const struct option longopts[] = {
 		{"batch", required_argument, NULL, OPT_BATCH},
@@ -138,6 +139,7 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 		{"buffered", no_argument, NULL, OPT_BUFFERED},
 		{"no-verify", no_argument, NULL, OPT_NOVERIFY},
 		{"touch", no_argument, NULL, OPT_TOUCH},
+		{"seed", required_argument, NULL, OPT_SEED},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -219,6 +221,11 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 		case OPT_BUFFERED: o->direct = false; break;
 		case OPT_NOVERIFY: o->verify = false; break;
 		case OPT_TOUCH: o->touch = true; break;
+		case OPT_SEED:
+			if (rf_cli_parse_uint(optarg, 0, UINT64_MAX, &v) < 0)
+				return rf_cli_usage_error(BENCH_USAGE, "bad --seed '%s'", optarg);
+			o->seed = v;
+			break;
 		case 'q': rf_cli_verbosity = 0; break;
 		case 'v': rf_cli_verbosity++; break;
 		case 'h': *help = true; return RF_CLI_OK;
@@ -334,12 +341,18 @@ touch_batch(const rf_batch *b)
 	return sum;
 }
 
-/* Shuffle modes reach the loader through its config. */
+/* The tool's shuffle names map one to one onto the library's modes; the
+ * loader itself says which of them this version supports. */
 static int
 bench_config_shuffle(rf_config *cfg, enum bench_shuffle mode)
 {
-	(void)cfg;
-	return mode == BENCH_SHUFFLE_NONE ? 0 : -ENOTSUP;
+	switch (mode) {
+	case BENCH_SHUFFLE_NONE: cfg->shuffle = RF_SHUFFLE_NONE; return 0;
+	case BENCH_SHUFFLE_CHUNKS: cfg->shuffle = RF_SHUFFLE_CHUNKS; return 0;
+	case BENCH_SHUFFLE_WINDOW: cfg->shuffle = RF_SHUFFLE_WINDOW; return 0;
+	case BENCH_SHUFFLE_FULL: cfg->shuffle = RF_SHUFFLE_FULL; return 0;
+	}
+	return -EINVAL;
 }
 
 /* Run-queue waiting of the process's threads (/proc/self/task/N/schedstat,
@@ -406,11 +419,13 @@ run_loader(const bench_opts *o, bench_result *res)
 	cfg.decode_threads = o->decode_threads;
 	cfg.verify = o->verify;
 	cfg.log = bench_log;
-	if ((rc = bench_config_shuffle(&cfg, o->shuffle)) < 0) {
-		rf_cli_error("--shuffle %s is not supported by this library version",
-			     bench_shuffle_name(o->shuffle));
+	if ((rc = bench_config_shuffle(&cfg, o->shuffle)) < 0)
 		return rc;
-	}
+	cfg.seed = o->seed;
+	/* One process reading the whole dataset, whatever launcher variables
+	 * (RANK, WORLD_SIZE, ...) the environment holds. */
+	cfg.rank = 0;
+	cfg.world = 1;
 
 	topen = bench_now();
 	rc = rf_loader_open(&ld, &cfg);

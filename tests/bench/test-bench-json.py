@@ -44,7 +44,7 @@ KEYS = {
            "limits", "binding_limit", "efficiency"],
     "dataset": ["paths", "shards", "samples", "chunks", "zstd_chunks", "stored_bytes",
                 "raw_bytes", "value_bytes_per_sample"],
-    "config": ["batch", "shuffle", "device", "pinned_bytes", "depth", "pin", "io_depth",
+    "config": ["batch", "shuffle", "seed", "device", "pinned_bytes", "depth", "pin", "io_depth",
                "decode_threads", "direct", "verify", "touch", "seconds", "epochs", "cold",
                "step_us"],
     "cache": ["cold", "dropped", "pages", "resident_pages", "resident_fraction", "note"],
@@ -164,6 +164,31 @@ try:
         check(doc["loader"]["checksum"] == expect,
               "cold: checksum %s, expected %d (the bytes of every sample)"
               % (doc["loader"]["checksum"], expect))
+
+    # A shuffled order delivers the same samples: every one, once an epoch.
+    doc = bench_json("chunks", "--shuffle", "chunks", "--seed", "3", "--epochs", "1", "--touch",
+                     plain)
+    if doc:
+        sane("chunks", doc, n, False)
+        check(doc["config"]["shuffle"] == "chunks" and doc["config"]["seed"] == 3,
+              "chunks: config %s" % doc["config"])
+        check(doc["loader"]["samples"] == n, "chunks: %s samples" % doc["loader"]["samples"])
+        expect = int(img.astype(np.uint64).sum()) + int(lbl.astype(np.uint64).sum())
+        check(doc["loader"]["checksum"] == expect, "chunks: checksum differs from the data's")
+
+    # Full shuffle: the storage limit becomes random reads at the sample
+    # size, or this loader version refuses the mode with a message.
+    rc, out, err = run("bench", "--json", "-q", "--device", "host", "--pinned", "16M",
+                       "--shuffle", "full", "--seconds", "0.2", plain)
+    if rc == 0:
+        doc = json.loads(out)
+        lim = doc["limits"]["storage_random"]
+        check(lim["measured"] and lim["applies"] and lim["samples_per_s"] > 0,
+              "full: random reads not measured: %s" % lim)
+        check(not doc["limits"]["storage_sequential"]["applies"],
+              "full: sequential reads count as a limit")
+    else:
+        check(rc == 1 and "full" in err, "full: exit %d without naming the mode:\n%s" % (rc, err))
 
     # The default output is the table, with the version and the efficiency.
     rc, out, err = run("bench", "-q", "--device", "host", "--pinned", "16M", "--seconds", "0.1", plain)

@@ -36,6 +36,7 @@ BAD = [
     (["--step-us", "fast", "x.rfs"], "--step-us"),
     (["--io-depth", "0", "x.rfs"], "--io-depth"),
     (["--decode-threads", "0", "x.rfs"], "--decode-threads"),
+    (["--seed", "-3", "x.rfs"], "--seed"),
     (["--frobnicate", "x.rfs"], "--frobnicate"),
     (["--batch"], "--batch"),
 ]
