@@ -709,7 +709,7 @@ bench_h2d(int index, size_t bytes, double min_seconds, bench_rate *r)
 		r->seconds = t - t0;
 	}
 	r->ok = true;
-	snprintf(r->note, sizeof r->note, "pinned, %zu MiB per copy", bytes >> 20);
+	snprintf(r->note, sizeof r->note, "pinned, %zu KiB per copy", bytes >> 10);
 out:
 	if (stream)
 		sdestroy(stream);

@@ -553,9 +553,8 @@ run_limits(const bench_opts *o, rf_dataset *ds, bench_result *res)
 		bench_zstd(ds, 8, secs, &res->zstd);
 	bench_memcpy((size_t)64 << 20, secs, &res->memcpy);
 	if (is_cuda) {
+		/* One batch per copy, as the loader copies. */
 		uint64_t bytes = res->stats.batch_bytes ? res->stats.batch_bytes : (8u << 20);
-		if (bytes < (1u << 20))
-			bytes = 1u << 20;
 		bench_h2d(0, (size_t)bytes, secs, &res->h2d);
 	} else {
 		snprintf(res->h2d.note, sizeof res->h2d.note, "device is %s: not measured",
