@@ -23,6 +23,14 @@ now(void)
 }
 
 #define SAMPLE_BYTES 4096
+#define ROUNDS 5
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
 
 /* CPU seconds (user + sys) of this process, or of its waited-for
  * children: on a busy machine a steadier measure of the work than wall time. */
@@ -126,34 +134,42 @@ main(int argc, char **argv)
 	snprintf(cmd, sizeof cmd, "cat '%s' > /dev/null", src);
 	run_cmd(cmd);
 
-	printf("ringfeed %s, %llu MiB\n", rf_version_string(), (unsigned long long)mib);
-	for (int rep = 0; rep < 3; rep++) {
-		for (int sync_ = 0; sync_ <= 1; sync_++) {
+	printf("ringfeed %s, %llu MiB, %d rounds (min and median wall s, median cpu s)\n",
+	       rf_version_string(), (unsigned long long)mib, ROUNDS);
+	/* Rounds interleave the methods so that a busy moment of the machine
+	 * hits them alike; min and median are reported. */
+	static const char *names[] = {"cp", "pack mmap", "pack read"};
+	for (int sync_ = 0; sync_ <= 1; sync_++) {
+		double wall[3][ROUNDS], cput[3][ROUNDS];
+		for (int r = 0; r < ROUNDS; r++) {
 			if (sync_)
 				snprintf(cmd, sizeof cmd, "cp '%s' '%s' && sync -f '%s'", src, cpdst, cpdst);
 			else
 				snprintf(cmd, sizeof cmd, "cp '%s' '%s'", src, cpdst);
 			settle();
 			double c0 = cpu(RUSAGE_CHILDREN);
-			double tcp = run_cmd(cmd);
-			double ccp = cpu(RUSAGE_CHILDREN) - c0;
+			wall[0][r] = run_cmd(cmd);
+			cput[0][r] = cpu(RUSAGE_CHILDREN) - c0;
 			unlink(cpdst);
-			settle();
-			c0 = cpu(RUSAGE_SELF);
-			double tm = pack(src, dst, bytes, 1, 0, 1, sync_);
-			double cm = cpu(RUSAGE_SELF) - c0;
-			unlink(dst);
-			settle();
-			c0 = cpu(RUSAGE_SELF);
-			double tr = pack(src, dst, bytes, 0, 0, 1, sync_);
-			double cr = cpu(RUSAGE_SELF) - c0;
-			unlink(dst);
-			printf("%s: cp %.3f s wall %.3f s cpu (%.0f MiB/s) | pack mmap %.3f s wall "
-			       "%.3f s cpu (%.0f%% of cp) | pack read %.3f s wall %.3f s cpu (%.0f%% of cp)\n",
-			       sync_ ? "with fsync" : "no fsync  ", tcp, ccp, mib / tcp, tm, cm,
-			       100 * tcp / tm, tr, cr, 100 * tcp / tr);
-			fflush(stdout);
+			for (int m = 1; m <= 2; m++) {
+				settle();
+				c0 = cpu(RUSAGE_SELF);
+				wall[m][r] = pack(src, dst, bytes, m == 1, 0, 1, sync_);
+				cput[m][r] = cpu(RUSAGE_SELF) - c0;
+				unlink(dst);
+			}
 		}
+		for (int m = 0; m < 3; m++) {
+			qsort(wall[m], ROUNDS, sizeof(double), cmp_double);
+			qsort(cput[m], ROUNDS, sizeof(double), cmp_double);
+		}
+		for (int m = 0; m < 3; m++)
+			printf("%s %-9s: min %.3f s (%4.0f MiB/s, %3.0f%% of cp)  median %.3f s "
+			       "(%3.0f%% of cp)  cpu %.3f s\n",
+			       sync_ ? "fsync   " : "no fsync", names[m], wall[m][0], mib / wall[m][0],
+			       100 * wall[0][0] / wall[m][0], wall[m][ROUNDS / 2],
+			       100 * wall[0][ROUNDS / 2] / wall[m][ROUNDS / 2], cput[m][ROUNDS / 2]);
+		fflush(stdout);
 	}
 	if (level > 0) {
 		settle();
