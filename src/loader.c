@@ -39,6 +39,7 @@
 #include "device/device.h"
 #include "format/format.h"
 #include "io/io.h"
+#include "plan/plan.h"
 #include "ring/ring.h"
 
 #define RF_CONFIG_MIN_SIZE offsetof(rf_config, reserved)
@@ -46,70 +47,22 @@
 /* ------------------------------------------------------------------ plan */
 
 /*
- * The order of work.  Every stage downstream of the plan sees only steps:
- * "read chunk C and deliver its samples [lo, hi) in this order".  File order
- * (no shuffling) is one step per chunk; chunk-order shuffles permute the
- * steps; modes that mix samples across chunks replace lplan_next and the
- * gather's sample source, nothing else.
+ * The order of work comes from the plan (src/plan): a pure function of the
+ * dataset's chunk sample counts, seed, epoch, rank, world, mode and tail
+ * policy.  Two cursors walk it: the reader walks the read sequence (a step
+ * per chunk read: "read entry j of epoch e, dataset chunk c"), and the gather
+ * walks the items (the samples of each batch, in order, each naming the read
+ * entry it comes from).  In the modes supported here (none, chunks) items
+ * use read entries in non-decreasing order, so a step's turn gathers exactly
+ * the items that name it.  Modes that hold several decoded chunks at once
+ * (window) or read samples one by one (full) need a chunk cache and
+ * per-sample reads: they are refused at open for now.
  */
 struct lstep {
 	uint64_t chunk;     /* dataset-wide chunk number */
-	uint32_t lo, hi;    /* samples of the chunk to deliver */
+	uint64_t entry;     /* its read-sequence entry in its epoch */
 	uint64_t epoch;
-	uint64_t pos;       /* position in the epoch's order of sample lo */
-	int epoch_end;      /* last step of its epoch: flush the partial batch */
 };
-
-struct lplan {
-	const rf_chunk_info *chunks;
-	uint64_t nchunks;
-	uint64_t limit;     /* samples delivered per epoch */
-	uint32_t epochs;    /* 0: unbounded */
-	uint64_t epoch;
-	uint64_t chunk;     /* next chunk of this epoch */
-	uint64_t pos;       /* samples planned in this epoch */
-};
-
-static void
-lplan_init(struct lplan *p, const rf_chunk_info *chunks, uint64_t nchunks, uint64_t limit,
-	   uint32_t epochs)
-{
-	memset(p, 0, sizeof(*p));
-	p->chunks = chunks;
-	p->nchunks = nchunks;
-	p->limit = limit;
-	p->epochs = epochs;
-}
-
-/* The next step, or 0 at the end of the last epoch. */
-static int
-lplan_next(struct lplan *p, struct lstep *s)
-{
-	if (p->limit == 0)
-		return 0;
-	for (;;) {
-		if (p->epochs && p->epoch >= p->epochs)
-			return 0;
-		if (p->pos < p->limit && p->chunk < p->nchunks)
-			break;
-		p->epoch++;
-		p->chunk = 0;
-		p->pos = 0;
-	}
-	const rf_chunk_info *c = &p->chunks[p->chunk];
-	uint64_t n = c->samples;
-	if (n > p->limit - p->pos)
-		n = p->limit - p->pos;
-	s->chunk = p->chunk;
-	s->lo = 0;
-	s->hi = (uint32_t)n;
-	s->epoch = p->epoch;
-	s->pos = p->pos;
-	p->chunk++;
-	p->pos += n;
-	s->epoch_end = p->pos >= p->limit || p->chunk >= p->nchunks;
-	return 1;
-}
 
 /* ----------------------------------------------------------- structures */
 
@@ -201,7 +154,9 @@ struct rf_loader {
 	int fail_code;
 	char fail_msg[RF_ERRMSG_MAX];
 
-	struct lplan plan;
+	rf_plan *rplan;      /* the reader's cursor (read sequence) */
+	uint64_t r_epoch, r_entry, r_nreads, epoch_last;
+	int plan_empty;
 	int plan_done;
 	uint64_t total_steps;
 	int end_pushed;
@@ -228,6 +183,11 @@ struct rf_loader {
 	                        copied straight from the read slot */
 
 	/* gather state: owned by the worker whose turn it is */
+	rf_plan *gplan;      /* the gather's cursor (items) */
+	rf_plan_item *items; /* the plan batch being gathered */
+	uint32_t g_n, g_i;
+	uint64_t g_epoch;
+	rf_diag plan_diag;
 	rf_assembly asmb;
 	int cur_slot;
 	uint64_t cur_first, cur_epoch, batch_counter;
@@ -375,6 +335,32 @@ read_slot_unref(rf_loader *ld, unsigned slot)
 
 /* ---------------------------------------------------------- the reader */
 
+/* The next read (mu held), or 0 after the last epoch. */
+static int
+reader_next_step(rf_loader *ld, struct lstep *st)
+{
+	if (ld->plan_empty)
+		return 0;
+	while (ld->r_entry >= ld->r_nreads) {
+		if (ld->epoch_last && ld->r_epoch + 1 >= ld->epoch_last)
+			return 0;
+		int rc = rf_plan_set_epoch(ld->rplan, ld->r_epoch + 1);
+		if (rc < 0)
+			return rc;
+		ld->r_epoch++;
+		ld->r_entry = 0;
+		ld->r_nreads = rf_plan_reads(ld->rplan);
+	}
+	uint64_t chunk;
+	int rc = rf_plan_read_chunk(ld->rplan, ld->r_entry, &chunk);
+	if (rc < 0 || chunk >= ld->nchunks)
+		return rc < 0 ? rc : -ERANGE;
+	st->chunk = chunk;
+	st->entry = ld->r_entry++;
+	st->epoch = ld->r_epoch;
+	return 1;
+}
+
 static void *
 reader_main(void *arg)
 {
@@ -388,7 +374,15 @@ reader_main(void *arg)
 		while (!ld->plan_done && ld->read_held < ld->n_read && ld->inflight < ld->qd &&
 		       ld->next_seq - ld->next_gather < ld->nwin) {
 			struct lstep st;
-			if (!lplan_next(&ld->plan, &st)) {
+			int prc = reader_next_step(ld, &st);
+			if (prc < 0) {
+				char msg[RF_ERRMSG_MAX + 64];
+				snprintf(msg, sizeof(msg), "loader: the plan of epoch %" PRIu64 " failed: %s",
+					 ld->r_epoch + 1, rf_strerror(prc));
+				fail_locked(ld, prc, msg);
+				break;
+			}
+			if (prc == 0) {
 				ld->plan_done = 1;
 				ld->total_steps = ld->next_seq;
 				maybe_end_locked(ld);
@@ -548,7 +542,7 @@ gather_push_batch(rf_loader *ld)
  * the copy stage stay bounded the same way.
  */
 static int
-push_direct(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *sec, unsigned slot,
+push_direct(rf_loader *ld, uint64_t epoch, const rf_chunk_sections *sec, unsigned slot,
 	    uint32_t i, uint32_t k, uint64_t pos)
 {
 	const rf_batch_part *p = &ld->layout.part[0];
@@ -557,7 +551,7 @@ push_direct(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *sec,
 	s.slot = slot;
 	s.src_off = (uint64_t)(sec->field[p->field].data - base) + (uint64_t)i * p->value_bytes;
 	s.n = k;
-	s.epoch = st->epoch;
+	s.epoch = epoch;
 	s.first = pos;
 	s.copy_bytes = (uint64_t)k * p->value_bytes;
 	s.payload = s.copy_bytes;
@@ -576,65 +570,83 @@ push_direct(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *sec,
 	return 0;
 }
 
-/* Gather a step's samples into batches, in order (the turn holder only). */
+/* Gather the plan items that come from this step's chunk into batches, in
+ * order (the turn holder only).  A plan batch whose items all lie in this
+ * chunk, back to back, goes direct when the layout allows. */
 static int
 gather_step(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *sec,
 	    const rf_chunk_ctx *ctx, int direct, unsigned read_slot, rf_diag *d)
 {
-	uint32_t i = st->lo;
-	uint64_t pos = st->pos;
-	while (i < st->hi) {
-		if (direct && ld->cur_slot < 0) {
-			/* A whole batch here, or the kept last batch of the epoch. */
-			uint32_t k = st->hi - i;
-			if (k >= ld->layout.batch)
-				k = ld->layout.batch;
-			else if (!st->epoch_end || ld->cfg.drop_last)
-				k = 0;
-			if (k) {
-				int rc = push_direct(ld, st, sec, read_slot, i, k, pos);
-				if (rc < 0)
-					return rc;
-				i += k;
-				pos += k;
-				continue;
-			}
+	int rc;
+	if (st->epoch != ld->g_epoch) {
+		/* Every item of the previous epoch named one of its reads, all
+		 * gathered before this one: its items are used up. */
+		rc = rf_plan_set_epoch(ld->gplan, st->epoch);
+		if (rc < 0)
+			return rf_fail(d, rc, "loader: the plan of epoch %" PRIu64 " failed: %s",
+				       st->epoch, rf_plan_errmsg(ld->gplan));
+		ld->g_epoch = st->epoch;
+		ld->g_n = ld->g_i = 0;
+	}
+	for (;;) {
+		if (ld->g_i >= ld->g_n) {
+			uint32_t n = 0;
+			rc = rf_plan_next_batch(ld->gplan, ld->items, ld->layout.batch, &n);
+			if (rc < 0)
+				return rf_fail(d, rc, "loader: the plan's next batch failed: %s",
+					       rf_plan_errmsg(ld->gplan));
+			ld->g_n = n;
+			ld->g_i = 0;
+			if (n == 0)
+				return 0; /* this epoch's batches are all out */
+		}
+		const rf_plan_item *it = &ld->items[ld->g_i];
+		if (it->read != st->entry)
+			return 0; /* the next item comes from a later read */
+		/* A run: items of this read at consecutive offsets. */
+		uint32_t r = 1;
+		while (ld->g_i + r < ld->g_n && it[r].read == st->entry &&
+		       it[r].offset == it->offset + r)
+			r++;
+		if (it->offset + (uint64_t)r > sec->samples)
+			return rf_fail(d, RF_ECORRUPT, "%s: chunk %" PRIu64 " has %u samples, the plan "
+				       "asks for sample %u", ctx->path, ctx->chunk, sec->samples,
+				       it->offset + r - 1);
+		if (direct && ld->cur_slot < 0 && ld->g_i == 0 && r == ld->g_n) {
+			rc = push_direct(ld, st->epoch, sec, read_slot, it->offset, r, it->pos);
+			if (rc < 0)
+				return rc;
+			ld->g_i += r;
+			continue;
 		}
 		if (ld->cur_slot < 0) {
-			int rc = gather_open_batch(ld, st->epoch, pos);
+			rc = gather_open_batch(ld, st->epoch, it->pos);
 			if (rc < 0)
 				return rc;
 		}
 		uint32_t added = 0, part = 0;
 		uint64_t need = 0;
-		int rc = rf_assembly_add(&ld->asmb, sec, i, st->hi, &added, &need, &part);
+		rc = rf_assembly_add(&ld->asmb, sec, it->offset, it->offset + r, &added, &need, &part);
 		if (rc == -E2BIG) {
 			const rf_batch_part *p = &ld->layout.part[part];
 			return rf_fail(d, RF_EMEMPLAN,
 				       "%s: chunk %" PRIu64 " at offset %" PRIu64 ": sample %" PRIu64
 				       " has %" PRIu64 " bytes of field %s, more than the %" PRIu64
 				       " bytes a batch holds for it: set var_bytes to at least %" PRIu64,
-				       ctx->path, ctx->chunk, ctx->offset,
-				       ld->chunks[st->chunk].first_sample + i, need,
+				       ctx->path, ctx->chunk, ctx->offset, it->sample, need,
 				       ld->schema->fields[p->field].name, p->cap,
 				       RF_ALIGN_UP(need, RF_BATCH_ALIGN));
 		}
 		if (rc < 0)
 			return rf_fail(d, rc, "loader: assembling chunk %" PRIu64 " failed",
 				       st->chunk);
-		i += added;
-		pos += added;
-		/* Full, or a variable field's region is: close the batch early. */
-		if (rf_assembly_full(&ld->asmb) || added == 0)
+		ld->g_i += added;
+		/* The plan batch is complete, or a variable field's region is
+		 * full: close this batch (early, in the second case; the rest of
+		 * the plan batch starts the next one). */
+		if (ld->g_i >= ld->g_n || added == 0)
 			gather_push_batch(ld);
 	}
-	if (st->epoch_end && ld->cur_slot >= 0) {
-		if (ld->asmb.n == 0 || (ld->cfg.drop_last && ld->asmb.n < ld->layout.batch))
-			gather_drop_batch(ld);
-		else
-			gather_push_batch(ld);
-	}
-	return 0;
 }
 
 /* -------------------------------------------------------- decode workers */
@@ -1038,6 +1050,9 @@ rf_config_init(rf_config *cfg)
 	cfg->decode_threads = 2;
 	cfg->verify = 1;
 	cfg->var_bytes = 0;
+	cfg->shuffle = RF_SHUFFLE_NONE;
+	cfg->rank = -1;
+	cfg->world = -1;
 }
 
 RF_API const char *
@@ -1258,6 +1273,73 @@ start_threads(rf_loader *ld)
 	return 0;
 }
 
+/* The two plan cursors (reader and gather) over the same order. */
+static int
+open_plan(rf_loader *ld)
+{
+	rf_config *cfg = &ld->cfg;
+	static const char *const modes[] = {"none", "chunks", "window", "full"};
+	if ((unsigned)cfg->shuffle > RF_SHUFFLE_FULL)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: shuffle %d is not none, chunks, window "
+			       "or full", (int)cfg->shuffle);
+	if (cfg->shuffle == RF_SHUFFLE_WINDOW || cfg->shuffle == RF_SHUFFLE_FULL)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: shuffle %s is not supported by this "
+			       "version of the loader (none and chunks are)", modes[cfg->shuffle]);
+
+	rf_plan_params pp;
+	rf_plan_params_init(&pp);
+	pp.mode = cfg->shuffle == RF_SHUFFLE_CHUNKS ? RF_PLAN_CHUNKS : RF_PLAN_NONE;
+	pp.seed = cfg->seed;
+	pp.epoch = cfg->epoch;
+	pp.batch = cfg->batch_size;
+	pp.window = 1;
+	pp.tail = cfg->drop_last ? RF_PLAN_DROP : RF_PLAN_KEEP;
+	/* The fingerprint names the content without reading it: every chunk's
+	 * sample count, raw size and checksum. */
+	uint64_t fp = rf_plan_mix64(ld->nchunks);
+	for (uint64_t c = 0; c < ld->nchunks; c++)
+		fp = rf_plan_mix64(fp ^ rf_plan_mix64(ld->chunks[c].xxh3 + ld->chunks[c].samples +
+						      (ld->chunks[c].raw_bytes << 20)));
+	pp.fingerprint = fp;
+	const char *source = "";
+	rf_diag_init(&ld->plan_diag, cfg->log, cfg->log_user);
+	int rc = rf_plan_resolve_rank(cfg->rank, cfg->world, NULL, NULL, &pp.rank, &pp.world,
+				      &source, &ld->plan_diag);
+	if (rc < 0)
+		return rf_fail(&ld->diag, rc, "%s", ld->plan_diag.msg);
+
+	uint64_t n = rf_dataset_samples(ld->ds);
+	if (n == 0 || ld->nchunks == 0) {
+		ld->plan_empty = 1;
+		return 0;
+	}
+	uint32_t *counts = malloc(ld->nchunks * sizeof(*counts));
+	if (!counts)
+		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
+	for (uint64_t c = 0; c < ld->nchunks; c++)
+		counts[c] = ld->chunks[c].samples;
+	rc = rf_plan_create(&ld->rplan, &pp, counts, ld->nchunks, &ld->plan_diag);
+	if (rc == 0)
+		rc = rf_plan_create(&ld->gplan, &pp, counts, ld->nchunks, &ld->plan_diag);
+	free(counts);
+	if (rc < 0)
+		return rf_fail(&ld->diag, rc, "%s", ld->plan_diag.msg);
+	ld->items = calloc(cfg->batch_size, sizeof(*ld->items));
+	if (!ld->items)
+		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory for %u plan items",
+			       cfg->batch_size);
+	ld->r_epoch = ld->g_epoch = cfg->epoch;
+	ld->r_nreads = rf_plan_reads(ld->rplan);
+	ld->epoch_last = cfg->epochs ? cfg->epoch + cfg->epochs : 0;
+	/* Every epoch has the same number of batches: none means nothing to
+	 * stream, ever (not an endless loop over empty epochs). */
+	ld->plan_empty = rf_plan_batches(ld->rplan) == 0;
+	rf_log(&ld->diag, RF_LOG_INFO, "plan: shuffle %s, seed %" PRIu64 ", rank %u of %u (%s), "
+	       "%" PRIu64 " batches of %u per epoch", modes[cfg->shuffle], cfg->seed, pp.rank,
+	       pp.world, source, rf_plan_batches(ld->rplan), cfg->batch_size);
+	return 0;
+}
+
 static int
 loader_open(rf_loader *ld, const rf_config *ucfg)
 {
@@ -1395,12 +1477,9 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
 	ld->cur_slot = -1;
 
-	uint64_t n = rf_dataset_samples(ld->ds), limit = n;
-	/* Without variable fields every batch but the last is full, so a
-	 * dropped tail is known in advance and not even read. */
-	if (cfg->drop_last && ld->nvar == 0)
-		limit = n / cfg->batch_size * cfg->batch_size;
-	lplan_init(&ld->plan, ld->chunks, ld->nchunks, limit, cfg->epochs);
+	rc = open_plan(ld);
+	if (rc < 0)
+		return rc;
 
 	return start_threads(ld);
 }
@@ -1520,6 +1599,9 @@ loader_free(rf_loader *ld)
 	for (unsigned i = 0; ld->workers && i < ld->nworkers; i++)
 		rf_decoder_fini(&ld->workers[i].dec);
 	free(ld->workers);
+	rf_plan_destroy(&ld->rplan);
+	rf_plan_destroy(&ld->gplan);
+	free(ld->items);
 	free(ld->win);
 	free(ld->slot_refs);
 	free(ld->pin_refs);

@@ -245,6 +245,9 @@ rf_cmd_cat(int argc, char **argv)
 	cfg.fields = fields;
 	cfg.nfields = 1;
 	cfg.drop_last = 0;
+	/* Every sample, whatever launcher environment cat runs in. */
+	cfg.rank = 0;
+	cfg.world = 1;
 	cfg.log = cat_log;
 
 	rf_loader *ld;

@@ -189,6 +189,18 @@ enum rf_device_kind {
 	RF_DEVICE_CUDA = 2,  /* a CUDA device; RF_ENODEVICE when there is none */
 };
 
+/* The order of samples in an epoch: a pure function of (dataset, seed,
+ * epoch, rank, world, mode); see also rf_config.rank / world. */
+enum rf_shuffle {
+	RF_SHUFFLE_NONE = 0,   /* file order (the default) */
+	RF_SHUFFLE_CHUNKS = 1, /* the chunks in a random order each epoch, the
+	                          samples of a chunk in file order */
+	RF_SHUFFLE_WINDOW = 2, /* samples drawn from a window of decoded chunks:
+	                          not supported by this version (RF_EUSAGE) */
+	RF_SHUFFLE_FULL = 3,   /* a uniform permutation of all samples: not
+	                          supported by this version (RF_EUSAGE) */
+};
+
 /* How the staging memory is page-locked for the device. */
 enum rf_pinning {
 	/* The whole pinned ring is registered once at open and unregistered at
@@ -218,10 +230,25 @@ typedef struct rf_config {
 	const char *const *fields;
 	size_t nfields;
 
-	uint32_t batch_size;         /* samples per batch, B; default 32 */
+	uint32_t batch_size;         /* samples per batch, B (per rank); default 32 */
 	int drop_last;               /* 1: drop the last batch of an epoch when it has
-	                                fewer than B samples; 0 (default): deliver it */
+	                                fewer than B samples; 0 (default): deliver it
+	                                (with world > 1: a smaller batch of the same
+	                                size on every rank; see src/plan/plan.h) */
 	uint32_t epochs;             /* passes over the data; default 1; 0 = until closed */
+
+	/* The order.  Batches, in order, are a pure function of the dataset,
+	 * shuffle, seed, epoch, rank, world and batch_size. */
+	enum rf_shuffle shuffle;     /* default RF_SHUFFLE_NONE */
+	uint64_t seed;               /* key of the shuffled orders; default 0 */
+	uint64_t epoch;              /* number of the first epoch (its order); default 0 */
+	uint32_t window;             /* RF_SHUFFLE_WINDOW's decoded chunks (unused for now) */
+	/* This process's share of every global batch of world x B samples:
+	 * disjoint samples and the same number of batches on every rank.
+	 * -1 (default): from the launcher's environment (RANK/WORLD_SIZE,
+	 * OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE, SLURM_PROCID/NTASKS), else
+	 * rank 0 of 1. */
+	int32_t rank, world;
 
 	enum rf_device_kind device;  /* default RF_DEVICE_AUTO */
 	int device_index;            /* CUDA device ordinal; default 0 */
@@ -295,9 +322,10 @@ typedef struct rf_batch_field {
  * parts start at 256-byte-aligned addresses. */
 typedef struct rf_batch {
 	uint64_t index;              /* batch number since open, from 0 */
-	uint64_t epoch;              /* epoch it belongs to, from 0 */
-	uint64_t first_sample;       /* position in the epoch's sample order of its
-	                                first sample (file order: the sample index) */
+	uint64_t epoch;              /* epoch it belongs to (rf_config.epoch first) */
+	uint64_t first_sample;       /* position in the epoch's global sample order of
+	                                its first sample (file order, one rank: the
+	                                sample index) */
 	uint32_t samples;            /* B, or fewer for the last batch of an epoch (or
 	                                a batch closed early, see rf_config.var_bytes) */
 	uint32_t nfields;
