@@ -986,7 +986,12 @@ copy_main(void *arg)
 			ld->sq_len--;
 			ld->sq_issued--;
 			ld->stage_held--;
-			pthread_cond_signal(&ld->stage_cv);
+			/* Wake the gather when half the staging places are free, not
+			 * at every batch: it then fills them in one go, one wake-up
+			 * for several batches.  Every place still taken belongs to a
+			 * staged batch on its way, so the count always gets there. */
+			if (ld->stage_held <= ld->n_stage / 2)
+				pthread_cond_signal(&ld->stage_cv);
 			if (rc < 0) {
 				b->state = DB_FREE;
 				fail_locked(ld, rc, ld->copy_diag.msg);
@@ -1162,11 +1167,12 @@ plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 	if (nslots > 4096)
 		nslots = 4096; /* more slots only add bookkeeping */
 	ld->nslots = (unsigned)nslots;
-	/* Staging: enough for the copy stage to stay busy (depth + 1 batches)
-	 * but never more than half of the ring: reads keep the disk busy. */
-	unsigned st = ld->nslots / 2;
-	if (st > ld->depth + 1)
-		st = ld->depth + 1;
+	/* Staging: enough for the copy stage to stay busy (depth + 2 batches,
+	 * at least 4 so the gather wakes for several at a time) but never more
+	 * than half of the ring: reads keep the disk busy. */
+	unsigned st = ld->nslots / 2, want = ld->depth + 2 > 4 ? ld->depth + 2 : 4;
+	if (st > want)
+		st = want;
 	if (st < 1)
 		st = 1;
 	ld->n_stage = st;
