@@ -231,6 +231,26 @@ generate_and_replay(void)
 	return rc;
 }
 
+#ifdef RF_FUZZ_ENGINE
+/* Built with a fuzzing engine (-DRF_FUZZ_ENGINE -fsanitize=fuzzer): each
+ * input is written to a file and opened like a corpus file. */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static char *path;
+	if (!path) {
+		char *dir = t_tmpdir();
+		path = t_path(dir, "input.rfs");
+		free(dir);
+	}
+	t_spit(path, data, size);
+	if (fuzz_one(path) < 0)
+		abort();
+	return 0;
+}
+#else
 int
 main(int argc, char **argv)
 {
@@ -241,3 +261,4 @@ main(int argc, char **argv)
 		bad |= replay(argv[i]) < 0;
 	return bad;
 }
+#endif
