@@ -21,6 +21,7 @@
 #include <zstd.h>
 
 #include "bench_limits.h"
+#include "util.h"
 
 #define ALIGN 4096u
 
@@ -215,7 +216,8 @@ raw_run(raw_reader *rr, raw_next_fn next, void *user, double min_seconds, bench_
 	r->bytes = 0;
 	r->ops = 0;
 	for (;;) {
-		if (more && bench_now() >= deadline)
+		/* Ctrl-C ends the measurement early; what was read counts. */
+		if (more && (bench_now() >= deadline || rf_cli_interrupted()))
 			more = false;
 		for (unsigned i = 0; more && i < rr->depth; i++) {
 			raw_slot *s = &rr->slots[i];
@@ -535,7 +537,7 @@ bench_zstd(const rf_dataset *ds, unsigned max_chunks, double min_seconds, bench_
 			r->bytes += (double)n;
 			r->ops += 1;
 			i = (i + 1) % npick;
-		} while ((t = bench_now()) < t0 + min_seconds || i != 0);
+		} while (((t = bench_now()) < t0 + min_seconds || i != 0) && !rf_cli_interrupted());
 		/* CPU time, not wall time: a CPU-bound limit is what one core
 		 * does, whatever else the machine runs meanwhile. */
 		r->seconds = thread_cpu_now() - c0;
@@ -588,7 +590,7 @@ bench_memcpy(size_t bytes, double min_seconds, bench_rate *r)
 		bench_memcpy_sink += b[(size_t)r->ops * 4099 % bytes];  /* keep the copies observable */
 		r->bytes += (double)bytes;
 		r->ops += 1;
-	} while ((t = bench_now()) < t0 + min_seconds);
+	} while ((t = bench_now()) < t0 + min_seconds && !rf_cli_interrupted());
 	r->seconds = thread_cpu_now() - c0;
 	r->wall_seconds = t - t0;
 	r->ok = r->seconds > 0;

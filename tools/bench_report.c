@@ -135,6 +135,8 @@ bench_compute(const bench_opts *o, bench_result *res)
 			res->binding = k;
 	}
 	res->efficiency = res->binding >= 0 ? res->limits[res->binding].loader_ratio : 0;
+	if (!res->batches)
+		res->efficiency = 0;
 }
 
 /* ----------------------------------------------------------------- table */
@@ -230,12 +232,13 @@ bench_print_table(FILE *f, const bench_opts *o, const bench_result *res)
 			l->note ? l->note : "", thr);
 	}
 	fprintf(f, "\n");
-	if (res->binding >= 0)
+	if (res->binding >= 0 && res->batches)
 		fprintf(f, "efficiency: %.2f (loader / %s)\n", res->efficiency,
 			res->limits[res->binding].label);
 	else
 		fprintf(f, "efficiency: - (%s)\n",
-			res->interrupted ? "interrupted before the limits" : "no limit measured");
+			res->interrupted ? "interrupted" : !res->batches ? "no batch delivered"
+							 : "no limit measured");
 }
 
 /* ------------------------------------------------------------------ JSON */

@@ -7,9 +7,11 @@
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 try:
     import numpy as np
@@ -189,6 +191,19 @@ try:
               "full: sequential reads count as a limit")
     else:
         check(rc == 1 and "full" in err, "full: exit %d without naming the mode:\n%s" % (rc, err))
+
+    # Ctrl-C: the run stops, the summary is still printed, exit 130.
+    proc = subprocess.Popen([EXE, "bench", "--json", "-q", "--device", "host", "--pinned", "16M",
+                             "--seconds", "60", plain], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)  # past start-up, where the handler is installed
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    check(proc.returncode == 130, "interrupt: exit %d, expected 130\n%s" % (proc.returncode, err))
+    try:
+        check(json.loads(out)["interrupted"] is True, "interrupt: not marked interrupted")
+    except ValueError:
+        check(False, "interrupt: no JSON summary:\n%s" % out)
 
     # The default output is the table, with the version and the efficiency.
     rc, out, err = run("bench", "-q", "--device", "host", "--pinned", "16M", "--seconds", "0.1", plain)
