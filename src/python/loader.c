@@ -486,9 +486,10 @@ loader_dealloc(LoaderObject *self)
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Open a C loader at epoch `epoch` into a new core. */
+/* Open a C loader at epoch `epoch` into a new core; with a position blob
+ * (resume, of len bytes) from rf_loader_state_save, at that position. */
 static int
-loader_open_core(LoaderObject *self, uint64_t epoch)
+loader_open_core(LoaderObject *self, uint64_t epoch, const void *resume, size_t len)
 {
 	struct core *c = PyMem_Calloc(1, sizeof(*c));
 	rf_loader *ld = NULL;
@@ -500,8 +501,13 @@ loader_open_core(LoaderObject *self, uint64_t epoch)
 		PyErr_NoMemory();
 		return -1;
 	}
-#ifdef RFPY_CFG_EPOCH
 	cfg.epoch = epoch;
+#ifdef RF_STATE_MAX
+	cfg.resume = resume;
+	cfg.resume_len = len;
+#else
+	(void)resume;
+	(void)len;
 #endif
 	self->busy = 1;
 	Py_BEGIN_ALLOW_THREADS
@@ -512,6 +518,12 @@ loader_open_core(LoaderObject *self, uint64_t epoch)
 	self->busy = 0;
 	if (rc < 0) {
 		PyMem_Free(c);
+		if (rc == RF_EUSAGE && strstr(msg, "shuffle") && strstr(msg, "not supported")) {
+			PyErr_Format(PyExc_ValueError,
+				     "shuffle mode \"%s\" is not supported by this build (%s)",
+				     shuffle_names[self->shuffle], msg);
+			return -1;
+		}
 		rfpy_raise(rc, "Loader", msg);
 		return -1;
 	}
@@ -808,6 +820,55 @@ parse_device(PyObject *arg, rf_config *cfg)
 	return ok ? 0 : -1;
 }
 
+/* A launcher variable as a plain decimal number <= 2^24, or -1 (unset) or -2
+ * (malformed). */
+static long
+env_number(const char *name)
+{
+	const char *v = getenv(name);
+	char *end;
+
+	if (!v)
+		return -1;
+	if (*v < '0' || *v > '9')
+		return -2;
+	long n = strtol(v, &end, 10);
+	return *end || n > (1L << 24) ? -2 : n;
+}
+
+/* The rank and world the library will use: the configured values, an unset
+ * one from the first launcher environment that sets both of its variables
+ * (as rf_config.rank/world document), else rank 0 of 1.  The library checks
+ * the same values at open and reports a bad variable. */
+static int
+resolve_rank(long long rank, long long world, uint32_t *r, uint32_t *w)
+{
+	static const char *const vars[][2] = {
+		{"RANK", "WORLD_SIZE"},
+		{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+		{"PMI_RANK", "PMI_SIZE"},
+		{"SLURM_PROCID", "SLURM_NTASKS"},
+	};
+	long er = -1, ew = -1;
+
+	if (rank < 0 || world < 0) {
+		for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+			if (getenv(vars[i][0]) && getenv(vars[i][1])) {
+				er = env_number(vars[i][0]);
+				ew = env_number(vars[i][1]);
+				break;
+			}
+		}
+	}
+	if (rank < 0)
+		rank = er >= 0 ? er : 0;
+	if (world < 0)
+		world = ew >= 1 ? ew : 1;
+	*r = (uint32_t)rank;
+	*w = (uint32_t)world;
+	return 0;
+}
+
 static int
 loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -886,55 +947,33 @@ loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 			     shuffle);
 		return -1;
 	}
-#ifdef RFPY_CFG_SHUFFLE
-	cfg->shuffle = self->shuffle;
-#else
-	if (self->shuffle != SHUFFLE_NONE) {
-		PyErr_Format(PyExc_ValueError, "shuffle mode \"%s\" is not supported by this build",
-			     shuffle);
-		return -1;
-	}
-#endif
+	static const enum rf_shuffle modes[] = {RF_SHUFFLE_NONE, RF_SHUFFLE_CHUNKS,
+						RF_SHUFFLE_WINDOW, RF_SHUFFLE_FULL};
+	cfg->shuffle = modes[self->shuffle];
 	self->seed = seed;
-#ifdef RFPY_CFG_SEED
 	cfg->seed = seed;
-#endif
 	self->window = window;
-#ifdef RFPY_CFG_WINDOW
 	cfg->window = window;
-#else
-	if (window) {
-		PyErr_SetString(PyExc_ValueError, "window is not supported by this build");
-		return -1;
-	}
-#endif
 	long long rank = -1, world = -1;
 	if (rank_arg != Py_None && ((rank = PyLong_AsLongLong(rank_arg)) == -1 && PyErr_Occurred()))
 		return -1;
 	if (world_arg != Py_None && ((world = PyLong_AsLongLong(world_arg)) == -1 && PyErr_Occurred()))
 		return -1;
-	if ((rank_arg != Py_None && rank < 0) || (world_arg != Py_None && world < 1) ||
+	if ((rank_arg != Py_None && (rank < 0 || rank >= (1 << 24))) ||
+	    (world_arg != Py_None && (world < 1 || world > (1 << 24))) ||
 	    (rank >= 0 && world >= 1 && rank >= world)) {
-		PyErr_SetString(PyExc_ValueError, "need 0 <= rank < world");
+		PyErr_SetString(PyExc_ValueError, "need 0 <= rank < world <= 2**24");
 		return -1;
 	}
-#if defined(RFPY_CFG_RANK) && defined(RFPY_CFG_WORLD)
-	cfg->rank = rank;
-	cfg->world = world;
-#else
-	{
-		/* Without sharding in the library, every rank would read the
-		 * whole dataset: refuse rather than train on duplicates. */
-		const char *ws = getenv("WORLD_SIZE");
-		if (world > 1 || rank > 0 || (world < 0 && ws && atoi(ws) > 1)) {
-			PyErr_SetString(PyExc_ValueError,
-					"rank/world sharding is not supported by this build");
-			return -1;
-		}
-	}
-#endif
-	self->rank = rank > 0 ? (uint32_t)rank : 0;
-	self->world = world > 1 ? (uint32_t)world : 1;
+	cfg->rank = (int32_t)rank;
+	cfg->world = (int32_t)world;
+	/* The library resolves an unset rank or world from the launcher's
+	 * environment; len() and the resume check need the same world. */
+	uint32_t r, w;
+	if (resolve_rank(rank, world, &r, &w) < 0)
+		return -1;
+	self->rank = r;
+	self->world = w;
 
 	/* The strings the config points to, kept for reopening. */
 	if (rfpy_paths(paths_arg, &self->keep, &self->paths, &npaths) < 0)
@@ -993,7 +1032,7 @@ loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	self->samples = rf_dataset_samples(ds);
 	rf_dataset_close(&ds);
 	self->nbatches = plan_batches(self->samples, batch_size, self->world, drop_last);
-	return loader_open_core(self, epoch);
+	return loader_open_core(self, epoch, NULL, 0);
 }
 
 static PyObject *
@@ -1003,7 +1042,7 @@ loader_iter(LoaderObject *self)
 		return NULL;
 	/* A pass abandoned midway (break, an exception) is not continued:
 	 * like a DataLoader, a new pass starts the epoch over. */
-	if (!self->fresh && loader_open_core(self, self->epoch) < 0)
+	if (!self->fresh && loader_open_core(self, self->epoch, NULL, 0) < 0)
 		return NULL;
 	IterObject *it = PyObject_New(IterObject, &IterType);
 	if (!it)
@@ -1067,17 +1106,15 @@ loader_set_epoch(LoaderObject *self, PyObject *arg)
 		return NULL;
 	if (e == self->epoch && self->fresh)
 		Py_RETURN_NONE;
-#ifndef RFPY_CFG_EPOCH
-	/* Without epoch-dependent order every epoch is the same sequence:
-	 * at an epoch's start only the number changes. */
-	if (self->fresh) {
+	/* File order is the same in every epoch: at an epoch's start only
+	 * the number changes. */
+	if (self->fresh && self->shuffle == SHUFFLE_NONE) {
 		uint64_t delta = e - self->epoch;
 		self->epoch = e;
 		self->core->epoch0 += delta;
 		Py_RETURN_NONE;
 	}
-#endif
-	if (loader_open_core(self, e) < 0)
+	if (loader_open_core(self, e, NULL, 0) < 0)
 		return NULL;
 	Py_RETURN_NONE;
 }
@@ -1142,7 +1179,7 @@ loader_state_dict(LoaderObject *self, PyObject *unused)
 	if (self->in_epoch > 0) {
 		unsigned char buf[RF_STATE_MAX];
 		size_t len = 0;
-		int rc = rf_state_save(self->core->ld, buf, sizeof(buf), &len);
+		int rc = rf_loader_state_save(self->core->ld, buf, sizeof(buf), &len);
 		if (rc < 0) {
 			Py_DECREF(blob);
 			return rfpy_raise(rc, "state_dict", rf_loader_errmsg(self->core->ld));
@@ -1222,22 +1259,22 @@ loader_load_state_dict(LoaderObject *self, PyObject *state)
 		PyErr_SetString(PyExc_ValueError, "state: batch position past the end of the epoch");
 		return NULL;
 	}
-	if (loader_open_core(self, epoch) < 0)
-		return NULL;
-	if (batch == 0)
-		Py_RETURN_NONE;
 #ifdef RF_STATE_MAX
 	PyObject *blob = PyDict_GetItemString(state, "blob");
-	if (blob && PyBytes_Check(blob)) {
-		int rc = rf_state_load(self->core->ld, PyBytes_AS_STRING(blob),
-				       (size_t)PyBytes_GET_SIZE(blob));
-		if (rc < 0)
-			return rfpy_raise(rc, "load_state_dict", rf_loader_errmsg(self->core->ld));
+	if (batch > 0 && blob && PyBytes_Check(blob)) {
+		/* The library's position: O(1), nothing skipped is read. */
+		if (loader_open_core(self, epoch, PyBytes_AS_STRING(blob),
+				     (size_t)PyBytes_GET_SIZE(blob)) < 0)
+			return NULL;
 		self->in_epoch = batch;
 		self->fresh = 1;
 		Py_RETURN_NONE;
 	}
 #endif
+	if (loader_open_core(self, epoch, NULL, 0) < 0)
+		return NULL;
+	if (batch == 0)
+		Py_RETURN_NONE;
 	/* No position blob from the library: skip the batches already used
 	 * (they are read, not delivered). */
 	for (uint64_t k = 0; k < batch; k++) {

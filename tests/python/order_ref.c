@@ -3,8 +3,8 @@
  * Description: the C loader's order, the reference the Python module's
  * order test compares with: prints one line per batch, "EPOCH: v v v ...",
  * the values of the int64 field "y" of its samples, for
- *   order_ref PATH BATCH DROP_LAST EPOCHS
- * with the host device.
+ *   order_ref PATH BATCH DROP_LAST EPOCHS [SHUFFLE SEED FIRST_EPOCH RANK WORLD]
+ * with the host device (SHUFFLE: none, chunks, window, full).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -16,8 +16,9 @@
 int
 main(int argc, char **argv)
 {
-	if (argc != 5) {
-		fprintf(stderr, "usage: order_ref PATH BATCH DROP_LAST EPOCHS\n");
+	if (argc != 5 && argc != 10) {
+		fprintf(stderr, "usage: order_ref PATH BATCH DROP_LAST EPOCHS "
+			"[SHUFFLE SEED FIRST_EPOCH RANK WORLD]\n");
 		return 2;
 	}
 	const char *paths[] = {argv[1]};
@@ -32,6 +33,22 @@ main(int argc, char **argv)
 	cfg.drop_last = atoi(argv[3]);
 	cfg.epochs = (uint32_t)atoi(argv[4]);
 	cfg.device = RF_DEVICE_HOST;
+	if (argc == 10) {
+		static const char *const modes[] = {"none", "chunks", "window", "full"};
+		int m = -1;
+		for (int i = 0; i < 4; i++)
+			if (!strcmp(argv[5], modes[i]))
+				m = i;
+		if (m < 0) {
+			fprintf(stderr, "order_ref: bad shuffle '%s'\n", argv[5]);
+			return 2;
+		}
+		cfg.shuffle = (enum rf_shuffle)m;
+		cfg.seed = strtoull(argv[6], NULL, 10);
+		cfg.epoch = strtoull(argv[7], NULL, 10);
+		cfg.rank = atoi(argv[8]);
+		cfg.world = atoi(argv[9]);
+	}
 	cfg.pinned_bytes = 1 << 20;
 
 	rf_loader *ld;

@@ -4,7 +4,10 @@
 # off; len() is the number of batches a pass yields; set_epoch relabels or
 # restarts; state_dict/load_state_dict resume exactly at the next batch,
 # within an epoch and at its end, and refuse a state of another loader;
-# shuffle modes either match the C loader or are refused as unsupported.
+# shuffled (chunks) and sharded orders match the C loader rank by rank and
+# the ranks cover disjoint samples; a shuffled state resumes, also into a
+# job of another world size with the same global batch; shuffle modes the
+# library lacks are refused as unsupported.
 import os
 import subprocess
 import sys
@@ -23,14 +26,16 @@ ringfeed.pack(p, {"y": np.arange(N, dtype=np.int64),
 opts = dict(device="cpu", pinned_bytes=1 << 20)
 
 
-def c_order(batch, drop_last, epochs):
-    out = subprocess.run([ref, p, str(batch), str(int(drop_last)), str(epochs)],
+def c_order(batch, drop_last, epochs, shuffle="none", seed=0, epoch=0, rank=0, world=1):
+    """The C loader's batches, per epoch (from `epoch`)."""
+    out = subprocess.run([ref, p, str(batch), str(int(drop_last)), str(epochs), shuffle,
+                          str(seed), str(epoch), str(rank), str(world)],
                          check=True, capture_output=True, text=True).stdout
-    per = [[] for _ in range(epochs)]
+    per = {}
     for line in out.splitlines():
         e, vals = line.split(":")
-        per[int(e)].append([int(v) for v in vals.split()])
-    return per
+        per.setdefault(int(e), []).append([int(v) for v in vals.split()])
+    return [per.get(e, []) for e in sorted(per)] if per else []
 
 
 def py_pass(ld):
@@ -92,7 +97,44 @@ for bad in (dict(batch_size=32), dict(seed=1)):
         pass
     ld.close()
 
-for mode in ("chunks", "window", "full"):
+# Shuffled and sharded orders: the same batches as the C loader, pass by
+# pass; the ranks together cover disjoint samples.
+for shuffle, seed, world, drop_last in (("chunks", 1, 1, True), ("chunks", 2, 3, True),
+                                        ("chunks", 2, 3, False), ("none", 0, 4, False)):
+    union = []
+    for rank in range(world):
+        want = c_order(B, drop_last, 2, shuffle, seed, 3, rank, world)
+        ld = ringfeed.Loader(p, B, shuffle=shuffle, seed=seed, epoch=3, rank=rank,
+                             world=world, drop_last=drop_last, **opts)
+        got = [py_pass(ld), py_pass(ld)]
+        check(got == want, "%s seed %d rank %d/%d drop_last %s differs from C" % (
+            shuffle, seed, rank, world, drop_last))
+        check(len(got[0]) == len(ld), "len %d vs %d batches" % (len(ld), len(got[0])))
+        union += [v for b in got[0] for v in b]
+        if shuffle != "none":
+            check(got[0] != got[1], "two epochs in the same order")
+        ld.close()
+    check(len(set(union)) == len(union), "ranks overlap")
+
+# Resume in a shuffled order, also with another world of the same global batch.
+want = c_order(32, True, 2, "chunks", 9, 0, 0, 2)
+ld = ringfeed.Loader(p, 32, shuffle="chunks", seed=9, rank=0, world=2, **opts)
+it = iter(ld)
+for _ in range(4):
+    next(it)
+state = ld.state_dict()
+ld.close()
+ld = ringfeed.Loader(p, 32, shuffle="chunks", seed=9, rank=0, world=2, **opts)
+ld.load_state_dict(state)
+check(py_pass(ld) == want[0][4:], "shuffled resume")
+ld.close()
+full = c_order(64, True, 1, "chunks", 9, 0, 0, 1)[0]
+ld = ringfeed.Loader(p, 64, shuffle="chunks", seed=9, world=1, **opts)
+ld.load_state_dict(state)
+check(py_pass(ld) == full[4:], "resume into one rank of twice the batch")
+ld.close()
+
+for mode in ("window", "full"):
     try:
         ld = ringfeed.Loader(p, B, shuffle=mode, seed=3, **opts)
     except ValueError as e:
