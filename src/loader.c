@@ -87,6 +87,7 @@ struct dbuf {               /* one device buffer and the batch it holds */
 	int state;
 	rf_batch_field *fields;
 	int64_t *host_off;  /* nvar x (B + 1) */
+	uint64_t plan_done; /* of the batch it holds (see struct staged) */
 };
 
 enum staged_kind { SK_BATCH = 0, SK_END, SK_ERROR };
@@ -98,6 +99,7 @@ struct staged {             /* a batch in its staging slot, or a marker */
 	uint64_t src_off;
 	uint32_t n;
 	uint64_t index, epoch, first;
+	uint64_t plan_done;  /* plan batches of its epoch complete with it */
 	uint64_t copy_bytes, payload;
 	uint64_t used[RF_MAX_FIELDS];
 	/* copy stage */
@@ -186,7 +188,9 @@ struct rf_loader {
 	rf_plan *gplan;      /* the gather's cursor (items) */
 	rf_plan_item *items; /* the plan batch being gathered */
 	uint32_t g_n, g_i;
-	uint64_t g_epoch;
+	uint64_t g_epoch, g_done;
+	rf_plan *splan;      /* the consumer's, for rf_loader_state_save */
+	uint64_t deliv_epoch, deliv_done; /* position after the last batch handed out */
 	rf_diag plan_diag;
 	rf_assembly asmb;
 	int cur_slot;
@@ -518,6 +522,7 @@ gather_push_batch(rf_loader *ld)
 	s.n = ld->asmb.n;
 	s.epoch = ld->cur_epoch;
 	s.first = ld->cur_first;
+	s.plan_done = ld->g_done;
 	s.copy_bytes = rf_assembly_bytes(&ld->asmb);
 	s.payload = rf_assembly_payload(&ld->asmb);
 	memcpy(s.used, ld->asmb.used, sizeof(s.used));
@@ -553,6 +558,7 @@ push_direct(rf_loader *ld, uint64_t epoch, const rf_chunk_sections *sec, unsigne
 	s.n = k;
 	s.epoch = epoch;
 	s.first = pos;
+	s.plan_done = ++ld->g_done; /* a direct batch is a whole plan batch */
 	s.copy_bytes = (uint64_t)k * p->value_bytes;
 	s.payload = s.copy_bytes;
 	pthread_mutex_lock(&ld->mu);
@@ -587,6 +593,7 @@ gather_step(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *sec,
 				       st->epoch, rf_plan_errmsg(ld->gplan));
 		ld->g_epoch = st->epoch;
 		ld->g_n = ld->g_i = 0;
+		ld->g_done = 0;
 	}
 	for (;;) {
 		if (ld->g_i >= ld->g_n) {
@@ -644,8 +651,11 @@ gather_step(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *sec,
 		/* The plan batch is complete, or a variable field's region is
 		 * full: close this batch (early, in the second case; the rest of
 		 * the plan batch starts the next one). */
-		if (ld->g_i >= ld->g_n || added == 0)
+		if (ld->g_i >= ld->g_n || added == 0) {
+			if (ld->g_i >= ld->g_n)
+				ld->g_done++;
 			gather_push_batch(ld);
+		}
 	}
 }
 
@@ -778,6 +788,7 @@ fill_batch(rf_loader *ld, struct dbuf *b, const struct staged *s)
 			bf->host_offsets = NULL;
 		}
 	}
+	b->plan_done = s->plan_done;
 	b->pub.index = s->index;
 	b->pub.epoch = s->epoch;
 	b->pub.first_sample = s->first;
@@ -1279,6 +1290,58 @@ start_threads(rf_loader *ld)
 	return 0;
 }
 
+/*
+ * Position the plan cursors at a saved position (mu not needed: no pipeline
+ * thread runs).  The blob's order (seed, epoch, mode) replaces the
+ * config's; both cursors start at the batch after the saved position, and
+ * `epochs` counts from the saved epoch.  On failure the plans are unchanged
+ * (rf_plan_state_load checks everything before it changes anything, and the
+ * gather's plan is loaded first).
+ */
+static int
+plan_seek_blob(rf_loader *ld, const void *blob, size_t len)
+{
+	rf_config *cfg = &ld->cfg;
+	int rc = rf_plan_state_load(ld->gplan, blob, len);
+	if (rc < 0)
+		return rf_fail(&ld->diag, rc, "loader: resume: %s", ld->plan_diag.msg);
+	const rf_plan_params *lp = rf_plan_params_get(ld->gplan);
+	if (lp->mode != RF_PLAN_NONE && lp->mode != RF_PLAN_CHUNKS)
+		return rf_fail(&ld->diag, RF_ESTATE, "loader: resume: the saved shuffle mode %s is "
+			       "not supported by this version of the loader",
+			       rf_plan_mode_name(lp->mode));
+	rc = rf_plan_state_load(ld->rplan, blob, len);
+	if (rc == 0)
+		rc = rf_plan_state_load(ld->splan, blob, len);
+	if (rc < 0)
+		return rf_fail(&ld->diag, rc, "loader: resume: %s", ld->plan_diag.msg);
+	cfg->shuffle = lp->mode == RF_PLAN_CHUNKS ? RF_SHUFFLE_CHUNKS : RF_SHUFFLE_NONE;
+	cfg->seed = lp->seed;
+	cfg->epoch = lp->epoch;
+	uint64_t start = rf_plan_tell(ld->gplan);
+	ld->r_epoch = ld->g_epoch = ld->deliv_epoch = lp->epoch;
+	ld->g_done = ld->deliv_done = start;
+	ld->g_n = ld->g_i = 0;
+	ld->epoch_last = cfg->epochs ? lp->epoch + cfg->epochs : 0;
+	ld->r_nreads = rf_plan_reads(ld->rplan);
+	ld->r_entry = 0;
+	if (start >= rf_plan_batches(ld->rplan)) {
+		ld->r_entry = ld->r_nreads; /* the saved epoch is complete */
+	} else if (start > 0) {
+		/* Items use reads in order: the first read needed is the one of
+		 * the first item of the next batch. */
+		uint32_t n = 0;
+		rc = rf_plan_batch(ld->rplan, start, ld->items, cfg->batch_size, &n);
+		if (rc < 0 || n == 0)
+			return rf_fail(&ld->diag, rc < 0 ? rc : RF_ESTATE, "loader: resume: batch %"
+				       PRIu64 " of the plan is missing", start);
+		ld->r_entry = ld->items[0].read;
+	}
+	rf_log(&ld->diag, RF_LOG_INFO, "resume: epoch %" PRIu64 ", batch %" PRIu64 " (read %" PRIu64
+	       ")", lp->epoch, start, ld->r_entry);
+	return 0;
+}
+
 /* The two plan cursors (reader and gather) over the same order. */
 static int
 open_plan(rf_loader *ld)
@@ -1327,6 +1390,8 @@ open_plan(rf_loader *ld)
 	rc = rf_plan_create(&ld->rplan, &pp, counts, ld->nchunks, &ld->plan_diag);
 	if (rc == 0)
 		rc = rf_plan_create(&ld->gplan, &pp, counts, ld->nchunks, &ld->plan_diag);
+	if (rc == 0)
+		rc = rf_plan_create(&ld->splan, &pp, counts, ld->nchunks, &ld->plan_diag);
 	free(counts);
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc, "%s", ld->plan_diag.msg);
@@ -1334,8 +1399,13 @@ open_plan(rf_loader *ld)
 	if (!ld->items)
 		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory for %u plan items",
 			       cfg->batch_size);
-	ld->r_epoch = ld->g_epoch = cfg->epoch;
+	ld->r_epoch = ld->g_epoch = ld->deliv_epoch = cfg->epoch;
 	ld->r_nreads = rf_plan_reads(ld->rplan);
+	if (cfg->resume) {
+		rc = plan_seek_blob(ld, cfg->resume, cfg->resume_len);
+		if (rc < 0)
+			return rc;
+	}
 	ld->epoch_last = cfg->epochs ? cfg->epoch + cfg->epochs : 0;
 	/* Every epoch has the same number of batches: none means nothing to
 	 * stream, ever (not an endless loop over empty epochs). */
@@ -1551,8 +1621,10 @@ rf_loader_open(rf_loader **out, const rf_config *cfg)
 
 /* ------------------------------------------------------------- teardown */
 
+/* Stop the pipeline threads and wait for them: reads and copies in flight
+ * are waited for by the threads themselves before they return. */
 static void
-loader_free(rf_loader *ld)
+pipeline_stop(rf_loader *ld)
 {
 	if (ld->sync_init) {
 		pthread_mutex_lock(&ld->mu);
@@ -1564,8 +1636,6 @@ loader_free(rf_loader *ld)
 		pthread_cond_broadcast(&ld->cons_cv);
 		pthread_mutex_unlock(&ld->mu);
 	}
-	if (ld->ring)
-		rf_ring_shutdown(ld->ring);
 	if (ld->reader_started)
 		pthread_join(ld->reader, NULL);
 	for (unsigned i = 0; ld->workers && i < ld->nworkers; i++)
@@ -1573,6 +1643,44 @@ loader_free(rf_loader *ld)
 			pthread_join(ld->workers[i].thread, NULL);
 	if (ld->copier_started)
 		pthread_join(ld->copier, NULL);
+	ld->reader_started = ld->copier_started = 0;
+	for (unsigned i = 0; ld->workers && i < ld->nworkers; i++)
+		ld->workers[i].started = 0;
+}
+
+/* Back to an empty pipeline (threads stopped, the consumer holds nothing):
+ * every slot free, no batch staged or ready, no error.  Device buffers a
+ * consumer released keep their state: the copy stage waits for their
+ * events before reuse. */
+static void
+pipeline_reset(rf_loader *ld)
+{
+	for (unsigned i = 0; i < ld->nslots; i++)
+		rf_ring_release(ld->ring, i); /* already free: ignored */
+	memset(ld->slot_refs, 0, ld->nslots * sizeof(*ld->slot_refs));
+	memset(ld->pin_refs, 0, ld->nslots * sizeof(*ld->pin_refs));
+	memset(ld->win, 0, ld->nwin * sizeof(*ld->win));
+	for (uint32_t i = 0; i < ld->depth; i++)
+		if (ld->dbufs[i].state != DB_RELEASED)
+			ld->dbufs[i].state = DB_FREE;
+	ld->stop = ld->failed = ld->fail_code = 0;
+	ld->fail_msg[0] = 0;
+	ld->plan_done = ld->end_pushed = 0;
+	ld->total_steps = 0;
+	ld->next_seq = ld->next_dispatch = ld->next_gather = 0;
+	ld->read_held = ld->stage_held = ld->inflight = 0;
+	ld->sq_head = ld->sq_len = ld->sq_issued = 0;
+	ld->copy_failed = 0;
+	ld->rq_head = ld->rq_len = 0;
+	ld->eos = ld->final_code = 0;
+	ld->final_msg[0] = 0;
+	ld->cur_slot = -1;
+}
+
+static void
+loader_free(rf_loader *ld)
+{
+	pipeline_stop(ld);
 
 	if (ld->dev) {
 		const struct rf_device_ops *ops = ld->dev->ops;
@@ -1607,6 +1715,7 @@ loader_free(rf_loader *ld)
 	free(ld->workers);
 	rf_plan_destroy(&ld->rplan);
 	rf_plan_destroy(&ld->gplan);
+	rf_plan_destroy(&ld->splan);
 	free(ld->items);
 	free(ld->win);
 	free(ld->slot_refs);
@@ -1684,6 +1793,8 @@ loader_next(rf_loader *ld, const rf_batch **out, int wait)
 	b->state = DB_HELD;
 	ld->held++;
 	note_max(&ld->mx_held, ld->held);
+	ld->deliv_epoch = b->pub.epoch;
+	ld->deliv_done = b->plan_done;
 	ld->st_batches++;
 	ld->st_samples += b->pub.samples;
 	ld->st_bytes_delivered += b->pub.bytes;
@@ -1799,6 +1910,58 @@ rf_loader_release(rf_loader *ld, const rf_batch *batch, void *stream)
 	pthread_cond_signal(&ld->copy_cv);
 	pthread_mutex_unlock(&ld->mu);
 	return rc < 0 ? rc : 0;
+}
+
+RF_API int
+rf_loader_state_save(rf_loader *ld, void *buf, size_t cap, size_t *len)
+{
+	if (!ld || !len)
+		return -EINVAL;
+	if (!ld->splan) {
+		*len = RF_PLAN_STATE_SIZE;
+		return rf_fail(&ld->diag, -EINVAL, "loader: an empty dataset has no position to save");
+	}
+	pthread_mutex_lock(&ld->mu);
+	uint64_t epoch = ld->deliv_epoch, done = ld->deliv_done;
+	pthread_mutex_unlock(&ld->mu);
+	int rc = rf_plan_state_save_at(ld->splan, epoch, done, buf, cap, len);
+	if (rc < 0)
+		return rf_fail(&ld->diag, rc, "loader: saving the position (epoch %" PRIu64 ", batch %"
+			       PRIu64 ") failed: %s", epoch, done, rf_strerror(rc));
+	return 0;
+}
+
+RF_API int
+rf_loader_state_load(rf_loader *ld, const void *buf, size_t len)
+{
+	if (!ld || !buf)
+		return -EINVAL;
+	if (!ld->gplan)
+		return rf_fail(&ld->diag, RF_ESTATE, "loader: an empty dataset has no position to load");
+	pthread_mutex_lock(&ld->mu);
+	unsigned held = ld->held;
+	pthread_mutex_unlock(&ld->mu);
+	if (held)
+		return rf_fail(&ld->diag, -EBUSY, "loader: release the %u batches held before loading a "
+			       "position", held);
+	/* Where the stream stands, to come back to if the blob is refused. */
+	uint8_t here[RF_PLAN_STATE_SIZE];
+	size_t here_len = 0;
+	int rc = rf_plan_state_save_at(ld->splan, ld->deliv_epoch, ld->deliv_done, here,
+				       sizeof(here), &here_len);
+	if (rc < 0)
+		return rf_fail(&ld->diag, rc, "loader: saving the current position failed");
+	pipeline_stop(ld);
+	pipeline_reset(ld);
+	rc = plan_seek_blob(ld, buf, len);
+	if (rc < 0) {
+		char msg[RF_ERRMSG_MAX];
+		snprintf(msg, sizeof(msg), "%s", ld->diag.msg);
+		plan_seek_blob(ld, here, here_len);
+		snprintf(ld->diag.msg, sizeof(ld->diag.msg), "%s", msg);
+	}
+	int src = start_threads(ld);
+	return rc < 0 ? rc : src;
 }
 
 RF_API const char *

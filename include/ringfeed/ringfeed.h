@@ -249,6 +249,14 @@ typedef struct rf_config {
 	 * OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE, SLURM_PROCID/NTASKS), else
 	 * rank 0 of 1. */
 	int32_t rank, world;
+	/* Resume: a blob from rf_loader_state_save (resume_len bytes), or
+	 * NULL.  The stream starts with the batch that would have followed
+	 * the last one handed out before the save, reading none of the
+	 * skipped data; the blob's shuffle, seed and epoch replace the
+	 * settings above, and `epochs` counts from the saved epoch.  The blob
+	 * is copied at open. */
+	const void *resume;
+	size_t resume_len;
 
 	enum rf_device_kind device;  /* default RF_DEVICE_AUTO */
 	int device_index;            /* CUDA device ordinal; default 0 */
@@ -422,6 +430,40 @@ RF_API int rf_loader_release(rf_loader *ld, const rf_batch *batch, void *stream)
  * invalid afterwards (their release events are waited for first).  NULL and
  * a pointer to NULL are no-ops; *ld is cleared. */
 RF_API void rf_loader_close(rf_loader **ld);
+
+/* Bytes enough for any position blob of this library version. */
+#define RF_STATE_MAX 128
+
+/*
+ * Save the position after the last batch rf_loader_next has handed out
+ * (batches still in the pipeline do not count) into buf: a blob of a few
+ * dozen bytes naming the dataset (a fingerprint of its chunks), the order
+ * (shuffle, seed, epoch, batch size, world size) and the samples consumed,
+ * little-endian, checksummed, portable between machines.  Save on every rank
+ * after the same batch (the blob does not depend on the rank: rank 0's is
+ * enough).  Consumer thread.  Returns 0 and *len; -ENOSPC when cap is too
+ * small (*len still set; RF_STATE_MAX is always enough); -EINVAL.
+ *
+ *     uint8_t st[RF_STATE_MAX]; size_t n;
+ *     if (step % 1000 == 0 && rf_loader_state_save(ld, st, sizeof st, &n) == 0)
+ *         write_checkpoint(model, st, n);
+ */
+RF_API int rf_loader_state_save(rf_loader *ld, void *buf, size_t cap, size_t *len);
+
+/*
+ * Continue from a saved position: the next rf_loader_next returns exactly the
+ * batch that would have followed the last one handed out before the save,
+ * without reading the skipped data.  The blob's shuffle, seed and epoch
+ * replace the loader's; `epochs` counts from the saved epoch.  The world size
+ * may differ from the one at the save when world x batch_size is the same.
+ * Batches already read ahead are discarded (the pipeline restarts), so call
+ * it right after rf_loader_open, or set rf_config.resume instead, which
+ * reads nothing twice.  The consumer must hold no batch.
+ * Returns 0; RF_ESTATE for a blob that is corrupt or from another dataset,
+ * order or global batch size (the message says which field differs), the
+ * loader staying where it was; -EBUSY while batches are held; -EINVAL.
+ */
+RF_API int rf_loader_state_load(rf_loader *ld, const void *buf, size_t len);
 
 /* The message of the loader's last failure ("" when none).  Owned by the
  * loader; valid until the next call on it. */

@@ -8,6 +8,10 @@
  * same order and another seed another; the ranks' samples are disjoint, the
  * ranks get the same number of batches, and together they cover the epoch.
  * Window and full shuffling are refused at open (not supported yet).
+ * Resume: a position saved after m batches (at the start, mid-epoch, at and
+ * after an epoch boundary) restores, through rf_config.resume and through
+ * rf_loader_state_load after open, exactly the batches that came next; a corrupt
+ * blob is refused with RF_ESTATE and the stream goes on where it was.
  */
 #include "lt.h"
 #include "plan/plan.h"
@@ -148,6 +152,133 @@ make_plan(uint64_t nsamples_hint, const char *pattern, enum rf_plan_mode mode, u
 	return plan;
 }
 
+/* Batches as (first sample) sequences: the samples of each batch, with a
+ * batch boundary marker. */
+struct seq {
+	uint64_t v[40000];
+	size_t n;
+};
+
+static void
+take(rf_loader *ld, size_t batches, struct seq *out)
+{
+	const rf_batch *b;
+	for (size_t k = 0; k < batches; k++) {
+		int rc = rf_loader_next(ld, &b);
+		LT_CHECK(rc == 0);
+		if (rc || !b)
+			return;
+		for (uint32_t i = 0; i < b->samples; i++)
+			out->v[out->n++] = row_sample(b, i);
+		out->v[out->n++] = UINT64_MAX - b->epoch;
+		LT_CHECK(rf_loader_release(ld, b, NULL) == 0);
+	}
+}
+
+static rf_loader *
+open_for_resume(const void *blob, size_t len)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/o-*.rfs", dir);
+	const char *paths[] = {path};
+	rf_config cfg;
+	rf_config_init(&cfg);
+	cfg.paths = paths;
+	cfg.npaths = 1;
+	cfg.batch_size = 17;
+	cfg.epochs = 0;
+	cfg.shuffle = RF_SHUFFLE_CHUNKS;
+	cfg.seed = 5;
+	cfg.rank = 0;
+	cfg.world = 1;
+	cfg.device = RF_DEVICE_HOST;
+	cfg.pinned_bytes = 256 << 10;
+	cfg.log = lt_log;
+	cfg.resume = blob;
+	cfg.resume_len = len;
+	rf_loader *ld = NULL;
+	if (rf_loader_open(&ld, &cfg) < 0)
+		fprintf(stderr, "open: %s\n", rf_loader_last_open_error());
+	return ld;
+}
+
+static void
+test_resume(uint64_t n)
+{
+	static struct seq ref, got;
+	uint64_t per_epoch = (n + 16) / 17;
+	const size_t total = 3 * per_epoch;
+	ref.n = 0;
+	rf_loader *ld = open_for_resume(NULL, 0);
+	LT_CHECK(ld != NULL);
+	if (!ld)
+		return;
+	take(ld, total, &ref);
+	rf_loader_close(&ld);
+
+	size_t ms[] = {0, 1, 7, per_epoch - 1, per_epoch, per_epoch + 3};
+	for (size_t t = 0; t < sizeof(ms) / sizeof(ms[0]); t++) {
+		size_t m = ms[t];
+		uint8_t blob[RF_STATE_MAX];
+		size_t len = 0;
+		got.n = 0;
+		ld = open_for_resume(NULL, 0);
+		take(ld, m, &got);
+		size_t skip = got.n;
+		LT_CHECK(rf_loader_state_save(ld, blob, sizeof(blob), &len) == 0);
+		LT_CHECK(len > 0 && len <= RF_STATE_MAX);
+		size_t small = 0;
+		LT_CHECK(rf_loader_state_save(ld, blob, 4, &small) == -ENOSPC && small == len);
+		rf_loader_close(&ld);
+
+		/* Through the config: nothing read twice. */
+		got.n = 0;
+		ld = open_for_resume(blob, len);
+		LT_CHECK(ld != NULL);
+		if (!ld)
+			continue;
+		take(ld, total - m, &got);
+		LT_CHECK(got.n == ref.n - skip);
+		LT_CHECK(memcmp(got.v, ref.v + skip, got.n * 8) == 0);
+		rf_loader_close(&ld);
+
+		/* Through rf_loader_state_load after open (and some batches taken and
+		 * released first). */
+		got.n = 0;
+		ld = open_for_resume(NULL, 0);
+		struct seq *junk = malloc(sizeof(*junk));
+		junk->n = 0;
+		take(ld, 3, junk);
+		free(junk);
+		LT_CHECK(rf_loader_state_load(ld, blob, len) == 0);
+		take(ld, total - m, &got);
+		LT_CHECK(got.n == ref.n - skip);
+		LT_CHECK(memcmp(got.v, ref.v + skip, got.n * 8) == 0);
+		rf_loader_close(&ld);
+		if (lt_failures)
+			fprintf(stderr, "resume after %zu batches failed\n", m);
+	}
+
+	/* A corrupt blob: refused, and the stream goes on where it was. */
+	uint8_t bad[RF_STATE_MAX];
+	size_t len = 0;
+	ld = open_for_resume(NULL, 0);
+	got.n = 0;
+	take(ld, 2, &got);
+	LT_CHECK(rf_loader_state_save(ld, bad, sizeof(bad), &len) == 0);
+	bad[len / 2] ^= 1;
+	LT_CHECK(rf_loader_state_load(ld, bad, len) == RF_ESTATE);
+	LT_CHECK(strstr(rf_loader_errmsg(ld), "resume") != NULL);
+	take(ld, 5, &got);
+	LT_CHECK(memcmp(got.v, ref.v, got.n * 8) == 0);
+	const rf_batch *held;
+	LT_CHECK(rf_loader_next(ld, &held) == 0 && held);
+	LT_CHECK(rf_loader_state_load(ld, bad, len) == -EBUSY);
+	LT_CHECK(rf_loader_release(ld, held, NULL) == 0);
+	rf_loader_close(&ld);
+	LT_CHECK(open_for_resume(bad, len) == NULL);
+}
+
 int
 main(void)
 {
@@ -217,6 +348,8 @@ main(void)
 	free(a.samples);
 	free(b.samples);
 	free(c.samples);
+
+	test_resume(N);
 
 	/* Not supported yet: a clear refusal at open. */
 	struct run x;
