@@ -1,11 +1,15 @@
 # SPDX-License-Identifier: MIT
 # Description: failures in ringfeed.Loader become exceptions: bad arguments
 # raise ValueError/TypeError; a missing dataset and an unknown field raise
-# ringfeed.Error with the library's code; a corrupt chunk mid-dataset
-# delivers the batches before it, then raises ringfeed.Error ECHECKSUM whose
-# message names the shard and the chunk, on every later call of that pass.
+# ringfeed.Error with the library's code, and so does device="cuda" without
+# a CUDA runtime (ENODEVICE; "auto" falls back to the host); a corrupt chunk
+# mid-dataset delivers the batches before it, then raises ringfeed.Error
+# ECHECKSUM whose message names the shard and the chunk, on every later call
+# of that pass.
 import errno
 import os
+import subprocess
+import sys
 
 import numpy as np
 
@@ -40,6 +44,21 @@ try:
     check(False, "an unknown field")
 except ringfeed.Error as e:
     check("nope" in str(e), "unknown field message: %s" % e)
+
+# No CUDA runtime: device="cuda" fails with ENODEVICE, "auto" falls back to the
+# host (in a child process: the runtime is chosen by the environment).
+code = """
+import ringfeed, sys
+try:
+    ringfeed.Loader(sys.argv[1], 16, device="cuda")
+    sys.exit(3)
+except ringfeed.Error as e:
+    assert e.code == ringfeed.ENODEVICE and "RINGFEED_CUDART" in str(e), str(e)
+assert ringfeed.Loader(sys.argv[1], 16, device="auto").device == "cpu"
+"""
+env = dict(os.environ, RINGFEED_CUDART=os.path.join(d, "no-cudart.so"))
+r = subprocess.run([sys.executable, "-c", code, p], env=env, capture_output=True, text=True)
+check(r.returncode == 0, "no CUDA runtime: %s" % r.stderr)
 
 # Corrupt the third chunk's stored bytes.
 with ringfeed.open(p) as ds:
