@@ -451,7 +451,6 @@ typedef struct {
 	int shuffle;
 	uint64_t seed;
 	uint32_t rank, world;
-	uint32_t window;
 	uint64_t epoch;          /* the epoch being (or about to be) iterated */
 	uint64_t in_epoch;       /* batches yielded in it */
 	int fresh;               /* nothing yielded since the epoch's start or a restore */
@@ -880,11 +879,11 @@ loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 		 *device_arg = NULL;
 	const char *shuffle = "none", *pinning = "ring";
 	unsigned long long seed = 0, epoch = 0, pinned_bytes = 0, var_bytes = 0;
-	unsigned int batch_size = 0, depth = 2, window = 0, io_depth = 0, decode_threads = 0;
+	Py_ssize_t batch_size = 0, depth = 2, window = 0, io_depth = 0, decode_threads = 0;
 	int drop_last = 1, direct = 1, verify = 1;
 	size_t npaths;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OI|$OsKKOOOIKpIsIpIpK:Loader", kwlist,
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "On|$OsKKOOOnKpnsnpnpK:Loader", kwlist,
 					 &paths_arg, &batch_size, &fields_arg, &shuffle, &seed,
 					 &epoch, &rank_arg, &world_arg, &device_arg, &depth,
 					 &pinned_bytes, &drop_last, &window, &pinning, &io_depth,
@@ -903,16 +902,22 @@ loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 
 	rf_config *cfg = &self->cfg;
 	rf_config_init(cfg);
-	if (batch_size == 0) {
-		PyErr_SetString(PyExc_ValueError, "batch_size must be at least 1");
-		return -1;
+	const struct { const char *name; Py_ssize_t v, lo, hi; } ranges[] = {
+		{"batch_size", batch_size, 1, (Py_ssize_t)1 << 30},
+		{"depth", depth, 1, 1 << 16},
+		{"window", window, 0, 1 << 20},
+		{"io_depth", io_depth, 0, 1 << 16},
+		{"decode_threads", decode_threads, 0, 1 << 10},
+	};
+	for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
+		if (ranges[i].v < ranges[i].lo || ranges[i].v > ranges[i].hi) {
+			PyErr_Format(PyExc_ValueError, "%s must be in [%zd, %zd], not %zd",
+				     ranges[i].name, ranges[i].lo, ranges[i].hi, ranges[i].v);
+			return -1;
+		}
 	}
-	if (depth == 0) {
-		PyErr_SetString(PyExc_ValueError, "depth must be at least 1");
-		return -1;
-	}
-	cfg->batch_size = batch_size;
-	cfg->depth = depth;
+	cfg->batch_size = (uint32_t)batch_size;
+	cfg->depth = (uint32_t)depth;
 	cfg->drop_last = drop_last;
 	cfg->epochs = 0; /* epochs are Python passes: the stream runs until closed */
 	cfg->direct = direct;
@@ -921,9 +926,9 @@ loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	if (pinned_bytes)
 		cfg->pinned_bytes = pinned_bytes;
 	if (io_depth)
-		cfg->io_depth = io_depth;
+		cfg->io_depth = (uint32_t)io_depth;
 	if (decode_threads)
-		cfg->decode_threads = decode_threads;
+		cfg->decode_threads = (uint32_t)decode_threads;
 	cfg->log = rfpy_log;
 	if (!strcmp(pinning, "ring")) {
 		cfg->pinning = RF_PINNING_RING;
@@ -952,8 +957,7 @@ loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	cfg->shuffle = modes[self->shuffle];
 	self->seed = seed;
 	cfg->seed = seed;
-	self->window = window;
-	cfg->window = window;
+	cfg->window = (uint32_t)window;
 	long long rank = -1, world = -1;
 	if (rank_arg != Py_None && ((rank = PyLong_AsLongLong(rank_arg)) == -1 && PyErr_Occurred()))
 		return -1;
@@ -1031,7 +1035,7 @@ loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	}
 	self->samples = rf_dataset_samples(ds);
 	rf_dataset_close(&ds);
-	self->nbatches = plan_batches(self->samples, batch_size, self->world, drop_last);
+	self->nbatches = plan_batches(self->samples, (uint64_t)batch_size, self->world, drop_last);
 	return loader_open_core(self, epoch, NULL, 0);
 }
 

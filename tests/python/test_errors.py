@@ -23,6 +23,7 @@ ringfeed.pack(p, {"y": np.arange(N, dtype=np.int64)}, chunk_bytes=4096)
 opts = dict(device="cpu", pinned_bytes=1 << 20)
 
 for kw, exc in ((dict(batch_size=0), ValueError), (dict(depth=0), ValueError),
+                (dict(batch_size=-1), ValueError), (dict(io_depth=-5), ValueError),
                 (dict(device="tpu"), ValueError), (dict(device="cuda:x"), ValueError),
                 (dict(shuffle="bogus"), ValueError), (dict(pinning="sometimes"), ValueError),
                 (dict(rank=2, world=2), ValueError), (dict(fields="y"), TypeError)):
