@@ -501,13 +501,8 @@ loader_open_core(LoaderObject *self, uint64_t epoch, const void *resume, size_t 
 		return -1;
 	}
 	cfg.epoch = epoch;
-#ifdef RF_STATE_MAX
 	cfg.resume = resume;
 	cfg.resume_len = len;
-#else
-	(void)resume;
-	(void)len;
-#endif
 	self->busy = 1;
 	Py_BEGIN_ALLOW_THREADS
 	rc = rf_loader_open(&ld, &cfg);
@@ -1179,7 +1174,6 @@ loader_state_dict(LoaderObject *self, PyObject *unused)
 	if (loader_usable(self) < 0)
 		return NULL;
 	PyObject *blob = Py_NewRef(Py_None);
-#ifdef RF_STATE_MAX
 	if (self->in_epoch > 0) {
 		unsigned char buf[RF_STATE_MAX];
 		size_t len = 0;
@@ -1192,7 +1186,6 @@ loader_state_dict(LoaderObject *self, PyObject *unused)
 		if (!blob)
 			return NULL;
 	}
-#endif
 	return Py_BuildValue("{s:i,s:K,s:K,s:K,s:I,s:I,s:s,s:K,s:N}", "version", 1,
 			     "epoch", (unsigned long long)self->epoch,
 			     "batch", (unsigned long long)self->in_epoch,
@@ -1263,7 +1256,6 @@ loader_load_state_dict(LoaderObject *self, PyObject *state)
 		PyErr_SetString(PyExc_ValueError, "state: batch position past the end of the epoch");
 		return NULL;
 	}
-#ifdef RF_STATE_MAX
 	PyObject *blob = PyDict_GetItemString(state, "blob");
 	if (batch > 0 && blob && PyBytes_Check(blob)) {
 		/* The library's position: O(1), nothing skipped is read. */
@@ -1274,7 +1266,6 @@ loader_load_state_dict(LoaderObject *self, PyObject *state)
 		self->fresh = 1;
 		Py_RETURN_NONE;
 	}
-#endif
 	if (loader_open_core(self, epoch, NULL, 0) < 0)
 		return NULL;
 	if (batch == 0)

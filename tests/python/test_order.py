@@ -75,6 +75,10 @@ for epoch, k in ((1, 5), (0, 1), (1, len(ref_passes[1]) - 1), (2, 0)):
         next(it)
     state = ld.state_dict()
     check(state["epoch"] == epoch and state["batch"] == k, "state %r" % state)
+    # Mid-epoch the library's position blob comes along (resume reads
+    # nothing skipped); at an epoch's start none is needed.
+    check((state["blob"] is not None and state["blob"][:8] == b"RFSTATE\0") == (k > 0),
+          "blob %r" % (state["blob"],))
     rest = [np.asarray(b["y"]).tolist() for b in it]
     ld.close()
 
@@ -132,6 +136,16 @@ full = c_order(64, True, 1, "chunks", 9, 0, 0, 1)[0]
 ld = ringfeed.Loader(p, 64, shuffle="chunks", seed=9, world=1, **opts)
 ld.load_state_dict(state)
 check(py_pass(ld) == full[4:], "resume into one rank of twice the batch")
+ld.close()
+
+# A damaged blob is refused by the library.
+bad = dict(state, blob=state["blob"][:20] + bytes([state["blob"][20] ^ 1]) + state["blob"][21:])
+ld = ringfeed.Loader(p, 32, shuffle="chunks", seed=9, rank=0, world=2, **opts)
+try:
+    ld.load_state_dict(bad)
+    check(False, "a damaged blob was accepted")
+except ringfeed.Error as e:
+    check(e.code == ringfeed.ESTATE, "code %d: %s" % (e.code, e))
 ld.close()
 
 for mode in ("window", "full"):
