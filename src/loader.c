@@ -108,6 +108,14 @@ struct staged {             /* a batch in its staging slot, or a marker */
 	uint64_t t_issue;
 };
 
+struct wentry {             /* a decoded chunk held for window shuffling */
+	int used;
+	rf_chunk_sections sec;
+	rf_chunk_ctx ctx;
+	int slot;           /* its read slot (uncompressed), or -1 */
+	uint8_t *raw;       /* its raw buffer (compressed), or NULL */
+};
+
 struct worker {
 	struct rf_loader *ld;
 	pthread_t thread;
@@ -190,6 +198,17 @@ struct rf_loader {
 	uint32_t g_n, g_i;
 	uint64_t g_epoch, g_done;
 	rf_plan *splan;      /* the consumer's, for rf_loader_state_save */
+	/* Window shuffling: decoded chunks kept after their turn until the
+	 * items' keep_from passes them (gather only). */
+	int window_mode;
+	uint32_t window;
+	struct wentry *wtab; /* indexed by read entry % wcap */
+	uint32_t wcap;
+	uint64_t wlo, whi;   /* entries [wlo, whi) may be held */
+	uint8_t **wpool;     /* spare raw buffers for compressed chunks */
+	uint32_t wpool_n, wpool_cap;
+	uint64_t raw_cap;
+	int w_epoch_done;    /* the epoch's items are all gathered */
 	uint64_t deliv_epoch, deliv_done; /* position after the last batch handed out */
 	rf_diag plan_diag;
 	rf_assembly asmb;
@@ -659,6 +678,166 @@ gather_step(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *sec,
 	}
 }
 
+/* ------------------------------------------------------ window shuffling */
+
+static void read_slot_unref(rf_loader *ld, unsigned slot);
+
+/* Let go of held chunk `e` (gather only). */
+static void
+window_drop(rf_loader *ld, uint64_t e)
+{
+	struct wentry *we = &ld->wtab[e % ld->wcap];
+	if (!we->used)
+		return;
+	if (we->slot >= 0)
+		read_slot_unref(ld, (unsigned)we->slot);
+	if (we->raw) {
+		if (ld->wpool_n < ld->wpool_cap)
+			ld->wpool[ld->wpool_n++] = we->raw;
+		else
+			free(we->raw);
+	}
+	memset(we, 0, sizeof(*we));
+	we->slot = -1;
+}
+
+static void
+window_drop_below(rf_loader *ld, uint64_t keep_from)
+{
+	while (ld->wlo < ld->whi && ld->wlo < keep_from)
+		window_drop(ld, ld->wlo++);
+	if (ld->wlo < keep_from && ld->wlo == ld->whi)
+		ld->wlo = ld->whi = keep_from;
+}
+
+/*
+ * Window mode: a chunk is kept after its turn, because later items may
+ * still draw from it; items are gathered, in order, as far as the chunks
+ * held allow (up to the first item that needs a later read).  The plan
+ * bounds the reads an item can need to keep_from + W - 1, so at most W
+ * chunks are held, and the memory plan leaves the reader slots beyond them.
+ * An uncompressed chunk stays in its read slot (a reference); a compressed
+ * one's raw buffer is taken from the worker, which gets a spare one.
+ */
+static int
+gather_step_window(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *sec,
+		   const rf_chunk_ctx *ctx, struct worker *w, int in_slot, unsigned read_slot,
+		   rf_diag *d)
+{
+	int rc;
+	if (st->epoch != ld->g_epoch) {
+		rc = rf_plan_set_epoch(ld->gplan, st->epoch);
+		if (rc < 0)
+			return rf_fail(d, rc, "loader: the plan of epoch %" PRIu64 " failed: %s",
+				       st->epoch, rf_plan_errmsg(ld->gplan));
+		ld->g_epoch = st->epoch;
+		ld->g_n = ld->g_i = 0;
+		ld->g_done = 0;
+		window_drop_below(ld, UINT64_MAX);
+		ld->wlo = ld->whi = 0;
+		ld->w_epoch_done = 0;
+	}
+	if (ld->w_epoch_done)
+		return 0; /* a read no item of this epoch needs any more */
+	/* Hold this chunk, unless the items have already moved past it. */
+	if (st->entry < ld->wlo)
+		return 0;
+	if (ld->whi == ld->wlo)
+		ld->wlo = ld->whi = st->entry;
+	if (st->entry != ld->whi || ld->whi - ld->wlo >= ld->wcap)
+		return rf_fail(d, -EPROTO, "loader: window: read %" PRIu64 " arrived out of order "
+			       "(holding %" PRIu64 "..%" PRIu64 ")", st->entry, ld->wlo, ld->whi);
+	struct wentry *we = &ld->wtab[st->entry % ld->wcap];
+	we->used = 1;
+	we->sec = *sec;
+	we->ctx = *ctx;
+	we->slot = -1;
+	we->raw = NULL;
+	if (in_slot) {
+		pthread_mutex_lock(&ld->mu);
+		ld->slot_refs[read_slot]++;
+		pthread_mutex_unlock(&ld->mu);
+		we->slot = (int)read_slot;
+	} else {
+		/* The sections point into the worker's raw buffer: it becomes
+		 * the entry's, and the worker takes a spare. */
+		uint8_t *spare = ld->wpool_n ? ld->wpool[--ld->wpool_n]
+					     : aligned_alloc(64, RF_ALIGN_UP(ld->raw_cap, 64));
+		if (!spare)
+			return rf_fail(d, -ENOMEM, "loader: window: out of memory for a chunk of %"
+				       PRIu64 " bytes", ld->raw_cap);
+		we->raw = w->dec.raw;
+		w->dec.raw = spare;
+	}
+	ld->whi++;
+
+	for (;;) {
+		if (ld->g_i >= ld->g_n) {
+			uint32_t n = 0;
+			rc = rf_plan_next_batch(ld->gplan, ld->items, ld->layout.batch, &n);
+			if (rc < 0)
+				return rf_fail(d, rc, "loader: the plan's next batch failed: %s",
+					       rf_plan_errmsg(ld->gplan));
+			ld->g_n = n;
+			ld->g_i = 0;
+			if (n == 0) {
+				window_drop_below(ld, UINT64_MAX);
+				ld->w_epoch_done = 1;
+				return 0;
+			}
+		}
+		const rf_plan_item *it = &ld->items[ld->g_i];
+		if (it->read >= ld->whi) {
+			/* Needs a later read: the next turn.  What it no longer
+			 * needs goes now, which keeps at most W chunks held. */
+			window_drop_below(ld, it->keep_from);
+			return 0;
+		}
+		if (it->read < ld->wlo)
+			return rf_fail(d, -EPROTO, "loader: window: an item needs read %" PRIu64
+				       " which was let go (holding %" PRIu64 "..%" PRIu64 ")", it->read,
+				       ld->wlo, ld->whi);
+		const struct wentry *src = &ld->wtab[it->read % ld->wcap];
+		uint32_t r = 1;
+		while (ld->g_i + r < ld->g_n && it[r].read == it->read && it[r].offset == it->offset + r)
+			r++;
+		if (it->offset + (uint64_t)r > src->sec.samples)
+			return rf_fail(d, RF_ECORRUPT, "%s: chunk %" PRIu64 " has %u samples, the plan "
+				       "asks for sample %u", src->ctx.path, src->ctx.chunk,
+				       src->sec.samples, it->offset + r - 1);
+		if (ld->cur_slot < 0) {
+			rc = gather_open_batch(ld, st->epoch, it->pos);
+			if (rc < 0)
+				return rc;
+		}
+		uint32_t added = 0, part = 0;
+		uint64_t need = 0;
+		rc = rf_assembly_add(&ld->asmb, &src->sec, it->offset, it->offset + r, &added, &need,
+				     &part);
+		if (rc == -E2BIG) {
+			const rf_batch_part *p = &ld->layout.part[part];
+			return rf_fail(d, RF_EMEMPLAN,
+				       "%s: chunk %" PRIu64 ": sample %" PRIu64 " has %" PRIu64
+				       " bytes of field %s, more than the %" PRIu64 " bytes a batch "
+				       "holds for it: set var_bytes to at least %" PRIu64,
+				       src->ctx.path, src->ctx.chunk, it->sample, need,
+				       ld->schema->fields[p->field].name, p->cap,
+				       RF_ALIGN_UP(need, RF_BATCH_ALIGN));
+		}
+		if (rc < 0)
+			return rf_fail(d, rc, "loader: assembling failed");
+		uint64_t keep_from = it[added ? added - 1 : 0].keep_from;
+		ld->g_i += added;
+		if (ld->g_i >= ld->g_n || added == 0) {
+			if (ld->g_i >= ld->g_n)
+				ld->g_done++;
+			gather_push_batch(ld);
+		}
+		if (added)
+			window_drop_below(ld, keep_from);
+	}
+}
+
 /* -------------------------------------------------------- decode workers */
 
 static void *
@@ -727,7 +906,10 @@ worker_main(void *arg)
 		pthread_mutex_unlock(&ld->mu);
 
 		uint64_t t2 = now_ns();
-		if (rc == 0)
+		if (rc == 0 && ld->window_mode)
+			rc = gather_step_window(ld, &step.s, &sec, &ctx, w, slot_held, step.slot,
+						&w->diag);
+		else if (rc == 0)
 			rc = gather_step(ld, &step.s, &sec, &ctx, ld->direct_ok && slot_held,
 					 step.slot, &w->diag);
 		if (slot_held)
@@ -1306,16 +1488,17 @@ plan_seek_blob(rf_loader *ld, const void *blob, size_t len)
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc, "loader: resume: %s", ld->plan_diag.msg);
 	const rf_plan_params *lp = rf_plan_params_get(ld->gplan);
-	if (lp->mode != RF_PLAN_NONE && lp->mode != RF_PLAN_CHUNKS)
-		return rf_fail(&ld->diag, RF_ESTATE, "loader: resume: the saved shuffle mode %s is "
-			       "not supported by this version of the loader",
+	if (lp->mode == RF_PLAN_FULL || (lp->mode == RF_PLAN_WINDOW) != ld->window_mode)
+		return rf_fail(&ld->diag, RF_ESTATE, "loader: resume: the saved shuffle mode %s "
+			       "cannot continue in this loader (open it with that shuffle mode)",
 			       rf_plan_mode_name(lp->mode));
 	rc = rf_plan_state_load(ld->rplan, blob, len);
 	if (rc == 0)
 		rc = rf_plan_state_load(ld->splan, blob, len);
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc, "loader: resume: %s", ld->plan_diag.msg);
-	cfg->shuffle = lp->mode == RF_PLAN_CHUNKS ? RF_SHUFFLE_CHUNKS : RF_SHUFFLE_NONE;
+	cfg->shuffle = lp->mode == RF_PLAN_CHUNKS   ? RF_SHUFFLE_CHUNKS
+		       : lp->mode == RF_PLAN_WINDOW ? RF_SHUFFLE_WINDOW : RF_SHUFFLE_NONE;
 	cfg->seed = lp->seed;
 	cfg->epoch = lp->epoch;
 	uint64_t start = rf_plan_tell(ld->gplan);
@@ -1328,17 +1511,54 @@ plan_seek_blob(rf_loader *ld, const void *blob, size_t len)
 	if (start >= rf_plan_batches(ld->rplan)) {
 		ld->r_entry = ld->r_nreads; /* the saved epoch is complete */
 	} else if (start > 0) {
-		/* Items use reads in order: the first read needed is the one of
-		 * the first item of the next batch. */
+		/* Reads below the first item's keep_from are never needed again
+		 * this epoch (in none and chunks modes it is the item's read). */
 		uint32_t n = 0;
 		rc = rf_plan_batch(ld->rplan, start, ld->items, cfg->batch_size, &n);
 		if (rc < 0 || n == 0)
 			return rf_fail(&ld->diag, rc < 0 ? rc : RF_ESTATE, "loader: resume: batch %"
 				       PRIu64 " of the plan is missing", start);
-		ld->r_entry = ld->items[0].read;
+		ld->r_entry = ld->items[0].keep_from;
 	}
 	rf_log(&ld->diag, RF_LOG_INFO, "resume: epoch %" PRIu64 ", batch %" PRIu64 " (read %" PRIu64
 	       ")", lp->epoch, start, ld->r_entry);
+	return 0;
+}
+
+/*
+ * Window shuffling holds W decoded chunks: uncompressed ones in their read
+ * slots (so the reader must keep slots beyond them: W <= read slots - 2),
+ * compressed ones in raw buffers of ordinary memory.  W defaults to the
+ * plan's choice for the pinned budget, limited by the read slots.
+ */
+static int
+window_setup(rf_loader *ld, uint32_t *window)
+{
+	uint64_t raw = 0;
+	for (uint64_t c = 0; c < ld->nchunks; c++)
+		raw += ld->chunks[c].raw_bytes;
+	uint64_t avg = ld->nchunks ? raw / ld->nchunks : 0;
+	uint32_t max_w = ld->n_read > 2 ? (ld->n_read - 2) & ~1u : 0;
+	uint32_t wdef = rf_plan_default_window(ld->cfg.pinned_bytes, avg);
+	uint32_t w = ld->cfg.window ? ld->cfg.window : (wdef < max_w ? wdef : max_w);
+	if (w < 1 || w > max_w)
+		return rf_fail(&ld->diag, RF_EMEMPLAN,
+			       "memory plan: window shuffling with a window of %u chunks needs %u read "
+			       "slots but pinned_bytes %" PRIu64 " gives %u (of %" PRIu64 " bytes): "
+			       "raise pinned_bytes or lower window", w ? w : 2, (w ? w : 2) + 2,
+			       ld->cfg.pinned_bytes, ld->n_read, ld->slot_bytes);
+	ld->window_mode = 1;
+	ld->window = w;
+	ld->wcap = w + 2;
+	ld->wtab = calloc(ld->wcap, sizeof(*ld->wtab));
+	ld->wpool_cap = w + ld->nworkers + 1;
+	ld->wpool = calloc(ld->wpool_cap, sizeof(*ld->wpool));
+	if (!ld->wtab || !ld->wpool)
+		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
+	for (uint32_t i = 0; i < ld->wcap; i++)
+		ld->wtab[i].slot = -1;
+	ld->raw_cap = rf_dataset_max_raw_bytes(ld->ds);
+	*window = w;
 	return 0;
 }
 
@@ -1347,21 +1567,29 @@ static int
 open_plan(rf_loader *ld)
 {
 	rf_config *cfg = &ld->cfg;
+	int rc;
 	static const char *const modes[] = {"none", "chunks", "window", "full"};
 	if ((unsigned)cfg->shuffle > RF_SHUFFLE_FULL)
 		return rf_fail(&ld->diag, RF_EUSAGE, "loader: shuffle %d is not none, chunks, window "
 			       "or full", (int)cfg->shuffle);
-	if (cfg->shuffle == RF_SHUFFLE_WINDOW || cfg->shuffle == RF_SHUFFLE_FULL)
+	if (cfg->shuffle == RF_SHUFFLE_FULL)
 		return rf_fail(&ld->diag, RF_EUSAGE, "loader: shuffle %s is not supported by this "
-			       "version of the loader (none and chunks are)", modes[cfg->shuffle]);
+			       "version of the loader (none, chunks and window are)",
+			       modes[cfg->shuffle]);
 
 	rf_plan_params pp;
 	rf_plan_params_init(&pp);
-	pp.mode = cfg->shuffle == RF_SHUFFLE_CHUNKS ? RF_PLAN_CHUNKS : RF_PLAN_NONE;
+	pp.mode = cfg->shuffle == RF_SHUFFLE_CHUNKS ? RF_PLAN_CHUNKS
+		  : cfg->shuffle == RF_SHUFFLE_WINDOW ? RF_PLAN_WINDOW : RF_PLAN_NONE;
 	pp.seed = cfg->seed;
 	pp.epoch = cfg->epoch;
 	pp.batch = cfg->batch_size;
 	pp.window = 1;
+	if (cfg->shuffle == RF_SHUFFLE_WINDOW) {
+		rc = window_setup(ld, &pp.window);
+		if (rc < 0)
+			return rc;
+	}
 	pp.tail = cfg->drop_last ? RF_PLAN_DROP : RF_PLAN_KEEP;
 	/* The fingerprint names the content without reading it: every chunk's
 	 * sample count, raw size and checksum. */
@@ -1372,7 +1600,7 @@ open_plan(rf_loader *ld)
 	pp.fingerprint = fp;
 	const char *source = "";
 	rf_diag_init(&ld->plan_diag, cfg->log, cfg->log_user);
-	int rc = rf_plan_resolve_rank(cfg->rank, cfg->world, NULL, NULL, &pp.rank, &pp.world,
+	rc = rf_plan_resolve_rank(cfg->rank, cfg->world, NULL, NULL, &pp.rank, &pp.world,
 				      &source, &ld->plan_diag);
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc, "%s", ld->plan_diag.msg);
@@ -1655,6 +1883,14 @@ pipeline_stop(rf_loader *ld)
 static void
 pipeline_reset(rf_loader *ld)
 {
+	if (ld->window_mode) {
+		/* Raw buffers back to the pool; slot references are reset below. */
+		for (uint32_t i = 0; i < ld->wcap; i++)
+			ld->wtab[i].slot = -1;
+		window_drop_below(ld, UINT64_MAX);
+		ld->wlo = ld->whi = 0;
+		ld->w_epoch_done = 0;
+	}
 	for (unsigned i = 0; i < ld->nslots; i++)
 		rf_ring_release(ld->ring, i); /* already free: ignored */
 	memset(ld->slot_refs, 0, ld->nslots * sizeof(*ld->slot_refs));
@@ -1716,6 +1952,12 @@ loader_free(rf_loader *ld)
 	rf_plan_destroy(&ld->rplan);
 	rf_plan_destroy(&ld->gplan);
 	rf_plan_destroy(&ld->splan);
+	for (uint32_t i = 0; ld->wtab && i < ld->wcap; i++)
+		free(ld->wtab[i].raw);
+	for (uint32_t i = 0; ld->wpool && i < ld->wpool_n; i++)
+		free(ld->wpool[i]);
+	free(ld->wtab);
+	free(ld->wpool);
 	free(ld->items);
 	free(ld->win);
 	free(ld->slot_refs);

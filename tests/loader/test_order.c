@@ -1,17 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Description: the order of delivered samples follows the plan.  For file
- * order and chunk shuffling, one rank and three, keeping and dropping the
- * tail, over three epochs: every delivered batch holds exactly the samples
- * rf_plan_batch names for it (each row identified by its own bytes, and
- * every field checked), epochs differ when shuffled, the same seed gives the
- * same order and another seed another; the ranks' samples are disjoint, the
- * ranks get the same number of batches, and together they cover the epoch.
- * Window and full shuffling are refused at open (not supported yet).
- * Resume: a position saved after m batches (at the start, mid-epoch, at and
- * after an epoch boundary) restores, through rf_config.resume and through
- * rf_loader_state_load after open, exactly the batches that came next; a corrupt
- * blob is refused with RF_ESTATE and the stream goes on where it was.
+ * order, chunk and window shuffling, one rank and three, keeping and
+ * dropping the tail, over three epochs: every delivered batch holds exactly
+ * the samples rf_plan_batch names for it (each row identified by its own
+ * bytes, and every field checked), epochs differ when shuffled, the same
+ * seed gives the same order and another seed another; the ranks' samples are
+ * disjoint, the ranks get the same number of batches, and together they
+ * cover the epoch.  A window the pinned budget cannot hold fails with the
+ * memory plan; full shuffling is refused at open (not supported yet).
+ * Resume (file order, chunk and window shuffling): a position saved after m
+ * batches (at the start, mid-epoch, at and after an epoch boundary)
+ * restores, through rf_config.resume and through rf_loader_state_load after
+ * open, exactly the batches that came next; a corrupt blob is refused with
+ * RF_ESTATE and the stream goes on where it was.
  */
 #include "lt.h"
 #include "plan/plan.h"
@@ -56,6 +58,8 @@ struct run {
 	uint64_t n, batches;
 };
 
+static uint32_t window = 4;
+
 static int
 stream(const char *pattern, enum rf_shuffle mode, uint64_t seed, int32_t rank, int32_t world,
        uint32_t batch, int drop_last, uint32_t epochs, struct run *out, rf_plan *check)
@@ -71,6 +75,7 @@ stream(const char *pattern, enum rf_shuffle mode, uint64_t seed, int32_t rank, i
 	cfg.drop_last = drop_last;
 	cfg.epochs = epochs;
 	cfg.shuffle = mode;
+	cfg.window = window;
 	cfg.seed = seed;
 	cfg.rank = rank;
 	cfg.world = world;
@@ -144,7 +149,7 @@ make_plan(uint64_t nsamples_hint, const char *pattern, enum rf_plan_mode mode, u
 	pp.rank = rank;
 	pp.world = world;
 	pp.batch = batch;
-	pp.window = 1;
+	pp.window = mode == RF_PLAN_WINDOW ? window : 1;
 	pp.tail = drop_last ? RF_PLAN_DROP : RF_PLAN_KEEP;
 	rf_plan *plan = NULL;
 	rf_plan_create(&plan, &pp, counts, nc, NULL);
@@ -175,6 +180,8 @@ take(rf_loader *ld, size_t batches, struct seq *out)
 	}
 }
 
+static enum rf_shuffle resume_mode = RF_SHUFFLE_CHUNKS;
+
 static rf_loader *
 open_for_resume(const void *blob, size_t len)
 {
@@ -187,7 +194,8 @@ open_for_resume(const void *blob, size_t len)
 	cfg.npaths = 1;
 	cfg.batch_size = 17;
 	cfg.epochs = 0;
-	cfg.shuffle = RF_SHUFFLE_CHUNKS;
+	cfg.shuffle = resume_mode;
+	cfg.window = window;
 	cfg.seed = 5;
 	cfg.rank = 0;
 	cfg.world = 1;
@@ -289,20 +297,23 @@ main(void)
 
 	const char *patterns[] = {"o-*.rfs", "f.rfs"};
 	for (int pi = 0; pi < 2; pi++) {
-		for (int mode = 0; mode < 2; mode++) {
+		for (int mode = 0; mode < 3; mode++) {
 			for (int world = 1; world <= 3; world += 2) {
 				for (int drop = 0; drop < 2; drop++) {
 					uint32_t B = 17;
 					uint64_t seen_batches = UINT64_MAX;
 					uint8_t *hit = calloc(N * 3, 1);
 					for (int rank = 0; rank < world; rank++) {
-						rf_plan *plan = make_plan(N, patterns[pi],
-									  mode ? RF_PLAN_CHUNKS : RF_PLAN_NONE,
+						static const enum rf_plan_mode pm[] = {
+							RF_PLAN_NONE, RF_PLAN_CHUNKS, RF_PLAN_WINDOW};
+						static const enum rf_shuffle sm[] = {
+							RF_SHUFFLE_NONE, RF_SHUFFLE_CHUNKS, RF_SHUFFLE_WINDOW};
+						rf_plan *plan = make_plan(N, patterns[pi], pm[mode],
 									  42, (uint32_t)rank, (uint32_t)world, B, drop);
 						LT_CHECK(plan != NULL);
 						struct run r;
-						LT_CHECK(stream(patterns[pi], mode ? RF_SHUFFLE_CHUNKS : RF_SHUFFLE_NONE,
-								42, rank, world, B, drop, 3, &r, plan) == 0);
+						LT_CHECK(stream(patterns[pi], sm[mode], 42, rank, world, B,
+								drop, 3, &r, plan) == 0);
 						rf_plan_destroy(&plan);
 						if (seen_batches == UINT64_MAX)
 							seen_batches = r.batches;
@@ -314,7 +325,7 @@ main(void)
 							LT_CHECK(hit[e * N + r.samples[i]] == 0);
 							hit[e * N + r.samples[i]] = 1;
 						}
-						if (mode == 1 && world == 1) {
+						if (mode >= 1 && world == 1) {
 							/* Epochs differ when shuffled. */
 							LT_CHECK(memcmp(r.samples, r.samples + per_epoch,
 									per_epoch * 8) != 0);
@@ -350,11 +361,17 @@ main(void)
 	free(c.samples);
 
 	test_resume(N);
+	resume_mode = RF_SHUFFLE_WINDOW;
+	test_resume(N);
+	resume_mode = RF_SHUFFLE_NONE;
+	test_resume(N);
 
 	/* Not supported yet: a clear refusal at open. */
 	struct run x;
-	LT_CHECK(stream("f.rfs", RF_SHUFFLE_WINDOW, 1, 0, 1, 8, 0, 1, &x, NULL) == RF_EUSAGE);
+	window = 100000; /* more decoded chunks than the pinned budget's read slots */
+	LT_CHECK(stream("f.rfs", RF_SHUFFLE_WINDOW, 1, 0, 1, 8, 0, 1, &x, NULL) == RF_EMEMPLAN);
 	LT_CHECK(strstr(rf_loader_last_open_error(), "window") != NULL);
+	window = 4;
 	LT_CHECK(stream("f.rfs", RF_SHUFFLE_FULL, 1, 0, 1, 8, 0, 1, &x, NULL) == RF_EUSAGE);
 	LT_CHECK(stream("f.rfs", RF_SHUFFLE_NONE, 1, 3, 2, 8, 0, 1, &x, NULL) == RF_EUSAGE);
 
