@@ -195,8 +195,9 @@ enum rf_shuffle {
 	RF_SHUFFLE_NONE = 0,   /* file order (the default) */
 	RF_SHUFFLE_CHUNKS = 1, /* the chunks in a random order each epoch, the
 	                          samples of a chunk in file order */
-	RF_SHUFFLE_WINDOW = 2, /* samples drawn from a window of decoded chunks:
-	                          not supported by this version (RF_EUSAGE) */
+	RF_SHUFFLE_WINDOW = 2, /* chunks in a random order, samples drawn at random
+	                          from a window of W decoded chunks (rf_config.window):
+	                          more mixing as W grows, memory bounded by W */
 	RF_SHUFFLE_FULL = 3,   /* a uniform permutation of all samples: not
 	                          supported by this version (RF_EUSAGE) */
 };
@@ -242,7 +243,13 @@ typedef struct rf_config {
 	enum rf_shuffle shuffle;     /* default RF_SHUFFLE_NONE */
 	uint64_t seed;               /* key of the shuffled orders; default 0 */
 	uint64_t epoch;              /* number of the first epoch (its order); default 0 */
-	uint32_t window;             /* RF_SHUFFLE_WINDOW's decoded chunks (unused for now) */
+	/* RF_SHUFFLE_WINDOW: decoded chunks held, W.  0 (default): sized
+	 * from pinned_bytes (about half of it over the average raw chunk),
+	 * at most what the pinned ring can hold besides the reads in flight
+	 * (uncompressed chunks stay in their pinned read slots; compressed
+	 * ones in W raw buffers of ordinary memory).  A W the ring cannot hold
+	 * fails at open with RF_EMEMPLAN. */
+	uint32_t window;
 	/* This process's share of every global batch of world x B samples:
 	 * disjoint samples and the same number of batches on every rank.
 	 * -1 (default): from the launcher's environment (RANK/WORLD_SIZE,
