@@ -24,6 +24,9 @@ if not EXE or not os.access(EXE, os.X_OK):
     print("usage: %s PATH/TO/ringfeed" % sys.argv[0])
     sys.exit(1)
 
+# Which half to run: "basic" (keys, uncompressed and zstd, the table,
+# Ctrl-C) or "modes" (--epochs, --cold/--step-us/--touch, shuffles); "all".
+PART = sys.argv[2] if len(sys.argv) > 2 else "all"
 failures = []
 
 
@@ -131,84 +134,91 @@ try:
         if not check(rc == 0, "pack %s: %s" % (out, err)):
             sys.exit(1)
 
-    doc = bench_json("plain", "--seconds", "0.2", "--batch", "64", plain)
-    if doc:
-        sane("plain", doc, n, False)
-        check(doc["config"]["batch"] == 64 and doc["config"]["cold"] is False,
-              "plain: config %s" % doc["config"])
+    if PART in ("basic", "all"):
+        doc = bench_json("plain", "--seconds", "0.2", "--batch", "64", plain)
+        if doc:
+            sane("plain", doc, n, False)
+            check(doc["config"]["batch"] == 64 and doc["config"]["cold"] is False,
+                  "plain: config %s" % doc["config"])
 
-    doc = bench_json("zstd", "--seconds", "0.2", "--batch", "64", packed)
-    if doc:
-        sane("zstd", doc, n, True)
-        check(doc["dataset"]["zstd_chunks"] == doc["dataset"]["chunks"] > 0,
-              "zstd: chunks %s" % doc["dataset"])
+        doc = bench_json("zstd", "--seconds", "0.2", "--batch", "64", packed)
+        if doc:
+            sane("zstd", doc, n, True)
+            check(doc["dataset"]["zstd_chunks"] == doc["dataset"]["chunks"] > 0,
+                  "zstd: chunks %s" % doc["dataset"])
 
-    # --epochs: exactly that many passes, every sample of each (last partial
-    # batches kept), whatever --seconds says.
-    doc = bench_json("epochs", "--epochs", "2", "--seconds", "100", "--batch", "100", plain)
-    if doc:
-        sane("epochs", doc, n, False)
-        check(doc["loader"]["epochs"] == 2 and doc["loader"]["samples"] == 2 * n,
-              "epochs: %s epochs, %s samples; expected 2, %d"
-              % (doc["loader"]["epochs"], doc["loader"]["samples"], 2 * n))
-        check(doc["loader"]["batches"] == 2 * 30, "epochs: %s batches" % doc["loader"]["batches"])
+    if PART in ("modes", "all"):
+        # --epochs: exactly that many passes, every sample of each (last partial
+        # batches kept), whatever --seconds says.
+        doc = bench_json("epochs", "--epochs", "2", "--seconds", "100", "--batch", "100", plain)
+        if doc:
+            sane("epochs", doc, n, False)
+            check(doc["loader"]["epochs"] == 2 and doc["loader"]["samples"] == 2 * n,
+                  "epochs: %s epochs, %s samples; expected 2, %d"
+                  % (doc["loader"]["epochs"], doc["loader"]["samples"], 2 * n))
+            check(doc["loader"]["batches"] == 2 * 30, "epochs: %s batches" % doc["loader"]["batches"])
 
-    # --cold, a simulated step and --touch: the cache report is a fraction,
-    # and the consumer's checksum covers every delivered byte.
-    doc = bench_json("cold", "--cold", "--epochs", "1", "--step-us", "50", "--touch", plain)
-    if doc:
-        sane("cold", doc, n, False)
-        c = doc["cache"]
-        check(c["cold"] is True and 0 <= c["resident_fraction"] <= 1 and c["pages"] > 0,
-              "cold: cache %s" % c)
-        check(c["dropped"] is True or c["note"], "cold: no drop and no reason: %s" % c)
-        expect = int(img.astype(np.uint64).sum()) + int(lbl.astype(np.uint64).sum())
-        check(doc["loader"]["checksum"] == expect,
-              "cold: checksum %s, expected %d (the bytes of every sample)"
-              % (doc["loader"]["checksum"], expect))
+    if PART in ("modes", "all"):
+        # --cold, a simulated step and --touch: the cache report is a fraction,
+        # and the consumer's checksum covers every delivered byte.
+        doc = bench_json("cold", "--cold", "--epochs", "1", "--step-us", "50", "--touch", plain)
+        if doc:
+            sane("cold", doc, n, False)
+            c = doc["cache"]
+            check(c["cold"] is True and 0 <= c["resident_fraction"] <= 1 and c["pages"] > 0,
+                  "cold: cache %s" % c)
+            check(c["dropped"] is True or c["note"], "cold: no drop and no reason: %s" % c)
+            expect = int(img.astype(np.uint64).sum()) + int(lbl.astype(np.uint64).sum())
+            check(doc["loader"]["checksum"] == expect,
+                  "cold: checksum %s, expected %d (the bytes of every sample)"
+                  % (doc["loader"]["checksum"], expect))
 
-    # A shuffled order delivers the same samples: every one, once an epoch.
-    doc = bench_json("chunks", "--shuffle", "chunks", "--seed", "3", "--epochs", "1", "--touch",
-                     plain)
-    if doc:
-        sane("chunks", doc, n, False)
-        check(doc["config"]["shuffle"] == "chunks" and doc["config"]["seed"] == 3,
-              "chunks: config %s" % doc["config"])
-        check(doc["loader"]["samples"] == n, "chunks: %s samples" % doc["loader"]["samples"])
-        expect = int(img.astype(np.uint64).sum()) + int(lbl.astype(np.uint64).sum())
-        check(doc["loader"]["checksum"] == expect, "chunks: checksum differs from the data's")
+    if PART in ("modes", "all"):
+        # A shuffled order delivers the same samples: every one, once an epoch.
+        doc = bench_json("chunks", "--shuffle", "chunks", "--seed", "3", "--epochs", "1", "--touch",
+                         plain)
+        if doc:
+            sane("chunks", doc, n, False)
+            check(doc["config"]["shuffle"] == "chunks" and doc["config"]["seed"] == 3,
+                  "chunks: config %s" % doc["config"])
+            check(doc["loader"]["samples"] == n, "chunks: %s samples" % doc["loader"]["samples"])
+            expect = int(img.astype(np.uint64).sum()) + int(lbl.astype(np.uint64).sum())
+            check(doc["loader"]["checksum"] == expect, "chunks: checksum differs from the data's")
 
-    # Full shuffle: the storage limit becomes random reads at the sample
-    # size, or this loader version refuses the mode with a message.
-    rc, out, err = run("bench", "--json", "-q", "--device", "host", "--pinned", "16M",
-                       "--shuffle", "full", "--seconds", "0.2", plain)
-    if rc == 0:
-        doc = json.loads(out)
-        lim = doc["limits"]["storage_random"]
-        check(lim["measured"] and lim["applies"] and lim["samples_per_s"] > 0,
-              "full: random reads not measured: %s" % lim)
-        check(not doc["limits"]["storage_sequential"]["applies"],
-              "full: sequential reads count as a limit")
-    else:
-        check(rc == 1 and "full" in err, "full: exit %d without naming the mode:\n%s" % (rc, err))
+    if PART in ("modes", "all"):
+        # Full shuffle: the storage limit becomes random reads at the sample
+        # size, or this loader version refuses the mode with a message.
+        rc, out, err = run("bench", "--json", "-q", "--device", "host", "--pinned", "16M",
+                           "--shuffle", "full", "--seconds", "0.2", plain)
+        if rc == 0:
+            doc = json.loads(out)
+            lim = doc["limits"]["storage_random"]
+            check(lim["measured"] and lim["applies"] and lim["samples_per_s"] > 0,
+                  "full: random reads not measured: %s" % lim)
+            check(not doc["limits"]["storage_sequential"]["applies"],
+                  "full: sequential reads count as a limit")
+        else:
+            check(rc == 1 and "full" in err, "full: exit %d without naming the mode:\n%s" % (rc, err))
 
-    # Ctrl-C: the run stops, the summary is still printed, exit 130.
-    proc = subprocess.Popen([EXE, "bench", "--json", "-q", "--device", "host", "--pinned", "16M",
-                             "--seconds", "60", plain], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    time.sleep(1.0)  # past start-up, where the handler is installed
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    check(proc.returncode == 130, "interrupt: exit %d, expected 130\n%s" % (proc.returncode, err))
-    try:
-        check(json.loads(out)["interrupted"] is True, "interrupt: not marked interrupted")
-    except ValueError:
-        check(False, "interrupt: no JSON summary:\n%s" % out)
+    if PART in ("basic", "all"):
+        # Ctrl-C: the run stops, the summary is still printed, exit 130.
+        proc = subprocess.Popen([EXE, "bench", "--json", "-q", "--device", "host", "--pinned", "16M",
+                                 "--seconds", "60", plain], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        time.sleep(1.0)  # past start-up, where the handler is installed
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        check(proc.returncode == 130, "interrupt: exit %d, expected 130\n%s" % (proc.returncode, err))
+        try:
+            check(json.loads(out)["interrupted"] is True, "interrupt: not marked interrupted")
+        except ValueError:
+            check(False, "interrupt: no JSON summary:\n%s" % out)
 
-    # The default output is the table, with the version and the efficiency.
-    rc, out, err = run("bench", "-q", "--device", "host", "--pinned", "16M", "--seconds", "0.1", plain)
-    check(rc == 0 and "efficiency:" in out and "ringfeed " in out and "samples/s" in out,
-          "table: exit %d\n%s\n%s" % (rc, out, err))
+    if PART in ("basic", "all"):
+        # The default output is the table, with the version and the efficiency.
+        rc, out, err = run("bench", "-q", "--device", "host", "--pinned", "16M", "--seconds", "0.1", plain)
+        check(rc == 0 and "efficiency:" in out and "ringfeed " in out and "samples/s" in out,
+              "table: exit %d\n%s\n%s" % (rc, out, err))
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 
