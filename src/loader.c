@@ -4,13 +4,19 @@
  * decode workers and the device backend into one pipeline, and implements the
  * public loader API of <ringfeed/ringfeed.h>.
  *
- *   reader thread   plan -> chunk reads into ring slots (read slots)
+ *   reader thread   the plan's read sequence -> chunk reads into ring slots
+ *                   (read slots)
  *   decode workers  take completed reads in plan order, verify + decompress +
- *                   validate in parallel, then gather samples into the
- *                   current batch in plan order (a turn per step)
+ *                   validate in parallel, then, in plan order (a turn per
+ *                   read), gather the plan's items from the chunk into the
+ *                   current batch in a staging slot; a batch that is already
+ *                   contiguous in a raw read slot (one fixed field) is not
+ *                   gathered but copied from there; window shuffling keeps
+ *                   decoded chunks after their turn
  *   copy thread     one async copy per staged batch into a free device
- *                   buffer, completion event; the staging slot goes back to
- *                   the ring when that event fires; the batch becomes ready
+ *                   buffer, issued ahead in order, then its completion
+ *                   event; the slot goes back to the ring when that event
+ *                   fires; the batch becomes ready
  *   consumer        rf_loader_next / release
  *
  * Memory: the ring's slots are split between reads (n_read) and staging
