@@ -290,7 +290,8 @@ typedef struct rf_config {
 	 * holds fewer than B samples (rf_batch.samples says how many) and the
 	 * rest start the next batch; order is unchanged.  A single value larger
 	 * than the region is an error (RF_EMEMPLAN) naming the sample and the
-	 * size to set here.
+	 * size to set here.  With world > 1, size it so that no batch closes
+	 * early: an early close gives that rank one batch more than the others.
 	 */
 	uint64_t var_bytes;
 
