@@ -86,11 +86,16 @@ bench_help(void)
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Warnings are printed; errors only with -v, because a failure is printed
+ * once from rf_loader_last_open_error / rf_loader_errmsg, and an error logged
+ * on the way to a successful open (device auto falling back to the host) is
+ * not the user's problem. */
 static void
 bench_log(void *user, enum rf_log_level level, const char *msg)
 {
 	(void)user;
-	if ((level <= RF_LOG_WARN && rf_cli_verbosity >= 1) ||
+	if ((level == RF_LOG_WARN && rf_cli_verbosity >= 1) ||
+	    (level == RF_LOG_ERROR && rf_cli_verbosity >= 2) ||
 	    (level == RF_LOG_INFO && rf_cli_verbosity >= 2) || rf_cli_verbosity >= 3) {
 		pthread_mutex_lock(&log_lock);
 		fprintf(stderr, "%s: %s\n", rf_cli_prog, msg);
