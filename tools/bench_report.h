@@ -47,6 +47,7 @@ typedef struct bench_opts {
 	bool direct;
 	bool verify;
 	bool touch;
+	const char *timings;     /* --timings FILE, or NULL */
 } bench_opts;
 
 /* What the dataset's index says, before anything is read. */

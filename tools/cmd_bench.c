@@ -40,7 +40,8 @@
 	"                      [--depth D] [--pin ring|transient] [--seconds S] [--epochs N]\n"  \
 	"                      [--cold] [--json] [--step-us U] [--io-depth Q] "                  \
 	"[--decode-threads T]\n"                                                                 \
-	"                      [--buffered] [--no-verify] [--touch] [--seed N] [-q|-v] PATH..."
+	"                      [--buffered] [--no-verify] [--touch] [--seed N]\n"                    \
+	"                      [--timings FILE] [-q|-v] PATH..."
 
 /* Progress redraws per second at most. */
 #define PROGRESS_HZ 6.0
@@ -73,6 +74,8 @@ bench_help(void)
 	       "  --buffered          read through the page cache instead of O_DIRECT\n"
 	       "  --no-verify         skip the chunk checksums\n"
 	       "  --touch             read every byte of each batch on the consumer (host)\n"
+	       "  --timings FILE      write one line per batch: index, epoch, samples, time\n"
+	       "                      since the start and wait in rf_loader_next (us)\n"
 	       "  --json              one JSON object on stdout instead of the table\n"
 	       "  -q, --quiet         no progress line\n"
 	       "  -v, --verbose       the library's informational messages\n"
@@ -125,7 +128,7 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 	enum {
 		OPT_BATCH = 256, OPT_SHUFFLE, OPT_DEVICE, OPT_PINNED, OPT_DEPTH, OPT_PIN,
 		OPT_SECONDS, OPT_EPOCHS, OPT_COLD, OPT_JSON, OPT_STEP, OPT_IODEPTH,
-		OPT_THREADS, OPT_BUFFERED, OPT_NOVERIFY, OPT_TOUCH, OPT_SEED,
+		OPT_THREADS, OPT_BUFFERED, OPT_NOVERIFY, OPT_TOUCH, OPT_SEED, OPT_TIMINGS,
 	};
 	static const struct option longopts[] = {
 		{"batch", required_argument, NULL, OPT_BATCH},
@@ -145,6 +148,7 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 		{"no-verify", no_argument, NULL, OPT_NOVERIFY},
 		{"touch", no_argument, NULL, OPT_TOUCH},
 		{"seed", required_argument, NULL, OPT_SEED},
+		{"timings", required_argument, NULL, OPT_TIMINGS},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -226,6 +230,7 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 		case OPT_BUFFERED: o->direct = false; break;
 		case OPT_NOVERIFY: o->verify = false; break;
 		case OPT_TOUCH: o->touch = true; break;
+		case OPT_TIMINGS: o->timings = optarg; break;
 		case OPT_SEED:
 			if (rf_cli_parse_uint(optarg, 0, UINT64_MAX, &v) < 0)
 				return rf_cli_usage_error(BENCH_USAGE, "bad --seed '%s'", optarg);
@@ -405,6 +410,7 @@ run_loader(const bench_opts *o, bench_result *res)
 	double t0, topen, step = o->step_us * 1e-6, elapsed = 0;
 	uint64_t last_epoch = 0;
 	double runq_mine0, runq_others0, csw0 = 0;
+	FILE *timings = NULL;
 	rf_stats st = {.size = sizeof st};
 	struct rusage ru;
 	int rc;
@@ -432,12 +438,21 @@ run_loader(const bench_opts *o, bench_result *res)
 	cfg.rank = 0;
 	cfg.world = 1;
 
+	if (o->timings) {
+		if (!(timings = fopen(o->timings, "w"))) {
+			rf_cli_error("%s: %s", o->timings, strerror(errno));
+			return -errno;
+		}
+		fprintf(timings, "# batch epoch samples start_us wait_us\n");
+	}
 	topen = bench_now();
 	rc = rf_loader_open(&ld, &cfg);
 	res->open_seconds = bench_now() - topen;
 	if (rc < 0) {
 		const char *msg = rf_loader_last_open_error();
 		rf_cli_error("%s", msg && *msg ? msg : rf_strerror(rc));
+		if (timings)
+			fclose(timings);
 		return rc;
 	}
 	if (rf_loader_stats(ld, &st) == 0)
@@ -456,6 +471,7 @@ run_loader(const bench_opts *o, bench_result *res)
 		elapsed = bench_now() - t0;
 		if (!o->epochs && elapsed >= o->seconds)
 			break;
+		double tn = bench_now();
 		if ((rc = rf_loader_next(ld, &b)) < 0) {
 			progress_clear(&pl);
 			rf_cli_error("%s", *rf_loader_errmsg(ld) ? rf_loader_errmsg(ld) : rf_strerror(rc));
@@ -463,6 +479,9 @@ run_loader(const bench_opts *o, bench_result *res)
 		}
 		if (!b)
 			break;
+		if (timings)
+			fprintf(timings, "%" PRIu64 " %" PRIu64 " %" PRIu32 " %.1f %.1f\n", b->index,
+				b->epoch, b->samples, (tn - t0) * 1e6, (bench_now() - tn) * 1e6);
 		if (step > 0)
 			wait_until(bench_now() + step);
 		if (o->touch && !res->device_is_cuda)
@@ -488,6 +507,10 @@ run_loader(const bench_opts *o, bench_result *res)
 	if (rf_loader_stats(ld, &st) == 0)
 		res->stats = st;
 	rf_loader_close(&ld);
+	if (timings && fclose(timings) != 0) {
+		rf_cli_error("%s: %s", o->timings, strerror(errno));
+		rc = rc < 0 ? rc : -EIO;
+	}
 	if (getrusage(RUSAGE_SELF, &ru) == 0)
 		res->peak_rss = (uint64_t)ru.ru_maxrss * 1024u;
 	return rc < 0 ? rc : 0;

@@ -148,6 +148,18 @@ try:
                   "zstd: chunks %s" % doc["dataset"])
 
     if PART in ("modes", "all"):
+        # --timings: one line per delivered batch, in order.
+        tfile = os.path.join(tmp, "timings.txt")
+        doc = bench_json("timings", "--epochs", "1", "--batch", "128", "--timings", tfile, plain)
+        if doc:
+            with open(tfile) as f:
+                rows = [ln.split() for ln in f if not ln.startswith("#")]
+            check(len(rows) == doc["loader"]["batches"], "timings: %d lines for %d batches"
+                  % (len(rows), doc["loader"]["batches"]))
+            check([int(r[0]) for r in rows] == list(range(len(rows))), "timings: batch order")
+            check(sum(int(r[2]) for r in rows) == n, "timings: samples do not add up to %d" % n)
+
+    if PART in ("modes", "all"):
         # --epochs: exactly that many passes, every sample of each (last partial
         # batches kept), whatever --seconds says.
         doc = bench_json("epochs", "--epochs", "2", "--seconds", "100", "--batch", "100", plain)
