@@ -216,6 +216,12 @@ struct rf_loader {
 	uint64_t raw_cap;
 	int w_epoch_done;    /* the epoch's items are all gathered */
 	uint64_t deliv_epoch, deliv_done; /* position after the last batch handed out */
+	/* Full shuffling: samples read one by one (see full_main).  Set at
+	 * open or by a resume; the full thread starts from f_next of r_epoch. */
+	int full_mode;
+	uint64_t f_next;      /* the next plan batch of r_epoch to read */
+	uint64_t f_bspan;     /* bounce bytes per read in flight; 0: no bounce */
+	unsigned f_nbounce;   /* ring slots set aside for bounce areas */
 	rf_diag plan_diag;
 	rf_assembly asmb;
 	int cur_slot;
@@ -1232,6 +1238,378 @@ copy_main(void *arg)
 	return NULL;
 }
 
+/* ------------------------------------------------------ full shuffling */
+
+/*
+ * Full shuffling reads every sample on its own: the plan's items name the
+ * chunk and the index in it, and a fixed field's value i lies at
+ *   chunk offset + section offset + i x value bytes,
+ * the section offsets following from the chunk's sample count and the schema
+ * alone when no variable field comes before (docs/format.md "Chunks"; the
+ * open checks that every chunk's raw size agrees).  One thread does it all:
+ * it takes a staging slot per plan batch, queues one read per sample and
+ * field straight to the sample's place in the batch, keeps up to io_depth
+ * reads in flight across consecutive batches, and stages the batches in plan
+ * order as their reads complete.  No decode worker runs.
+ *
+ * O_DIRECT wants the file offset, length and buffer 4096-aligned.  A value
+ * that satisfies that (4 KiB multiples in the first field: the common case
+ * of large fixed samples) is read straight into place; any other is read as
+ * its covering aligned range into the slot's bounce area (past the batch)
+ * and copied into place when it completes.  With buffered reads (direct = 0,
+ * or a file system that refuses O_DIRECT) every value goes straight into
+ * place.
+ *
+ * Checksums: a chunk's XXH3 covers the whole chunk, which full mode never
+ * reads, so it cannot be verified; what is checked is structure (every
+ * chunk uncompressed with the raw size its sample count implies, every item
+ * inside its chunk, every read complete).
+ */
+
+struct fread_rec {          /* one read in flight */
+	uint32_t fb;            /* its batch (index in the full thread's queue) */
+	uint32_t next_free;
+	uint8_t *dst;           /* the value's place in the batch */
+	uint8_t *area;          /* its bounce area (f_bspan bytes), or NULL */
+	const uint8_t *bounce;  /* where the value lands, when bounced; else NULL */
+	uint64_t len;           /* bytes asked of the reader */
+	uint64_t vlen;          /* bytes of the value */
+	uint64_t off;           /* file offset of the read */
+	uint64_t chunk, sample;
+};
+
+struct fbatch {             /* a plan batch being read */
+	unsigned slot;
+	uint32_t n;
+	uint32_t left;          /* reads not completed */
+	int issued;             /* every read queued */
+	uint64_t epoch, k, first;
+};
+
+/* Byte offset of schema field `field`'s section in the raw form of a chunk
+ * of n samples; every field up to it is fixed (checked at open). */
+static uint64_t
+full_section_off(const rf_schema *schema, uint64_t n, uint32_t field)
+{
+	uint64_t off = 0;
+	for (uint32_t j = 0; j < field; j++) {
+		off = RF_ALIGN_UP(off, 64);
+		off += n * rf_decode_item_bytes(&schema->fields[j]);
+	}
+	return RF_ALIGN_UP(off, 64);
+}
+
+/* The open's checks for full shuffling: the loaded fields readable without
+ * reading a chunk, every chunk uncompressed and of the expected size. */
+static int
+full_check(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
+{
+	const rf_schema *sc = ld->schema;
+	uint32_t last = 0;
+	for (uint32_t i = 0; i < nsel; i++)
+		if (sel[i] > last)
+			last = sel[i];
+	for (uint32_t j = 0; j <= last; j++) {
+		const rf_field *f = &sc->fields[j];
+		if (f->var_dim < 0)
+			continue;
+		int loaded = 0;
+		for (uint32_t i = 0; i < nsel; i++)
+			loaded |= sel[i] == j;
+		if (loaded)
+			return rf_fail(&ld->diag, RF_EUSAGE, "loader: shuffle full reads each sample "
+				       "on its own and supports fixed-size fields only: field '%s' has "
+				       "a variable size; use shuffle window", f->name);
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: shuffle full cannot locate the "
+			       "fields after variable-size field '%s' without reading whole chunks: "
+			       "load only fields before it (rf_config.fields) or use shuffle window",
+			       f->name);
+	}
+	int has_var = 0;
+	for (uint32_t j = 0; j < sc->nfields; j++)
+		has_var |= sc->fields[j].var_dim >= 0;
+	for (uint64_t c = 0; c < ld->nchunks; c++) {
+		const rf_chunk_info *ci = &ld->chunks[c];
+		rf_chunk_ctx ctx;
+		rf_dataset_chunk_ctx(ld->ds, c, &ctx);
+		if (ci->codec != RF_CODEC_NONE)
+			return rf_fail(&ld->diag, RF_EUSAGE, "loader: shuffle full reads samples one by "
+				       "one and needs uncompressed shards, but %s chunk %" PRIu64 " is "
+				       "compressed: use shuffle window, or pack the dataset without "
+				       "compression", ctx.path, ctx.chunk);
+		/* With variable fields (after the loaded ones) the schema gives
+		 * only the least raw size. */
+		uint64_t want = 0;
+		if (rf_chunk_raw_size(sc, ci->samples, NULL, &want) < 0 ||
+		    (has_var ? want > ci->raw_bytes : want != ci->raw_bytes) ||
+		    ci->stored_bytes != ci->raw_bytes)
+			return rf_fail(&ld->diag, RF_ECORRUPT, "%s: chunk %" PRIu64 " at offset %" PRIu64
+				       ": %" PRIu64 " raw bytes for %u samples, the schema implies %"
+				       PRIu64, ctx.path, ctx.chunk, ctx.offset, ci->raw_bytes,
+				       ci->samples, want);
+	}
+	if (ld->cfg.verify)
+		rf_log(&ld->diag, RF_LOG_INFO, "shuffle full: samples are read one by one, so chunk "
+		       "checksums cannot be verified; the chunks' layout and every sample's place "
+		       "are checked against the index");
+	return 0;
+}
+
+/* Stage a batch whose reads are all in (mu held). */
+static void
+full_push_locked(rf_loader *ld, const struct fbatch *fb)
+{
+	rf_assembly a;
+	rf_assembly_begin(&a, &ld->layout, rf_ring_slot(ld->ring, fb->slot));
+	a.n = fb->n;
+	struct staged s = {.kind = SK_BATCH};
+	s.slot = fb->slot;
+	s.n = fb->n;
+	s.epoch = fb->epoch;
+	s.first = fb->first;
+	s.plan_done = fb->k + 1;
+	s.copy_bytes = rf_assembly_bytes(&a);
+	s.payload = rf_assembly_payload(&a);
+	s.index = ld->batch_counter++;
+	sq_push_locked(ld, &s);
+}
+
+static void *
+full_main(void *arg)
+{
+	rf_loader *ld = arg;
+	const rf_batch_layout *l = &ld->layout;
+	const uint32_t B = l->batch, np = l->nparts;
+	const unsigned nfb = ld->n_stage;
+	rf_io_done done[64];
+	char msg[RF_ERRMSG_MAX + 128];
+	int err = 0;
+
+	struct fbatch *fq = calloc(nfb, sizeof(*fq));
+	struct fread_rec *rec = calloc(ld->qd, sizeof(*rec));
+	rf_plan_item *items = calloc(B, sizeof(*items));
+	unsigned bslots[64];
+	unsigned nb = 0;
+	int direct = rf_io_direct(ld->io);
+
+	pthread_mutex_lock(&ld->mu);
+	if (!fq || !rec || !items) {
+		fail_locked(ld, -ENOMEM, "loader: out of memory for the full shuffle's reads");
+		goto out;
+	}
+	/* The bounce slots: outside the staging count, held while this
+	 * thread runs. */
+	for (; nb < ld->f_nbounce && nb < 64; nb++) {
+		int rc = rf_ring_acquire(ld->ring, &bslots[nb], 0);
+		if (rc < 0) {
+			fail_locked(ld, rc, "loader: no free ring slot for the bounce areas");
+			goto out;
+		}
+	}
+	if (ld->f_bspan) {
+		uint64_t per = ld->slot_bytes / ld->f_bspan;
+		for (uint32_t i = 0; i < ld->qd; i++)
+			rec[i].area = (uint8_t *)rf_ring_slot(ld->ring, bslots[i / per]) +
+				      (i % per) * ld->f_bspan;
+	}
+	uint32_t free_rec = 0;
+	for (uint32_t i = 0; i < ld->qd; i++)
+		rec[i].next_free = i + 1 < ld->qd ? i + 1 : UINT32_MAX;
+	unsigned fq_head = 0, fq_len = 0;
+	int opened = 0;        /* fq's last batch is still being queued */
+	uint32_t it_i = 0, it_p = 0, it_n = 0;
+	uint64_t epoch = ld->r_epoch, k = ld->f_next;
+	int done_all = ld->plan_empty;
+	unsigned inflight = 0;
+
+	for (;;) {
+		if (ld->stop || ld->failed)
+			break;
+		/* Queue reads while the queue depth allows. */
+		while (!done_all && inflight < ld->qd) {
+			if (!opened) {
+				if (k >= rf_plan_batches(ld->rplan)) {
+					if (ld->epoch_last && epoch + 1 >= ld->epoch_last) {
+						done_all = 1;
+						break;
+					}
+					int rc = rf_plan_set_epoch(ld->rplan, epoch + 1);
+					if (rc < 0) {
+						snprintf(msg, sizeof(msg), "loader: the plan of epoch %"
+							 PRIu64 " failed: %s", epoch + 1, rf_strerror(rc));
+						fail_locked(ld, rc, msg);
+						goto out;
+					}
+					epoch++;
+					k = 0;
+					continue;
+				}
+				if (ld->stage_held >= ld->n_stage || fq_len >= nfb)
+					break;
+				uint32_t n = 0;
+				int rc = rf_plan_batch(ld->rplan, k, items, B, &n);
+				if (rc < 0 || n == 0) {
+					snprintf(msg, sizeof(msg), "loader: batch %" PRIu64 " of epoch %"
+						 PRIu64 " is missing from the plan", k, epoch);
+					fail_locked(ld, rc < 0 ? rc : -EPROTO, msg);
+					goto out;
+				}
+				unsigned slot;
+				rc = rf_ring_acquire(ld->ring, &slot, 0);
+				if (rc < 0) {
+					if (!ld->stop)
+						fail_locked(ld, rc, "loader: no free ring slot for a batch");
+					goto out;
+				}
+				ld->stage_held++;
+				note_max(&ld->mx_slots, ld->stage_held);
+				struct fbatch *fb = &fq[(fq_head + fq_len) % nfb];
+				fq_len++;
+				*fb = (struct fbatch){.slot = slot, .n = n, .epoch = epoch, .k = k,
+						      .first = items[0].pos};
+				opened = 1;
+				it_i = it_p = 0;
+				it_n = n;
+			}
+			unsigned fbi = (fq_head + fq_len - 1) % nfb;
+			struct fbatch *fb = &fq[fbi];
+			const rf_plan_item *it = &items[it_i];
+			const rf_batch_part *p = &l->part[it_p];
+			if (it->chunk >= ld->nchunks || it->offset >= ld->chunks[it->chunk].samples) {
+				snprintf(msg, sizeof(msg), "loader: the plan names sample %u of chunk %"
+					 PRIu64 ", which does not exist", it->offset, it->chunk);
+				fail_locked(ld, -EPROTO, msg);
+				goto out;
+			}
+			const rf_chunk_info *ci = &ld->chunks[it->chunk];
+			uint64_t vb = p->value_bytes;
+			uint64_t off = ci->offset + full_section_off(ld->schema, ci->samples, p->field) +
+				       (uint64_t)it->offset * vb;
+			uint8_t *slotp = rf_ring_slot(ld->ring, fb->slot);
+			uint8_t *dst = slotp + p->off + (uint64_t)it_i * vb;
+			struct fread_rec *r = &rec[free_rec];
+			uint32_t ri = free_rec;
+			free_rec = r->next_free;
+			r->fb = fbi;
+			r->dst = dst;
+			r->chunk = it->chunk;
+			r->sample = it->sample;
+			uint8_t *target = dst;
+			uint64_t roff = off, rlen = vb;
+			r->bounce = NULL;
+			if (direct && ((off | vb | (uintptr_t)dst) & 4095)) {
+				roff = off & ~4095ull;
+				rlen = RF_ALIGN_UP(off + vb, 4096) - roff;
+				target = r->area;
+				r->bounce = target + (off - roff);
+			}
+			r->off = roff;
+			r->len = rlen;
+			r->vlen = vb;
+			if (++it_p == np) {
+				it_p = 0;
+				if (++it_i == it_n) {
+					fb->issued = 1;
+					opened = 0;
+					k++;
+				}
+			}
+			fb->left++;
+			int shard = ld->files[ci->shard];
+			pthread_mutex_unlock(&ld->mu);
+			int rc = rf_io_read(ld->io, shard, roff, target, rlen, ri);
+			pthread_mutex_lock(&ld->mu);
+			if (rc < 0) {
+				snprintf(msg, sizeof(msg), "loader: queueing a read of sample %" PRIu64
+					 " failed: %s (%s)", r->sample, rf_strerror(rc), ld->io_diag.msg);
+				fail_locked(ld, rc, msg);
+				goto out;
+			}
+			inflight++;
+			ld->inflight = inflight;
+			note_max(&ld->mx_inflight, inflight);
+		}
+		/* Stage the batches whose reads are all in, in plan order. */
+		while (fq_len > 0 && fq[fq_head].issued && fq[fq_head].left == 0) {
+			full_push_locked(ld, &fq[fq_head]);
+			fq_head = (fq_head + 1) % nfb;
+			fq_len--;
+		}
+		if (done_all && fq_len == 0 && !opened) {
+			ld->plan_done = 1;
+			if (!ld->end_pushed) {
+				ld->end_pushed = 1;
+				struct staged m = {.kind = SK_END};
+				sq_push_locked(ld, &m);
+			}
+			break;
+		}
+		if (inflight == 0) {
+			/* Nothing to wait for but a staging slot. */
+			pthread_cond_wait(&ld->stage_cv, &ld->mu);
+			continue;
+		}
+		pthread_mutex_unlock(&ld->mu);
+		uint64_t t0 = now_ns();
+		int n = rf_io_wait(ld->io, done, 64, 1);
+		atomic_fetch_add_explicit(&ld->st_read_ns, now_ns() - t0, memory_order_relaxed);
+		uint64_t bytes = 0;
+		for (int i = 0; i < n && !err; i++) {
+			struct fread_rec *r = &rec[done[i].tag];
+			if (done[i].res < 0 || (uint64_t)done[i].res < r->len) {
+				rf_chunk_ctx ctx;
+				rf_dataset_chunk_ctx(ld->ds, r->chunk, &ctx);
+				err = done[i].res < 0 ? (int)done[i].res : RF_ETRUNCATED;
+				snprintf(msg, sizeof(msg), "%s: chunk %" PRIu64 " at offset %" PRIu64
+					 ": reading sample %" PRIu64 " (%" PRIu64 " bytes at file offset %"
+					 PRIu64 ") %s%s", ctx.path, ctx.chunk, ctx.offset, r->sample,
+					 r->len, r->off, done[i].res < 0 ? "failed: " : "came up short: "
+					 "the file is truncated", done[i].res < 0 ?
+					 rf_strerror((int)done[i].res) : "");
+				break;
+			}
+			if (r->bounce)
+				memcpy(r->dst, r->bounce, r->vlen);
+			bytes += (uint64_t)done[i].res;
+		}
+		atomic_fetch_add_explicit(&ld->st_bytes_read, bytes, memory_order_relaxed);
+		pthread_mutex_lock(&ld->mu);
+		if (n < 0) {
+			snprintf(msg, sizeof(msg), "loader: waiting for reads failed: %s (%s)",
+				 rf_strerror(n), ld->io_diag.msg);
+			fail_locked(ld, n, msg);
+			break;
+		}
+		if (err) {
+			fail_locked(ld, err, msg);
+			break;
+		}
+		for (int i = 0; i < n; i++) {
+			struct fread_rec *r = &rec[done[i].tag];
+			fq[r->fb].left--;
+			r->next_free = free_rec;
+			free_rec = (uint32_t)done[i].tag;
+			inflight--;
+		}
+		ld->inflight = inflight;
+	}
+out:
+	pthread_mutex_unlock(&ld->mu);
+	/* Reads still in flight land in ring memory: wait for them before the
+	 * ring can be unmapped. */
+	while (rf_io_inflight(ld->io) > 0) {
+		if (rf_io_wait(ld->io, done, 64, 1) < 0)
+			break;
+	}
+	for (unsigned i = 0; i < nb; i++)
+		rf_ring_release(ld->ring, bslots[i]);
+	free(fq);
+	free(rec);
+	free(items);
+	thread_exit_account(ld, 0);
+	return NULL;
+}
+
 /* ------------------------------------------------------- config, open */
 
 RF_API void
@@ -1345,6 +1723,24 @@ plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 	uint64_t bb = ld->layout.bytes;
 	uint64_t span = rf_dataset_max_stored_span(ld->ds);
 	uint64_t slot = RF_ALIGN_UP(bb > span ? bb : span, 4096);
+	if (ld->full_mode) {
+		/* No chunk is read whole: a slot is a batch.  Values O_DIRECT
+		 * cannot read in place need a bounce area per read in flight,
+		 * the largest value's aligned covering range, carved from
+		 * slots set aside (see full_main). */
+		const rf_batch_part *p0 = &ld->layout.part[0];
+		int in_place = ld->layout.nparts == 1 && p0->field == 0 && p0->off == 0 &&
+			       p0->value_bytes % 4096 == 0;
+		ld->f_bspan = 0;
+		if (cfg->direct && !in_place)
+			for (uint32_t i = 0; i < ld->layout.nparts; i++) {
+				uint64_t bs = RF_ALIGN_UP(ld->layout.part[i].value_bytes, 4096) + 4096;
+				if (bs > ld->f_bspan)
+					ld->f_bspan = bs;
+			}
+		slot = RF_ALIGN_UP(bb > ld->f_bspan ? bb : ld->f_bspan, 4096);
+		span = 0;
+	}
 	if (slot < bb || slot == 0)
 		return rf_fail(&ld->diag, RF_EMEMPLAN, "memory plan: a batch of %u samples is too "
 			       "large: lower batch_size", cfg->batch_size);
@@ -1376,6 +1772,27 @@ plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		st = 1;
 	ld->n_stage = st;
 	ld->n_read = ld->nslots - st;
+	if (ld->full_mode) {
+		/* Every slot holds a batch (being read or staged), but those set
+		 * aside for bounce areas; the queue depth shrinks when the ring
+		 * cannot hold bounce areas for all of it and 2 batches. */
+		ld->qd = cfg->io_depth;
+		ld->f_nbounce = 0;
+		if (ld->f_bspan) {
+			uint64_t per = slot / ld->f_bspan;
+			uint64_t most = (uint64_t)(ld->nslots - 2 < 64 ? ld->nslots - 2 : 64) * per;
+			if (ld->qd > most)
+				ld->qd = (unsigned)most;
+			if (ld->qd == 0)
+				return rf_fail(&ld->diag, RF_EMEMPLAN, "memory plan: pinned_bytes %" PRIu64
+					       " holds %u slots of %" PRIu64 " bytes: shuffle full needs "
+					       "at least 3: raise pinned_bytes", cfg->pinned_bytes,
+					       ld->nslots, slot);
+			ld->f_nbounce = (unsigned)((ld->qd + per - 1) / per);
+		}
+		ld->n_stage = ld->nslots - ld->f_nbounce;
+		ld->n_read = 0;
+	}
 
 	uint64_t dev_bytes;
 	if (rf_mul_u64(bb, ld->depth, &dev_bytes))
@@ -1467,7 +1884,7 @@ start_threads(rf_loader *ld)
 	ld->cpu[1].thread = ld->copier;
 	ld->cpu[1].live = 1;
 	pthread_mutex_unlock(&ld->mu);
-	rc = pthread_create(&ld->reader, NULL, reader_main, ld);
+	rc = pthread_create(&ld->reader, NULL, ld->full_mode ? full_main : reader_main, ld);
 	if (rc)
 		return rf_fail(&ld->diag, -rc, "loader: cannot start the reader thread");
 	ld->reader_started = 1;
@@ -1494,7 +1911,8 @@ plan_seek_blob(rf_loader *ld, const void *blob, size_t len)
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc, "loader: resume: %s", ld->plan_diag.msg);
 	const rf_plan_params *lp = rf_plan_params_get(ld->gplan);
-	if (lp->mode == RF_PLAN_FULL || (lp->mode == RF_PLAN_WINDOW) != ld->window_mode)
+	if ((lp->mode == RF_PLAN_FULL) != ld->full_mode ||
+	    (lp->mode == RF_PLAN_WINDOW) != ld->window_mode)
 		return rf_fail(&ld->diag, RF_ESTATE, "loader: resume: the saved shuffle mode %s "
 			       "cannot continue in this loader (open it with that shuffle mode)",
 			       rf_plan_mode_name(lp->mode));
@@ -1504,7 +1922,8 @@ plan_seek_blob(rf_loader *ld, const void *blob, size_t len)
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc, "loader: resume: %s", ld->plan_diag.msg);
 	cfg->shuffle = lp->mode == RF_PLAN_CHUNKS   ? RF_SHUFFLE_CHUNKS
-		       : lp->mode == RF_PLAN_WINDOW ? RF_SHUFFLE_WINDOW : RF_SHUFFLE_NONE;
+		       : lp->mode == RF_PLAN_WINDOW ? RF_SHUFFLE_WINDOW
+		       : lp->mode == RF_PLAN_FULL   ? RF_SHUFFLE_FULL : RF_SHUFFLE_NONE;
 	cfg->seed = lp->seed;
 	cfg->epoch = lp->epoch;
 	uint64_t start = rf_plan_tell(ld->gplan);
@@ -1514,7 +1933,10 @@ plan_seek_blob(rf_loader *ld, const void *blob, size_t len)
 	ld->epoch_last = cfg->epochs ? lp->epoch + cfg->epochs : 0;
 	ld->r_nreads = rf_plan_reads(ld->rplan);
 	ld->r_entry = 0;
-	if (start >= rf_plan_batches(ld->rplan)) {
+	ld->f_next = start;
+	if (ld->full_mode) {
+		/* Full mode has no read sequence: the batch is the position. */
+	} else if (start >= rf_plan_batches(ld->rplan)) {
 		ld->r_entry = ld->r_nreads; /* the saved epoch is complete */
 	} else if (start > 0) {
 		/* Reads below the first item's keep_from are never needed again
@@ -1578,15 +2000,12 @@ open_plan(rf_loader *ld)
 	if ((unsigned)cfg->shuffle > RF_SHUFFLE_FULL)
 		return rf_fail(&ld->diag, RF_EUSAGE, "loader: shuffle %d is not none, chunks, window "
 			       "or full", (int)cfg->shuffle);
-	if (cfg->shuffle == RF_SHUFFLE_FULL)
-		return rf_fail(&ld->diag, RF_EUSAGE, "loader: shuffle %s is not supported by this "
-			       "version of the loader (none, chunks and window are)",
-			       modes[cfg->shuffle]);
 
 	rf_plan_params pp;
 	rf_plan_params_init(&pp);
-	pp.mode = cfg->shuffle == RF_SHUFFLE_CHUNKS ? RF_PLAN_CHUNKS
-		  : cfg->shuffle == RF_SHUFFLE_WINDOW ? RF_PLAN_WINDOW : RF_PLAN_NONE;
+	pp.mode = cfg->shuffle == RF_SHUFFLE_CHUNKS   ? RF_PLAN_CHUNKS
+		  : cfg->shuffle == RF_SHUFFLE_WINDOW ? RF_PLAN_WINDOW
+		  : cfg->shuffle == RF_SHUFFLE_FULL   ? RF_PLAN_FULL : RF_PLAN_NONE;
 	pp.seed = cfg->seed;
 	pp.epoch = cfg->epoch;
 	pp.batch = cfg->batch_size;
@@ -1717,6 +2136,12 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 	cfg->fields = NULL;
 	for (uint32_t i = 0; i < nsel; i++)
 		ld->nvar += ld->schema->fields[sel[i]].var_dim >= 0;
+	ld->full_mode = cfg->shuffle == RF_SHUFFLE_FULL;
+	if (ld->full_mode) {
+		rc = full_check(ld, sel, nsel);
+		if (rc < 0)
+			return rc;
+	}
 
 	rc = open_device(ld);
 	if (rc < 0)
@@ -1733,7 +2158,8 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 
 	rf_io_config icfg;
 	rf_io_config_init(&icfg);
-	ld->qd = cfg->io_depth < ld->n_read ? cfg->io_depth : ld->n_read;
+	if (!ld->full_mode) /* full mode: set by the memory plan */
+		ld->qd = cfg->io_depth < ld->n_read ? cfg->io_depth : ld->n_read;
 	icfg.queue_depth = ld->qd;
 	icfg.direct = cfg->direct;
 	icfg.region = rf_ring_base(ld->ring);
@@ -1760,8 +2186,8 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 	int need_raw = 0;
 	for (uint64_t c = 0; c < ld->nchunks && !need_raw; c++)
 		need_raw = ld->chunks[c].codec != RF_CODEC_NONE;
-	ld->nworkers = cfg->decode_threads;
-	ld->workers = calloc(ld->nworkers, sizeof(*ld->workers));
+	ld->nworkers = ld->full_mode ? 0 : cfg->decode_threads; /* full: nothing to decode */
+	ld->workers = calloc(ld->nworkers ? ld->nworkers : 1, sizeof(*ld->workers));
 	if (!ld->workers)
 		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
 	for (unsigned i = 0; i < ld->nworkers; i++) {

@@ -8,7 +8,7 @@
  * seed gives the same order and another seed another; the ranks' samples are
  * disjoint, the ranks get the same number of batches, and together they
  * cover the epoch.  A window the pinned budget cannot hold fails with the
- * memory plan; full shuffling is refused at open (not supported yet).
+ * memory plan (full shuffling has its own test, test_full.c).
  * Resume (file order, chunk and window shuffling): a position saved after m
  * batches (at the start, mid-epoch, at and after an epoch boundary)
  * restores, through rf_config.resume and through rf_loader_state_load after
@@ -366,13 +366,12 @@ main(void)
 	resume_mode = RF_SHUFFLE_NONE;
 	test_resume(N);
 
-	/* Not supported yet: a clear refusal at open. */
+	/* Refusals at open. */
 	struct run x;
 	window = 100000; /* more decoded chunks than the pinned budget's read slots */
 	LT_CHECK(stream("f.rfs", RF_SHUFFLE_WINDOW, 1, 0, 1, 8, 0, 1, &x, NULL) == RF_EMEMPLAN);
 	LT_CHECK(strstr(rf_loader_last_open_error(), "window") != NULL);
 	window = 4;
-	LT_CHECK(stream("f.rfs", RF_SHUFFLE_FULL, 1, 0, 1, 8, 0, 1, &x, NULL) == RF_EUSAGE);
 	LT_CHECK(stream("f.rfs", RF_SHUFFLE_NONE, 1, 3, 2, 8, 0, 1, &x, NULL) == RF_EUSAGE);
 
 	lt_rmtree(dir);

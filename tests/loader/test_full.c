@@ -1,0 +1,546 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Description: full shuffling through the loader.  Every epoch delivers a
+ * permutation of the dataset (sorted samples == all samples, every field of
+ * every row checked against its sample), exactly the order rf_plan_batch
+ * names; epochs differ; the same seed gives the same order and another seed
+ * another; 4 ranks get disjoint samples and the same number of batches;
+ * resuming after every k batches (through rf_config.resume and through
+ * rf_loader_state_load) reproduces the uninterrupted run; a position saved
+ * by 4 ranks continues on 2 with exactly the samples not yet consumed;
+ * values read in place and through the O_DIRECT bounce area; a zstd dataset
+ * and a loaded variable-size field are refused with RF_EUSAGE and a message
+ * that suggests window shuffling, while the fixed fields before a variable
+ * one load.  Argument "cuda": the same on the cudart emulator, with its
+ * hazard counters checked at the end.
+ */
+#include "lt.h"
+#include "../cuda-emulator/emulator.h"
+#include "plan/plan.h"
+
+static char dir[256];
+static int use_cuda;
+static struct rfemu_api emu;
+
+/* The sample a row holds, from "y" (g * 1000003 - 5) or from "w" (below). */
+static uint64_t
+row_sample(const rf_batch *b, uint32_t i)
+{
+	for (uint32_t f = 0; f < b->nfields; f++) {
+		const rf_batch_field *bf = &b->fields[f];
+		if (!strcmp(bf->name, "y")) {
+			int64_t y;
+			memcpy(&y, (const uint8_t *)bf->data + 8 * i, 8);
+			return (uint64_t)((y + 5) / 1000003);
+		}
+		if (!strcmp(bf->name, "w")) {
+			uint64_t g;
+			memcpy(&g, (const uint8_t *)bf->data + (uint64_t)i * 4096, 8);
+			return g;
+		}
+	}
+	return UINT64_MAX;
+}
+
+/* Every field of row i holds sample g's values. */
+static int
+row_ok(const rf_batch *b, uint32_t i, uint64_t g)
+{
+	uint8_t want[64];
+	for (uint32_t f = 0; f < b->nfields; f++) {
+		const rf_batch_field *bf = &b->fields[f];
+		const uint8_t *data = bf->data;
+		if (bf->offsets)
+			return 0;
+		if (!strcmp(bf->name, "w")) {
+			const uint8_t *row = data + (uint64_t)i * 4096;
+			for (uint32_t j = 8; j < 4096; j += 509)
+				if (row[j] != (uint8_t)(g * 7 + j))
+					return 0;
+			continue;
+		}
+		size_t len = lt_value(bf->name, g, want);
+		if (memcmp(data + (uint64_t)i * len, want, len))
+			return 0;
+	}
+	return 1;
+}
+
+/* A dataset of one 4 KiB field "w" (u8[4096]): values O_DIRECT reads in
+ * place.  The first 8 bytes hold the sample index. */
+static int
+pack_wide(const char *name, uint64_t n)
+{
+	rf_schema s;
+	memset(&s, 0, sizeof(s));
+	int rc = rf_schema_add(&s, "w", RF_DTYPE_U8, 1, (uint64_t[]){4096}, -1);
+	if (rc)
+		return rc;
+	rf_writer_config cfg;
+	rf_writer_config_init(&cfg);
+	cfg.zstd_level = 0;
+	cfg.chunk_bytes = 5 * 4096;
+	cfg.no_fsync = 1;
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s.rfs", dir, name);
+	rf_writer *w;
+	if ((rc = rf_writer_open(&w, path, &s, &cfg)) < 0)
+		return rc;
+	static uint8_t buf[4096];
+	for (uint64_t g = 0; g < n; g++) {
+		for (uint32_t j = 0; j < 4096; j++)
+			buf[j] = (uint8_t)(g * 7 + j);
+		memcpy(buf, &g, 8);
+		rf_value v = {.data = buf, .len = 4096};
+		if ((rc = rf_writer_add(w, &v)) < 0) {
+			rf_writer_abort(&w);
+			return rc;
+		}
+	}
+	return rf_writer_close(&w);
+}
+
+struct opts {
+	const char *pattern;
+	uint64_t seed;
+	int32_t rank, world;
+	uint32_t batch;
+	int drop_last;
+	uint32_t epochs;
+	const void *resume;
+	size_t resume_len;
+	const char *const *fields;
+	size_t nfields;
+};
+
+static rf_loader *
+open_full(const struct opts *o)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", dir, o->pattern);
+	const char *paths[] = {path};
+	rf_config cfg;
+	rf_config_init(&cfg);
+	cfg.paths = paths;
+	cfg.npaths = 1;
+	cfg.fields = o->fields;
+	cfg.nfields = o->nfields;
+	cfg.batch_size = o->batch;
+	cfg.drop_last = o->drop_last;
+	cfg.epochs = o->epochs;
+	cfg.shuffle = RF_SHUFFLE_FULL;
+	cfg.seed = o->seed;
+	cfg.rank = o->rank;
+	cfg.world = o->world;
+	cfg.device = use_cuda ? RF_DEVICE_CUDA : RF_DEVICE_HOST;
+	cfg.pinned_bytes = 1 << 20;
+	cfg.io_depth = 16;
+	cfg.log = lt_log;
+	cfg.resume = o->resume;
+	cfg.resume_len = o->resume_len;
+	rf_loader *ld = NULL;
+	if (rf_loader_open(&ld, &cfg) < 0)
+		return NULL;
+	return ld;
+}
+
+/* Samples of up to `max` batches (all when max is 0), a marker after each
+ * batch; returns the batches taken. */
+struct seq {
+	uint64_t *v;
+	size_t n, batches;
+};
+
+static size_t
+take(rf_loader *ld, size_t max, struct seq *out, rf_plan *check)
+{
+	const rf_batch *b;
+	rf_plan_item items[64];
+	uint64_t epoch = UINT64_MAX, k = 0;
+	size_t got = 0;
+	while (max == 0 || got < max) {
+		int rc = rf_loader_next(ld, &b);
+		LT_CHECK(rc == 0);
+		if (rc || !b)
+			break;
+		if (check) {
+			if (b->epoch != epoch) {
+				epoch = b->epoch;
+				k = 0;
+				LT_CHECK(rf_plan_set_epoch(check, epoch) == 0);
+			}
+			uint32_t n = 0;
+			LT_CHECK(rf_plan_batch(check, k++, items, 64, &n) == 0);
+			LT_CHECK(n == b->samples && b->first_sample == items[0].pos);
+			for (uint32_t i = 0; i < n && i < b->samples; i++)
+				LT_CHECK(row_sample(b, i) == items[i].sample);
+		}
+		for (uint32_t i = 0; i < b->samples; i++) {
+			uint64_t g = row_sample(b, i);
+			LT_CHECK(row_ok(b, i, g));
+			out->v[out->n++] = g;
+		}
+		out->v[out->n++] = UINT64_MAX - b->epoch;
+		LT_CHECK(rf_loader_release(ld, b, NULL) == 0);
+		got++;
+		out->batches++;
+	}
+	return got;
+}
+
+static rf_plan *
+make_plan(const char *pattern, uint64_t seed, uint32_t rank, uint32_t world, uint32_t batch,
+	  int drop_last)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", dir, pattern);
+	const char *paths[] = {path};
+	rf_dataset *ds;
+	if (rf_dataset_open(&ds, paths, 1, NULL) < 0)
+		return NULL;
+	uint64_t nc = rf_dataset_chunks(ds);
+	uint32_t *counts = malloc(nc * sizeof(*counts));
+	for (uint64_t c = 0; c < nc; c++) {
+		rf_chunk_info ci;
+		rf_dataset_chunk_info(ds, c, &ci);
+		counts[c] = ci.samples;
+	}
+	rf_dataset_close(&ds);
+	rf_plan_params pp;
+	rf_plan_params_init(&pp);
+	pp.mode = RF_PLAN_FULL;
+	pp.seed = seed;
+	pp.rank = rank;
+	pp.world = world;
+	pp.batch = batch;
+	pp.window = 1;
+	pp.tail = drop_last ? RF_PLAN_DROP : RF_PLAN_KEEP;
+	rf_plan *plan = NULL;
+	rf_plan_create(&plan, &pp, counts, nc, NULL);
+	free(counts);
+	return plan;
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Split a run into epochs: the samples between markers of one epoch. */
+static size_t
+epoch_samples(const struct seq *s, uint64_t epoch, uint64_t *out)
+{
+	size_t m = 0, start = 0;
+	for (size_t i = 0; i < s->n; i++) {
+		if (s->v[i] >= UINT64_MAX - 1000) {
+			if (UINT64_MAX - s->v[i] == epoch)
+				for (size_t j = start; j < i; j++)
+					out[m++] = s->v[j];
+			start = i + 1;
+		}
+	}
+	return m;
+}
+
+/* The samples of one epoch (markers dropped), sorted, equal 0..N-1. */
+static int
+is_permutation(const uint64_t *v, size_t n, uint64_t epoch, uint64_t N)
+{
+	struct seq q = {.v = (uint64_t *)v, .n = n};
+	uint64_t *s = malloc((n + 1) * sizeof(*s));
+	size_t m = epoch_samples(&q, epoch, s);
+	int ok = m == N;
+	qsort(s, m, 8, cmp_u64);
+	for (size_t i = 0; ok && i < m; i++)
+		ok = s[i] == i;
+	free(s);
+	return ok;
+}
+
+static void
+test_order(const char *pattern, uint64_t N, uint32_t B)
+{
+	struct seq a = {.v = malloc(8 * (4 * N + 4 * N / B + 16))};
+	struct seq b = {.v = malloc(8 * (4 * N + 4 * N / B + 16))};
+	struct seq c = {.v = malloc(8 * (4 * N + 4 * N / B + 16))};
+	rf_plan *plan = make_plan(pattern, 11, 0, 1, B, 0);
+	LT_CHECK(plan != NULL);
+	struct opts o = {.pattern = pattern, .seed = 11, .rank = 0, .world = 1, .batch = B,
+			 .epochs = 3};
+	rf_loader *ld = open_full(&o);
+	LT_CHECK(ld != NULL);
+	if (ld) {
+		take(ld, 0, &a, plan);
+		rf_loader_close(&ld);
+	}
+	rf_plan_destroy(&plan);
+	for (uint64_t e = 0; e < 3; e++)
+		LT_CHECK(is_permutation(a.v, a.n, e, N));
+	uint64_t *e0 = malloc(8 * N), *e1 = malloc(8 * N);
+	LT_CHECK(epoch_samples(&a, 0, e0) == N && epoch_samples(&a, 1, e1) == N);
+	LT_CHECK(memcmp(e0, e1, 8 * N) != 0);
+	/* Not file order either. */
+	size_t inorder = 0;
+	for (uint64_t i = 0; i < N; i++)
+		inorder += e0[i] == i;
+	LT_CHECK(inorder < N / 4);
+
+	/* Same seed, same order; another seed, another. */
+	o.epochs = 1;
+	ld = open_full(&o);
+	if (ld) {
+		take(ld, 0, &b, NULL);
+		rf_loader_close(&ld);
+	}
+	o.seed = 12;
+	ld = open_full(&o);
+	if (ld) {
+		take(ld, 0, &c, NULL);
+		rf_loader_close(&ld);
+	}
+	LT_CHECK(b.n > N && memcmp(a.v, b.v, b.n * 8) == 0);
+	LT_CHECK(c.n == b.n && memcmp(c.v, b.v, b.n * 8) != 0);
+	LT_CHECK(is_permutation(c.v, c.n, 0, N));
+	free(e0);
+	free(e1);
+	free(a.v);
+	free(b.v);
+	free(c.v);
+}
+
+static void
+test_ranks(const char *pattern, uint64_t N)
+{
+	const uint32_t B = 9, W = 4;
+	uint8_t *hit = calloc(2 * N, 1);
+	size_t batches = SIZE_MAX;
+	for (uint32_t r = 0; r < W; r++) {
+		struct seq s = {.v = malloc(8 * (2 * N + 2 * N / B + 16))};
+		rf_plan *plan = make_plan(pattern, 3, r, W, B, 1);
+		struct opts o = {.pattern = pattern, .seed = 3, .rank = (int32_t)r, .world = (int32_t)W,
+				 .batch = B, .drop_last = 1, .epochs = 2};
+		rf_loader *ld = open_full(&o);
+		LT_CHECK(ld != NULL);
+		if (ld) {
+			take(ld, 0, &s, plan);
+			rf_loader_close(&ld);
+		}
+		rf_plan_destroy(&plan);
+		if (batches == SIZE_MAX)
+			batches = s.batches;
+		LT_CHECK(s.batches == batches);
+		uint64_t *ep = malloc(8 * N);
+		for (uint64_t e = 0; e < 2; e++) {
+			size_t m = epoch_samples(&s, e, ep);
+			LT_CHECK(m == (size_t)(N / (B * W)) * B);
+			for (size_t i = 0; i < m; i++) {
+				LT_CHECK(ep[i] < N && hit[e * N + ep[i]] == 0);
+				if (ep[i] < N)
+					hit[e * N + ep[i]] = 1;
+			}
+		}
+		free(ep);
+		free(s.v);
+	}
+	uint64_t covered = 0;
+	for (uint64_t i = 0; i < N; i++)
+		covered += hit[i];
+	LT_CHECK(covered == N / (B * W) * (B * W));
+	free(hit);
+}
+
+/* Resume after every k batches, each leg in a new loader, equals the
+ * uninterrupted run. */
+static void
+test_resume(const char *pattern, uint64_t N)
+{
+	const uint32_t B = 13;
+	size_t cap = 8 * (3 * N + 3 * N / B + 64);
+	struct seq ref = {.v = malloc(cap)}, got = {.v = malloc(cap)};
+	struct opts o = {.pattern = pattern, .seed = 5, .rank = 0, .world = 1, .batch = B,
+			 .epochs = 2};
+	rf_loader *ld = open_full(&o);
+	LT_CHECK(ld != NULL);
+	if (!ld)
+		return;
+	take(ld, 0, &ref, NULL);
+	rf_loader_close(&ld);
+	size_t total = ref.batches;
+	size_t ks[] = {1, 4, total / 2 + 1};
+	for (size_t t = 0; t < 3; t++) {
+		size_t k = ks[t];
+		got.n = got.batches = 0;
+		uint8_t blob[RF_STATE_MAX];
+		size_t len = 0;
+		int have = 0;
+		while (got.batches < total) {
+			o.resume = have ? blob : NULL;
+			o.resume_len = have ? len : 0;
+			ld = open_full(&o);
+			LT_CHECK(ld != NULL);
+			if (!ld)
+				break;
+			/* `epochs` counts from the saved epoch: stop where the
+			 * reference stopped. */
+			size_t n = take(ld, k < total - got.batches ? k : total - got.batches, &got,
+					NULL);
+			LT_CHECK(rf_loader_state_save(ld, blob, sizeof(blob), &len) == 0);
+			have = 1;
+			rf_loader_close(&ld);
+			if (n == 0)
+				break;
+		}
+		if (got.n != ref.n || memcmp(got.v, ref.v, ref.n * 8) != 0) {
+			fprintf(stderr, "%s: resume every %zu batches: %zu values, want %zu\n",
+				pattern, k, got.n, ref.n);
+			lt_failures++;
+		}
+	}
+	/* rf_loader_state_load in a running loader. */
+	o.resume = NULL;
+	o.resume_len = 0;
+	ld = open_full(&o);
+	got.n = got.batches = 0;
+	take(ld, 5, &got, NULL);
+	uint8_t blob[RF_STATE_MAX];
+	size_t len = 0, skip = got.n;
+	LT_CHECK(rf_loader_state_save(ld, blob, sizeof(blob), &len) == 0);
+	take(ld, 3, &got, NULL);
+	LT_CHECK(rf_loader_state_load(ld, blob, len) == 0);
+	got.n = skip;
+	take(ld, total - 5, &got, NULL);
+	LT_CHECK(got.n == ref.n && memcmp(got.v, ref.v, ref.n * 8) == 0);
+	rf_loader_close(&ld);
+	free(ref.v);
+	free(got.v);
+}
+
+/* 4 ranks x 8 save after m batches; 2 ranks x 16 continue: together they get
+ * exactly the samples the 4 ranks would have had next. */
+static void
+test_elastic(const char *pattern, uint64_t N)
+{
+	const size_t m = 5;
+	size_t cap = 8 * (N + N / 8 + 64);
+	uint8_t *want = calloc(N, 1), *have = calloc(N, 1);
+	uint8_t blob[RF_STATE_MAX];
+	size_t len = 0;
+	for (int32_t r = 0; r < 4; r++) {
+		struct seq s = {.v = malloc(cap)};
+		struct opts o = {.pattern = pattern, .seed = 9, .rank = r, .world = 4, .batch = 8,
+				 .drop_last = 1, .epochs = 1};
+		rf_loader *ld = open_full(&o);
+		LT_CHECK(ld != NULL);
+		if (!ld)
+			return;
+		take(ld, m, &s, NULL);
+		if (r == 0)
+			LT_CHECK(rf_loader_state_save(ld, blob, sizeof(blob), &len) == 0);
+		size_t before = s.n;
+		take(ld, 0, &s, NULL);
+		for (size_t i = before; i < s.n; i++)
+			if (s.v[i] < N)
+				want[s.v[i]]++;
+		rf_loader_close(&ld);
+		free(s.v);
+	}
+	for (int32_t r = 0; r < 2; r++) {
+		struct seq s = {.v = malloc(cap)};
+		struct opts o = {.pattern = pattern, .seed = 1, .rank = r, .world = 2, .batch = 16,
+				 .drop_last = 1, .epochs = 1, .resume = blob, .resume_len = len};
+		rf_loader *ld = open_full(&o);
+		LT_CHECK(ld != NULL);
+		if (!ld)
+			return;
+		take(ld, 0, &s, NULL);
+		for (size_t i = 0; i < s.n; i++)
+			if (s.v[i] < N)
+				have[s.v[i]]++;
+		rf_loader_close(&ld);
+		free(s.v);
+	}
+	uint64_t nwant = 0;
+	for (uint64_t i = 0; i < N; i++)
+		nwant += want[i];
+	LT_CHECK(nwant > 0 && memcmp(want, have, N) == 0);
+	free(want);
+	free(have);
+}
+
+static void
+test_refused(void)
+{
+	struct opts o = {.pattern = "z.rfs", .seed = 1, .rank = 0, .world = 1, .batch = 8,
+			 .epochs = 1};
+	rf_loader *ld = open_full(&o);
+	LT_CHECK(ld == NULL);
+	const char *msg = rf_loader_last_open_error();
+	LT_CHECK(strstr(msg, "compressed") && strstr(msg, "window"));
+	o.pattern = "v.rfs";
+	ld = open_full(&o);
+	LT_CHECK(ld == NULL);
+	msg = rf_loader_last_open_error();
+	LT_CHECK(strstr(msg, "'tok'") && strstr(msg, "window"));
+	/* "img" comes after the variable field "tok": refused, naming it. */
+	const char *after[] = {"y", "img"};
+	o.fields = after;
+	o.nfields = 2;
+	ld = open_full(&o);
+	LT_CHECK(ld == NULL && strstr(rf_loader_last_open_error(), "'tok'"));
+	/* The fixed fields before it: fine. */
+	const char *before[] = {"y", "x"};
+	o.fields = before;
+	ld = open_full(&o);
+	LT_CHECK(ld != NULL);
+	if (ld) {
+		struct seq s = {.v = malloc(8 * 2000)};
+		take(ld, 0, &s, NULL);
+		LT_CHECK(is_permutation(s.v, s.n, 0, 1000 / 8 * 8 + (1000 % 8 ? 1000 % 8 : 0)));
+		free(s.v);
+		rf_loader_close(&ld);
+	}
+}
+
+int
+main(int argc, char **argv)
+{
+	use_cuda = argc > 1 && !strcmp(argv[1], "cuda");
+	if (use_cuda && rfemu_api_load(&emu, NULL) != 0) {
+		fprintf(stderr, "RINGFEED_CUDART is not the cudart emulator: skipped\n");
+		return LT_SKIP;
+	}
+	snprintf(dir, sizeof(dir), "%s", lt_tmpdir(use_cuda ? "full-cuda" : "full-host"));
+	const uint64_t N = 1234, NW = 300;
+	LT_CHECK(lt_pack(dir, "f", N, 0, 4096, 0, 0) == 0);
+	LT_CHECK(lt_pack(dir, "s", N, 0, 2048, 16384, 0) == 0);
+	LT_CHECK(lt_pack(dir, "z", 1000, 1, 4096, 0, 0) == 0);
+	LT_CHECK(lt_pack(dir, "v", 1000, 0, 4096, 0, 1) == 0);
+	LT_CHECK(pack_wide("w", NW) == 0);
+
+	test_order("f.rfs", N, 17);
+	test_order("s-*.rfs", N, 32);
+	test_order("w.rfs", NW, 7);
+	test_ranks("f.rfs", N);
+	test_ranks("w.rfs", NW);
+	test_resume("s-*.rfs", N);
+	test_resume("w.rfs", NW);
+	test_elastic("f.rfs", N);
+	test_refused();
+	lt_rmtree(dir);
+	if (use_cuda) {
+		struct rfemu_counters c;
+		memset(&c, 0, sizeof(c));
+		LT_CHECK(emu.get_counters(&c, sizeof(c)) == 0);
+		for (int k = 0; k < RFEMU_HAZARD_COUNT; k++)
+			if (c.hazards[k])
+				fprintf(stderr, "hazard %s: %llu\n", emu.hazard_name(k),
+					(unsigned long long)c.hazards[k]);
+		LT_CHECK(c.hazards_total == 0);
+		LT_CHECK(c.device_bytes == 0 && c.live_allocations == 0);
+	}
+	if (lt_failures)
+		fprintf(stderr, "%d checks failed\n", lt_failures);
+	return lt_failures ? 1 : 0;
+}
