@@ -19,6 +19,9 @@
  *                   fires; the batch becomes ready
  *   consumer        rf_loader_next / release
  *
+ * Full shuffling replaces the reader and the decode workers with one thread
+ * that reads each sample into its place in a staging slot (full_main).
+ *
  * Memory: the ring's slots are split between reads (n_read) and staging
  * (n_stage) by counting, so neither side can starve the other: every slot a
  * stage may wait for is held by a later stage that always makes progress
@@ -60,9 +63,9 @@
  * walks the items (the samples of each batch, in order, each naming the read
  * entry it comes from).  In the modes supported here (none, chunks) items
  * use read entries in non-decreasing order, so a step's turn gathers exactly
- * the items that name it.  Modes that hold several decoded chunks at once
- * (window) or read samples one by one (full) need a chunk cache and
- * per-sample reads: they are refused at open for now.
+ * the items that name it.  Window mode holds several decoded chunks at once
+ * (gather_step_window); full mode reads samples one by one and has its own
+ * thread in place of the reader and the decode workers (full_main).
  */
 struct lstep {
 	uint64_t chunk;     /* dataset-wide chunk number */

@@ -6,14 +6,21 @@
  * separated by spaces (--text).  Every batch is read back from where the
  * loader delivered it (with --device cuda, a device-to-host copy), so the
  * output shows what actually arrived.  The last partial batch is kept.
+ *
+ * The order options (--shuffle, --seed, --epoch, --window, --rank, --world)
+ * are the loader's; --batches N --state-out FILE stops after N batches and
+ * saves the position, and --state-in FILE continues from a saved one, so
+ * that the outputs of the pieces, concatenated, equal one uninterrupted run.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <ringfeed/ringfeed.h>
 
@@ -22,7 +29,9 @@
 
 #define CAT_USAGE                                                                         \
 	"ringfeed cat PATH... --field NAME [--raw | --text] [--batch B] "                 \
-	"[--device host|cuda|auto] [--pinned SIZE] [--depth D] [--pin ring|transient]"
+	"[--device host|cuda|auto] [--pinned SIZE] [--depth D] [--pin ring|transient] "    \
+	"[--shuffle none|chunks|window|full] [--seed S] [--epoch E] [--window W] "         \
+	"[--rank R] [--world W] [--batches N] [--state-out FILE] [--state-in FILE]"
 
 static void
 cat_help(void)
@@ -42,6 +51,18 @@ cat_help(void)
 	       "      --pinned SIZE    page-locked host budget, K/M/G suffixes (default 256M)\n"
 	       "      --depth D        device buffers in flight (default 2)\n"
 	       "      --pin MODE       ring (register once) or transient (per batch)\n"
+	       "      --shuffle MODE   none (file order, default), chunks, window or full\n"
+	       "      --seed S         key of the shuffled order (default 0)\n"
+	       "      --epoch E        the epoch whose order is streamed (default 0)\n"
+	       "      --window W       decoded chunks for --shuffle window (default: from\n"
+	       "                       the pinned budget)\n"
+	       "      --rank R         this share of every global batch (default 0)\n"
+	       "      --world W        shares of a global batch of W x B samples (default 1)\n"
+	       "      --batches N      stop after N batches\n"
+	       "      --state-out FILE at the end (after --batches N, or of the epoch), save\n"
+	       "                       the position to FILE (written whole or not at all)\n"
+	       "      --state-in FILE  continue from a position saved with --state-out; its\n"
+	       "                       shuffle, seed and epoch replace the options above\n"
 	       "  -q, --quiet          no summary\n"
 	       "  -v, --verbose        the loader's messages and a summary\n"
 	       "  -h, --help           this help\n"
@@ -159,6 +180,68 @@ put_sample(FILE *out, const rf_batch_field *f, const unsigned char *host, uint32
 	fputc('\n', out);
 }
 
+/* The saved position: FILE holds one blob from rf_loader_state_save. */
+static int
+read_state(const char *path, uint8_t *buf, size_t cap, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		rf_cli_error("--state-in %s: %s", path, strerror(errno));
+		return -1;
+	}
+	size_t n = fread(buf, 1, cap, f);
+	int bad = ferror(f) || fgetc(f) != EOF;
+	fclose(f);
+	if (bad || n == 0) {
+		rf_cli_error("--state-in %s: not a saved position (%s)", path,
+			     n == 0 ? "empty" : "too long or unreadable");
+		return -1;
+	}
+	*len = n;
+	return 0;
+}
+
+/* Write the blob to a temporary name beside FILE, then rename it over FILE:
+ * a crash leaves the old position or the new one, never half of one. */
+static int
+write_state(const char *path, const uint8_t *buf, size_t len)
+{
+	size_t pl = strlen(path);
+	char *tmp = malloc(pl + 32);
+	if (!tmp) {
+		rf_cli_error("--state-out: out of memory");
+		return -1;
+	}
+	snprintf(tmp, pl + 32, "%s.tmp.%ld", path, (long)getpid());
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int ok = fd >= 0;
+	size_t off = 0;
+	while (ok && off < len) {
+		ssize_t w = write(fd, buf + off, len - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		ok = w > 0;
+		if (ok)
+			off += (size_t)w;
+	}
+	ok = ok && fsync(fd) == 0;
+	int err = errno;
+	if (fd >= 0 && close(fd) != 0 && ok) {
+		ok = 0;
+		err = errno;
+	}
+	if (ok && rename(tmp, path) != 0) {
+		ok = 0;
+		err = errno;
+	}
+	if (!ok) {
+		rf_cli_error("--state-out %s: %s", path, strerror(err));
+		unlink(tmp);
+	}
+	free(tmp);
+	return ok ? 0 : -1;
+}
+
 int
 rf_cmd_cat(int argc, char **argv)
 {
@@ -171,14 +254,26 @@ rf_cmd_cat(int argc, char **argv)
 		{"pinned", required_argument, NULL, 'p'},
 		{"depth", required_argument, NULL, 'D'},
 		{"pin", required_argument, NULL, 'P'},
+		{"shuffle", required_argument, NULL, 'S'},
+		{"seed", required_argument, NULL, 's'},
+		{"epoch", required_argument, NULL, 'e'},
+		{"window", required_argument, NULL, 'w'},
+		{"rank", required_argument, NULL, 'R'},
+		{"world", required_argument, NULL, 'W'},
+		{"batches", required_argument, NULL, 'n'},
+		{"state-out", required_argument, NULL, 'o'},
+		{"state-in", required_argument, NULL, 'i'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *field = NULL;
+	const char *field = NULL, *state_out = NULL, *state_in = NULL;
 	int text = 0, c, rc;
-	uint64_t v;
+	uint64_t v, max_batches = 0;
+	int64_t rank = 0, world = 1;
+	uint8_t blob[RF_STATE_MAX];
+	size_t blob_len = 0;
 	rf_config cfg;
 	rf_config_init(&cfg);
 	cfg.batch_size = 256;
@@ -228,6 +323,57 @@ rf_cmd_cat(int argc, char **argv)
 				return rf_cli_usage_error(CAT_USAGE, "--pin: '%s' is not ring or "
 							  "transient", optarg);
 			break;
+		case 'S':
+			if (!strcmp(optarg, "none"))
+				cfg.shuffle = RF_SHUFFLE_NONE;
+			else if (!strcmp(optarg, "chunks"))
+				cfg.shuffle = RF_SHUFFLE_CHUNKS;
+			else if (!strcmp(optarg, "window"))
+				cfg.shuffle = RF_SHUFFLE_WINDOW;
+			else if (!strcmp(optarg, "full"))
+				cfg.shuffle = RF_SHUFFLE_FULL;
+			else
+				return rf_cli_usage_error(CAT_USAGE, "--shuffle: '%s' is not none, "
+							  "chunks, window or full", optarg);
+			break;
+		case 's':
+			if (rf_cli_parse_uint(optarg, 0, UINT64_MAX, &v) < 0)
+				return rf_cli_usage_error(CAT_USAGE, "--seed: '%s' is not a number",
+							  optarg);
+			cfg.seed = v;
+			break;
+		case 'e':
+			if (rf_cli_parse_uint(optarg, 0, UINT64_MAX, &v) < 0)
+				return rf_cli_usage_error(CAT_USAGE, "--epoch: '%s' is not a number",
+							  optarg);
+			cfg.epoch = v;
+			break;
+		case 'w':
+			if (rf_cli_parse_uint(optarg, 1, UINT32_MAX, &v) < 0)
+				return rf_cli_usage_error(CAT_USAGE, "--window: '%s' is not a number "
+							  "in 1..%u", optarg, UINT32_MAX);
+			cfg.window = (uint32_t)v;
+			break;
+		case 'R':
+			if (rf_cli_parse_uint(optarg, 0, (1u << 24) - 1, &v) < 0)
+				return rf_cli_usage_error(CAT_USAGE, "--rank: '%s' is not a number "
+							  "in 0..%u", optarg, (1u << 24) - 1);
+			rank = (int64_t)v;
+			break;
+		case 'W':
+			if (rf_cli_parse_uint(optarg, 1, 1u << 24, &v) < 0)
+				return rf_cli_usage_error(CAT_USAGE, "--world: '%s' is not a number "
+							  "in 1..%u", optarg, 1u << 24);
+			world = (int64_t)v;
+			break;
+		case 'n':
+			if (rf_cli_parse_uint(optarg, 1, UINT64_MAX, &v) < 0)
+				return rf_cli_usage_error(CAT_USAGE, "--batches: '%s' is not a number "
+							  ">= 1", optarg);
+			max_batches = v;
+			break;
+		case 'o': state_out = optarg; break;
+		case 'i': state_in = optarg; break;
 		case 'q': rf_cli_verbosity = 0; break;
 		case 'v': rf_cli_verbosity++; break;
 		case 'h': cat_help(); return RF_CLI_OK;
@@ -238,6 +384,11 @@ rf_cmd_cat(int argc, char **argv)
 		return rf_cli_usage_error(CAT_USAGE, "missing PATH");
 	if (!field)
 		return rf_cli_usage_error(CAT_USAGE, "missing --field NAME");
+	if (rank >= world)
+		return rf_cli_usage_error(CAT_USAGE, "--rank %" PRId64 " is not below --world %"
+					  PRId64, rank, world);
+	if (state_in && read_state(state_in, blob, sizeof(blob), &blob_len) < 0)
+		return RF_CLI_FAIL;
 
 	const char *fields[] = {field};
 	cfg.paths = (const char *const *)(argv + optind);
@@ -245,9 +396,14 @@ rf_cmd_cat(int argc, char **argv)
 	cfg.fields = fields;
 	cfg.nfields = 1;
 	cfg.drop_last = 0;
-	/* Every sample, whatever launcher environment cat runs in. */
-	cfg.rank = 0;
-	cfg.world = 1;
+	/* Every sample (or the share asked for), whatever launcher
+	 * environment cat runs in. */
+	cfg.rank = (int32_t)rank;
+	cfg.world = (int32_t)world;
+	if (state_in) {
+		cfg.resume = blob;
+		cfg.resume_len = blob_len;
+	}
 	cfg.log = cat_log;
 
 	rf_loader *ld;
@@ -270,6 +426,8 @@ rf_cmd_cat(int argc, char **argv)
 	uint64_t host_cap = 0, samples = 0, batches = 0;
 	double t0 = rf_cli_now();
 	for (;;) {
+		if (max_batches && batches >= max_batches)
+			break;
 		if (rf_cli_interrupted()) {
 			status = 128 + rf_cli_interrupted();
 			break;
@@ -315,6 +473,16 @@ rf_cmd_cat(int argc, char **argv)
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		if (errno != EPIPE) {
 			rf_cli_error("writing to stdout: %s", strerror(errno));
+			status = RF_CLI_FAIL;
+		}
+	}
+	if (status == RF_CLI_OK && state_out) {
+		size_t len = 0;
+		rc = rf_loader_state_save(ld, blob, sizeof(blob), &len);
+		if (rc < 0) {
+			rf_cli_error("saving the position: %s", rf_loader_errmsg(ld));
+			status = RF_CLI_FAIL;
+		} else if (write_state(state_out, blob, len) < 0) {
 			status = RF_CLI_FAIL;
 		}
 	}

@@ -198,9 +198,32 @@ enum rf_shuffle {
 	RF_SHUFFLE_WINDOW = 2, /* chunks in a random order, samples drawn at random
 	                          from a window of W decoded chunks (rf_config.window):
 	                          more mixing as W grows, memory bounded by W */
-	RF_SHUFFLE_FULL = 3,   /* a uniform permutation of all samples: not
-	                          supported by this version (RF_EUSAGE) */
+	RF_SHUFFLE_FULL = 3,   /* a uniform permutation of all samples, each
+	                          sample read on its own (see below) */
 };
+
+/*
+ * RF_SHUFFLE_FULL reads every sample of a batch with its own read, io_depth
+ * reads in flight (cfg.io_depth, default 32), straight into the batch's
+ * pinned staging slot; the order needs O(1) memory (a keyed permutation).
+ * Requirements, checked at rf_loader_open (RF_EUSAGE, with a message that
+ * suggests RF_SHUFFLE_WINDOW): every chunk uncompressed, and every loaded
+ * field fixed-size with no variable-size field before it in the schema
+ * (select fields with rf_config.fields to leave later ones out).
+ * Checksums: a chunk's XXH3 covers the whole chunk, which is never read, so
+ * full mode cannot verify it; with verify = 1 it checks structure instead
+ * (each chunk's raw size against what its sample count implies, each sample
+ * inside its chunk, each read complete) and says so once at open (info).
+ * With O_DIRECT (rf_config.direct, the default) a value whose file offset or
+ * size is not a multiple of 4096 is read as its covering 4 KiB-aligned range
+ * into a bounce area (ring slots set aside for it) and copied into place;
+ * values of 4 KiB multiples in a dataset's first field (the usual large
+ * samples: images, token blocks) are read in place with no copy.  The
+ * bounce areas come from pinned_bytes and can lower the queue depth when
+ * the budget is small.  Order, sharding and resume are as for the other
+ * modes (rank r takes its slice of each global batch of world x B samples;
+ * rf_loader_state_save/load).
+ */
 
 /* How the staging memory is page-locked for the device. */
 enum rf_pinning {
