@@ -15,11 +15,22 @@
  * Locking: one mutex per backend guards every queue, every event and the
  * bookkeeping; copies run outside it.  Workers sleep on their stream's
  * condvar; anything waiting for progress (event sync, stream sync, a stream
- * waiting on an event) sleeps on the backend's `progress` condvar, which is
- * broadcast whenever an op finishes.
+ * waiting on an event) sleeps on the backend's `progress` condvar.  It is
+ * broadcast only when something a waiter can be waiting for happened (an
+ * event completed, a stream went idle) and only when someone waits: waking
+ * the loader's copy thread after the copy and again after the record that
+ * follows it cost a context switch per batch for nothing.
+ *
+ * Inline streams (rf_device_host_stream_inline): a stream that is idle (empty
+ * queue, worker not running anything, not held) runs a copy in the caller's
+ * thread and completes a record at once, saving the hand-off to the worker
+ * and back.  Whenever anything is queued or running the op queues as on any
+ * other stream, so FIFO order holds; `inline_busy` keeps the worker (and other
+ * callers) off the stream while an inline copy runs outside the lock.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +66,8 @@ struct host_stream {
 	pthread_cond_t cv;
 	struct host_op *head, *tail;
 	int hold, stop;
+	atomic_int inline_on; /* set by rf_device_host_stream_inline */
+	int inline_busy;      /* a caller is running an inline copy */
 	struct host_stream *next, *prev;
 };
 
@@ -73,7 +86,8 @@ struct host_dev {
 	struct host_block *allocs, *regs;
 	unsigned nallocs, cap_allocs, nregs, cap_regs;
 	unsigned nstreams, nevents;
-	unsigned long long copies;
+	unsigned waiting;     /* threads asleep on `progress` */
+	unsigned long long copies, inline_copies;
 };
 
 static const struct rf_device_ops host_ops;
@@ -88,6 +102,31 @@ hd_of(rf_device *dev)
  * called with the backend lock held so at least this backend's messages do
  * not interleave. */
 #define HOST_FAIL(hd, code, ...) rf_fail((hd)->base.diag, (code), __VA_ARGS__)
+
+/* Lock held.  Sleep until progress is announced (or spuriously). */
+static void
+progress_wait(struct host_dev *hd)
+{
+	hd->waiting++;
+	pthread_cond_wait(&hd->progress, &hd->lock);
+	hd->waiting--;
+}
+
+/* Lock held.  An event completed or a stream went idle. */
+static void
+progress_wake(struct host_dev *hd)
+{
+	if (hd->waiting)
+		pthread_cond_broadcast(&hd->progress);
+}
+
+/* Lock held.  Whether an op may run in the caller's thread now: never while
+ * anything is queued or running on the stream, or while it is held. */
+static int
+can_inline(const struct host_stream *s)
+{
+	return !s->head && !s->inline_busy && !s->hold;
+}
 
 static void
 event_unref(struct host_dev *hd, struct host_event *ev)
@@ -104,11 +143,12 @@ stream_worker(void *arg)
 	struct host_dev *hd = s->hd;
 	pthread_mutex_lock(&hd->lock);
 	for (;;) {
-		while ((!s->head || s->hold) && !s->stop)
+		while ((!s->head || s->hold || s->inline_busy) && !s->stop)
 			pthread_cond_wait(&s->cv, &hd->lock);
 		if (!s->head)
 			break;
 		struct host_op *op = s->head;
+		int wake = 0;
 		switch (op->kind) {
 		case OP_COPY:
 			pthread_mutex_unlock(&hd->lock);
@@ -119,21 +159,25 @@ stream_worker(void *arg)
 		case OP_RECORD:
 			if (op->ev->completed < op->gen)
 				op->ev->completed = op->gen;
+			wake = 1;
 			break;
 		case OP_WAIT:
 			while (op->ev->completed < op->gen && !hd->closing)
-				pthread_cond_wait(&hd->progress, &hd->lock);
+				progress_wait(hd);
 			break;
 		}
 		/* The op leaves the queue only once done, so an empty queue
 		 * means the stream is idle (stream_sync). */
 		s->head = op->next;
-		if (!s->head)
+		if (!s->head) {
 			s->tail = NULL;
+			wake = 1; /* idle: stream_sync */
+		}
 		if (op->ev)
 			event_unref(hd, op->ev);
 		free(op);
-		pthread_cond_broadcast(&hd->progress);
+		if (wake)
+			progress_wake(hd);
 	}
 	pthread_mutex_unlock(&hd->lock);
 	return NULL;
@@ -373,6 +417,28 @@ host_copy_h2d_async(rf_device *dev, void *dst, const void *src, size_t bytes, vo
 		memcpy(dst, src, bytes);
 		return 0;
 	}
+	struct host_stream *s = stream;
+	if (atomic_load_explicit(&s->inline_on, memory_order_relaxed)) {
+		pthread_mutex_lock(&hd->lock);
+		if (can_inline(s)) {
+			s->inline_busy = 1;
+			pthread_mutex_unlock(&hd->lock);
+			memcpy(dst, src, bytes);
+			pthread_mutex_lock(&hd->lock);
+			s->inline_busy = 0;
+			hd->inline_copies++;
+			/* Ops queued meanwhile (by other threads) may now run. */
+			if (s->head)
+				pthread_cond_signal(&s->cv);
+			else
+				progress_wake(hd); /* idle again: stream_sync */
+			pthread_mutex_unlock(&hd->lock);
+			return 0;
+		}
+		pthread_mutex_unlock(&hd->lock);
+		/* Busy: queue behind what is there (queuing is always right,
+		 * so the stream may have gone idle in between). */
+	}
 	struct host_op *op = calloc(1, sizeof *op);
 	if (!op)
 		return -ENOMEM;
@@ -399,14 +465,27 @@ host_event_record(rf_device *dev, void *event, void *stream)
 {
 	struct host_dev *hd = hd_of(dev);
 	struct host_event *ev = event;
+	struct host_stream *s = stream;
 	struct host_op *op = NULL;
+	if (s && atomic_load_explicit(&s->inline_on, memory_order_relaxed)) {
+		/* An idle inline stream has done everything queued before this
+		 * record: it completes now. */
+		pthread_mutex_lock(&hd->lock);
+		if (can_inline(s)) {
+			ev->completed = ++ev->recorded;
+			progress_wake(hd);
+			pthread_mutex_unlock(&hd->lock);
+			return 0;
+		}
+		pthread_mutex_unlock(&hd->lock);
+	}
 	if (stream && !(op = calloc(1, sizeof *op)))
 		return -ENOMEM;
 	pthread_mutex_lock(&hd->lock);
 	uint64_t gen = ++ev->recorded;
 	if (!stream) {
 		ev->completed = gen;
-		pthread_cond_broadcast(&hd->progress);
+		progress_wake(hd);
 	} else {
 		op->kind = OP_RECORD;
 		op->ev = ev;
@@ -437,7 +516,7 @@ host_event_sync(rf_device *dev, void *event)
 	pthread_mutex_lock(&hd->lock);
 	uint64_t gen = ev->recorded;
 	while (ev->completed < gen && !hd->closing)
-		pthread_cond_wait(&hd->progress, &hd->lock);
+		progress_wait(hd);
 	pthread_mutex_unlock(&hd->lock);
 	return 0;
 }
@@ -457,7 +536,7 @@ host_stream_wait_event(rf_device *dev, void *stream, void *event)
 	} else if (!stream) {
 		/* The synchronous stream is the caller: it blocks. */
 		while (ev->completed < gen && !hd->closing)
-			pthread_cond_wait(&hd->progress, &hd->lock);
+			progress_wait(hd);
 	} else {
 		op->kind = OP_WAIT;
 		op->ev = ev;
@@ -477,8 +556,8 @@ host_stream_sync(rf_device *dev, void *stream)
 	if (!s)
 		return 0; /* the NULL stream's work ran in its callers */
 	pthread_mutex_lock(&hd->lock);
-	while (s->head && !hd->closing)
-		pthread_cond_wait(&hd->progress, &hd->lock);
+	while ((s->head || s->inline_busy) && !hd->closing)
+		progress_wait(hd);
 	pthread_mutex_unlock(&hd->lock);
 	return 0;
 }
@@ -504,7 +583,7 @@ host_close(rf_device *dev)
 	/* Queued copies still run (their memory is still ours), but waits
 	 * for events that will never fire are dropped. */
 	hd->closing = 1;
-	pthread_cond_broadcast(&hd->progress);
+	progress_wake(hd);
 	while (hd->streams)
 		stream_stop(hd, hd->streams);
 	while (hd->events)
@@ -580,6 +659,7 @@ rf_device_host_counts(rf_device *dev, struct rf_device_host_counts *c)
 	c->streams = hd->nstreams;
 	c->events = hd->nevents;
 	c->copies = hd->copies;
+	c->inline_copies = hd->inline_copies;
 	pthread_mutex_unlock(&hd->lock);
 	return 0;
 }
@@ -595,5 +675,15 @@ rf_device_host_hold(rf_device *dev, void *stream, int hold)
 	s->hold = hold != 0;
 	pthread_cond_signal(&s->cv);
 	pthread_mutex_unlock(&hd->lock);
+	return 0;
+}
+
+int
+rf_device_host_stream_inline(rf_device *dev, void *stream, int on)
+{
+	if (!rf_device_is_host(dev) || !stream)
+		return -EINVAL;
+	struct host_stream *s = stream;
+	atomic_store_explicit(&s->inline_on, on != 0, memory_order_relaxed);
 	return 0;
 }

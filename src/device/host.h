@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Host backend extras for tests and for leak checks: what the backend holds
- * right now, and a way to hold a stream's worker so a test can observe work
- * that is queued but not yet run.
+ * Host backend extras: what the backend holds right now (tests, leak
+ * checks), a way to hold a stream's worker so a test can observe work that is
+ * queued but not yet run, and the opt-in inline mode for a stream.
  */
 #ifndef RF_DEVICE_HOST_H
 #define RF_DEVICE_HOST_H
@@ -19,6 +19,7 @@ struct rf_device_host_counts {
 	unsigned streams;
 	unsigned events;
 	unsigned long long copies; /* async copies run by stream workers so far */
+	unsigned long long inline_copies; /* run in the caller (inline streams) */
 };
 
 /* 1 when `dev` is a host backend. */
@@ -30,5 +31,15 @@ int rf_device_host_counts(rf_device *dev, struct rf_device_host_counts *c);
 /* hold = 1: the stream's worker starts no further op until released with
  * hold = 0 (the op in progress, if any, finishes).  Test-only. */
 int rf_device_host_hold(rf_device *dev, void *stream, int hold);
+
+/* on = 1: `stream` runs ops in the caller's thread while it is idle (nothing
+ * queued or running, not held): copy_h2d_async copies before it returns and
+ * event_record completes the event at once, saving two thread hand-offs per
+ * copy.  Otherwise ops queue as on any stream, so FIFO order, stream waits
+ * and event generations behave as before; only "the call returns before the
+ * copy runs" is given up.  on = 0 restores fully asynchronous behaviour.
+ * -EINVAL when `dev` is not a host backend (so callers may call it on any
+ * backend and ignore the result).  Any thread; takes effect for later ops. */
+int rf_device_host_stream_inline(rf_device *dev, void *stream, int on);
 
 #endif
