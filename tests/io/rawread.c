@@ -5,11 +5,16 @@
  * buffers with registered files, and prints the throughput (decimal GB/s)
  * and the CPU time per GB.  The loader's throughput is compared with this.
  *
- *   rawread [-b BLOCK] [-q DEPTH] [-B] [-U] FILE...
+ * With -r it reads every whole block of the files once, in a random order
+ * (a uniform shuffle over all files' blocks): the baseline for full
+ * shuffling, which reads one sample at a time.
+ *
+ *   rawread [-b BLOCK] [-q DEPTH] [-B] [-U] [-r] FILE...
  *     -b BLOCK   read size, K/M/G suffixes (default 1M)
  *     -q DEPTH   reads in flight (default 32)
  *     -B         buffered (no O_DIRECT)
  *     -U         plain buffers (no io_uring buffer registration)
+ *     -r         random order of whole blocks (the tail under a block is not read)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -73,20 +78,21 @@ main(int argc, char **argv)
 {
 	uint64_t block = 1 << 20;
 	unsigned depth = 32;
-	int buffered = 0, unregistered = 0, opt;
-	while ((opt = getopt(argc, argv, "b:q:BU")) != -1) {
+	int buffered = 0, unregistered = 0, random_order = 0, opt;
+	while ((opt = getopt(argc, argv, "b:q:BUr")) != -1) {
 		switch (opt) {
 		case 'b': block = parse_size(optarg); break;
 		case 'q': depth = (unsigned)atoi(optarg); break;
 		case 'B': buffered = 1; break;
 		case 'U': unregistered = 1; break;
+		case 'r': random_order = 1; break;
 		default:
-			fprintf(stderr, "usage: rawread [-b BLOCK] [-q DEPTH] [-B] [-U] FILE...\n");
+			fprintf(stderr, "usage: rawread [-b BLOCK] [-q DEPTH] [-B] [-U] [-r] FILE...\n");
 			return 2;
 		}
 	}
 	if (optind >= argc || !block || block % 4096 || block > (1u << 30) || !depth || depth > 4096) {
-		fprintf(stderr, "usage: rawread [-b BLOCK] [-q DEPTH] [-B] [-U] FILE...\n"
+		fprintf(stderr, "usage: rawread [-b BLOCK] [-q DEPTH] [-B] [-U] [-r] FILE...\n"
 				"  BLOCK a multiple of 4096 up to 1G, DEPTH 1..4096\n");
 		return 2;
 	}
@@ -135,6 +141,35 @@ main(int argc, char **argv)
 	}
 	int fixed_files = io_uring_register_files(&ring, fds, nfiles) == 0;
 
+	/* Random order: every whole block of every file, (file << 40 | block),
+	 * shuffled by Fisher-Yates with a fixed xorshift generator. */
+	uint64_t *order = NULL, norder = 0, next_order = 0;
+	if (random_order) {
+		for (unsigned i = 0; i < nfiles; i++)
+			norder += files[i].size / block;
+		order = malloc((norder ? norder : 1) * sizeof *order);
+		if (!order) {
+			fprintf(stderr, "rawread: out of memory for %llu blocks\n",
+				(unsigned long long)norder);
+			return 1;
+		}
+		uint64_t k = 0;
+		total = 0;
+		for (unsigned i = 0; i < nfiles; i++)
+			for (uint64_t j = 0; j < files[i].size / block; j++)
+				order[k++] = (uint64_t)i << 40 | j;
+		total = norder * block;
+		uint64_t x = 0x9E3779B97F4A7C15ull;
+		for (uint64_t i = norder; i > 1; i--) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			uint64_t j = x % i, t = order[i - 1];
+			order[i - 1] = order[j];
+			order[j] = t;
+		}
+	}
+
 	/* Slot i holds (file, offset) of the read in flight into buffer i. */
 	unsigned *slot_file = calloc(depth, sizeof *slot_file);
 	unsigned *free_bufs = calloc(depth, sizeof *free_bufs);
@@ -144,7 +179,24 @@ main(int argc, char **argv)
 	uint64_t got = 0;
 	double t0 = now(), c0 = cpu_seconds();
 	for (;;) {
-		while (nfree && cur < nfiles) {
+		while (nfree && random_order && next_order < norder) {
+			unsigned fi = (unsigned)(order[next_order] >> 40);
+			uint64_t off = (order[next_order] & ((1ull << 40) - 1)) * block;
+			next_order++;
+			unsigned b = free_bufs[--nfree];
+			struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+			int fd = fixed_files ? (int)fi : files[fi].fd;
+			if (fixed)
+				io_uring_prep_read_fixed(sqe, fd, iov[b].iov_base, (unsigned)block, off, (int)b);
+			else
+				io_uring_prep_read(sqe, fd, iov[b].iov_base, (unsigned)block, off);
+			if (fixed_files)
+				sqe->flags |= IOSQE_FIXED_FILE;
+			io_uring_sqe_set_data64(sqe, b);
+			slot_file[b] = fi;
+			inflight++;
+		}
+		while (nfree && !random_order && cur < nfiles) {
 			struct file *f = &files[cur];
 			if (f->next >= f->size) {
 				cur++;
@@ -191,12 +243,14 @@ main(int argc, char **argv)
 	if (got != total)
 		fprintf(stderr, "rawread: read %llu bytes of %llu (short reads are not resubmitted)\n",
 			(unsigned long long)got, (unsigned long long)total);
-	printf("%llu bytes in %.3f s: %.3f GB/s (%s%s, block %llu, depth %u, %s buffers), "
+	printf("%llu bytes in %.3f s: %.3f GB/s (%s%s%s, block %llu, depth %u, %s buffers), "
 	       "%.3f CPU-s/GB\n",
-	       (unsigned long long)got, secs, (double)got / secs / 1e9, buffered ? "buffered" : "O_DIRECT",
+	       (unsigned long long)got, secs, (double)got / secs / 1e9,
+	       random_order ? "random, " : "", buffered ? "buffered" : "O_DIRECT",
 	       fixed_files ? ", registered files" : "", (unsigned long long)block, depth,
 	       fixed ? "registered" : "plain", got ? cpu / ((double)got / 1e9) : 0.0);
 	io_uring_queue_exit(&ring);
 	munmap(mem, bytes);
+	free(order);
 	return 0;
 }
