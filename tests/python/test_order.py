@@ -6,8 +6,9 @@
 # within an epoch and at its end, and refuse a state of another loader;
 # shuffled (chunks) and sharded orders match the C loader rank by rank and
 # the ranks cover disjoint samples; a shuffled state resumes, also into a
-# job of another world size with the same global batch; shuffle modes the
-# library lacks are refused as unsupported.
+# job of another world size with the same global batch; full shuffling
+# matches the C loader, sharded, and resumes into another world size; a
+# window and a full pass deliver distinct samples.
 import os
 import subprocess
 import sys
@@ -104,7 +105,8 @@ for bad in (dict(batch_size=32), dict(seed=1)):
 # Shuffled and sharded orders: the same batches as the C loader, pass by
 # pass; the ranks together cover disjoint samples.
 for shuffle, seed, world, drop_last in (("chunks", 1, 1, True), ("chunks", 2, 3, True),
-                                        ("chunks", 2, 3, False), ("none", 0, 4, False)):
+                                        ("chunks", 2, 3, False), ("none", 0, 4, False),
+                                        ("full", 4, 1, False), ("full", 5, 3, True)):
     union = []
     for rank in range(world):
         want = c_order(B, drop_last, 2, shuffle, seed, 3, rank, world)
@@ -146,6 +148,20 @@ try:
     check(False, "a damaged blob was accepted")
 except ringfeed.Error as e:
     check(e.code == ringfeed.ESTATE, "code %d: %s" % (e.code, e))
+ld.close()
+
+# Full shuffling resumes exactly, also into another world of the same
+# global batch.
+want = c_order(16, True, 1, "full", 6, 0, 0, 1)[0]
+ld = ringfeed.Loader(p, 8, shuffle="full", seed=6, rank=1, world=2, **opts)
+it = iter(ld)
+for _ in range(5):
+    next(it)
+state = ld.state_dict()
+ld.close()
+ld = ringfeed.Loader(p, 16, shuffle="full", seed=6, world=1, **opts)
+ld.load_state_dict(state)
+check(py_pass(ld) == want[5:], "full: resume into one rank of twice the batch")
 ld.close()
 
 for mode in ("window", "full"):
