@@ -306,6 +306,7 @@ host_stream_create(rf_device *dev, void **stream)
 	if (!s)
 		return -ENOMEM;
 	s->hd = hd;
+	atomic_init(&s->inline_on, 0);
 	pthread_cond_init(&s->cv, NULL);
 	int err = pthread_create(&s->thread, NULL, stream_worker, s);
 	if (err) {
