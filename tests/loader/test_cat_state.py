@@ -4,9 +4,9 @@
 # chunks, window and full: cat in pieces (--batches 40 --state-out FILE, then
 # --state-in FILE --batches 40 --state-out FILE, ...) writes, concatenated,
 # exactly what one uninterrupted cat writes, for one rank (and for rank 1
-# of 3 with window and full shuffling); the shuffled orders are permutations of the dataset and differ from
-# file order; --rank R --world 3 shares are disjoint and together cover the
-# dataset; a damaged state file is refused (exit 1) and a bad --shuffle is
+# of 3 with window and full shuffling); the shuffled orders are
+# permutations of the dataset and differ from file order; --rank R
+# --world 3 shares are disjoint and together cover the dataset; a damaged state file is refused (exit 1) and a bad --shuffle is
 # bad usage (exit 2).  Runs on the host backend, and with --device cuda when
 # the cudart emulator is given.
 # Usage: test_cat_state.py RINGFEED LT_PACK [EMULATOR]
