@@ -85,7 +85,7 @@ struct wstep {              /* a step in the pipeline window */
 	int64_t res;        /* read result: bytes or -errno */
 };
 
-enum dbuf_state { DB_FREE = 0, DB_COPYING, DB_READY, DB_HELD, DB_RELEASED };
+enum dbuf_state { DB_FREE = 0, DB_COPYING, DB_READY, DB_HELD, DB_RELEASING, DB_RELEASED };
 
 struct dbuf {               /* one device buffer and the batch it holds */
 	rf_batch pub;       /* first: rf_batch_wait recovers the dbuf from it */
@@ -1764,6 +1764,16 @@ plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 	}
 	if (nslots > 4096)
 		nslots = 4096; /* more slots only add bookkeeping */
+	if (!ld->full_mode) {
+		/* A read slot holds one chunk: more read slots than the dataset
+		 * has chunks (plus the staging side and a window) would be
+		 * page-locked for nothing, and locking them costs time at open
+		 * (about 1 s per GiB). */
+		unsigned want_st = ld->depth + 2 > 4 ? ld->depth + 2 : 4;
+		uint64_t useful = ld->nchunks + want_st + 2 + cfg->window;
+		if (nslots > useful)
+			nslots = useful;
+	}
 	ld->nslots = (unsigned)nslots;
 	/* Staging: enough for the copy stage to stay busy (depth + 2 batches,
 	 * at least 4 so the gather wakes for several at a time) but never more
@@ -2498,10 +2508,13 @@ batch_dbuf(rf_loader *ld, const rf_batch *batch)
 {
 	if (!ld || !batch || !ld->dbufs)
 		return NULL;
-	const struct dbuf *b = (const struct dbuf *)(const void *)batch;
-	if (b < ld->dbufs || b >= ld->dbufs + ld->depth)
+	/* Compare addresses as integers: a pointer into the middle of a
+	 * dbuf (or into another object) must not become an index. */
+	uintptr_t p = (uintptr_t)(const void *)batch, base = (uintptr_t)ld->dbufs;
+	if (p < base || p - base >= (uintptr_t)ld->depth * sizeof(struct dbuf) ||
+	    (p - base) % sizeof(struct dbuf) != 0)
 		return NULL;
-	return &ld->dbufs[b - ld->dbufs];
+	return &ld->dbufs[(p - base) / sizeof(struct dbuf)];
 }
 
 RF_API int
@@ -2562,8 +2575,13 @@ rf_loader_release(rf_loader *ld, const rf_batch *batch, void *stream)
 	struct dbuf *b = batch_dbuf(ld, batch);
 	if (!b)
 		return -EINVAL;
+	/* Claim the batch in the same critical section that checks it:
+	 * two threads releasing it at once must not both pass (held would
+	 * be decremented twice and wrap). */
 	pthread_mutex_lock(&ld->mu);
 	int held = b->state == DB_HELD;
+	if (held)
+		b->state = DB_RELEASING;
 	pthread_mutex_unlock(&ld->mu);
 	if (!held)
 		/* Not held: its contents may be being refilled, so the message
@@ -2578,8 +2596,12 @@ rf_loader_release(rf_loader *ld, const rf_batch *batch, void *stream)
 		int src = ld->dev->ops->stream_sync(ld->dev, stream);
 		rf_fail(&ld->diag, rc, "loader: recording the release of batch %" PRIu64
 			" failed: %s", batch->index, ld->dev_diag.msg);
-		if (src < 0)
+		if (src < 0) {
+			pthread_mutex_lock(&ld->mu);
+			b->state = DB_HELD; /* still the consumer's */
+			pthread_mutex_unlock(&ld->mu);
 			return rc;
+		}
 	}
 	pthread_mutex_lock(&ld->mu);
 	b->state = rc < 0 ? DB_FREE : DB_RELEASED;

@@ -431,7 +431,10 @@ RF_API int rf_loader_try_next(rf_loader *ld, const rf_batch **batch);
  * Make `stream` (a cudaStream_t; NULL for the default stream) wait for the
  * batch's copy to complete, without blocking the host (cuda).  With the host
  * backend, and for stream NULL, it returns once the bytes are in place.
- * Returns 0, -EINVAL for a batch not held, or RF_ECUDA.
+ * Returns 0, -EINVAL for a batch not held, or RF_ECUDA.  `batch` must be a
+ * pointer returned by rf_loader_next or try_next of a loader still open (the
+ * batch finds its loader through it); -EINVAL is returned for such a batch
+ * once released, but any other pointer is undefined behaviour.
  */
 RF_API int rf_batch_wait(const rf_batch *batch, void *stream);
 
@@ -442,7 +445,8 @@ RF_API int rf_batch_wait(const rf_batch *batch, void *stream);
  * batch's copy, then copies synchronously (a device-to-host copy for cuda, a
  * memcpy for the host backend).  For checking and tools, not for the
  * training path.  Returns 0, -EINVAL (batch not held, bad field), -ENOSPC
- * when cap < bytes, or RF_ECUDA.
+ * when cap < bytes, or RF_ECUDA.  `batch` must come from rf_loader_next or
+ * try_next of a loader still open, as for rf_batch_wait.
  */
 RF_API int rf_batch_field_read(const rf_batch *batch, uint32_t field, void *dst, uint64_t cap);
 
