@@ -22,9 +22,9 @@
  * follows it cost a context switch per batch for nothing.
  *
  * Inline streams (rf_device_host_stream_inline): a stream that is idle (empty
- * queue, worker not running anything, not held) runs a copy in the caller's
- * thread and completes a record at once, saving the hand-off to the worker
- * and back.  Whenever anything is queued or running the op queues as on any
+ * queue, worker not running anything, not held) runs a copy of at most
+ * RF_DEVICE_HOST_INLINE_MAX bytes in the caller's thread and completes a
+ * record at once, saving the hand-off to the worker and back.  Whenever anything is queued or running the op queues as on any
  * other stream, so FIFO order holds; `inline_busy` keeps the worker (and other
  * callers) off the stream while an inline copy runs outside the lock.
  */
@@ -419,7 +419,12 @@ host_copy_h2d_async(rf_device *dev, void *dst, const void *src, size_t bytes, vo
 		return 0;
 	}
 	struct host_stream *s = stream;
-	if (atomic_load_explicit(&s->inline_on, memory_order_relaxed)) {
+	/* Large copies go to the worker even on an inline stream: their
+	 * hand-off costs little next to the copy, and running them here would
+	 * keep the caller (the loader's copy thread) from handing over a batch
+	 * already copied while it copies the next one. */
+	if (bytes <= RF_DEVICE_HOST_INLINE_MAX &&
+	    atomic_load_explicit(&s->inline_on, memory_order_relaxed)) {
 		pthread_mutex_lock(&hd->lock);
 		if (can_inline(s)) {
 			s->inline_busy = 1;

@@ -5,7 +5,8 @@
  * at once; anything queued (a held stream, a pending stream_wait_event on an
  * event of another stream) makes later ops queue behind it, so FIFO order and
  * event generations hold with mixed queued and inline ops, and the stream goes
- * back to inline once idle.  Turning the mode off restores async copies; a
+ * back to inline once idle; copies above RF_DEVICE_HOST_INLINE_MAX always
+ * queue.  Turning the mode off restores async copies; a
  * non-host device or a NULL stream is refused.  A threaded round (one thread
  * issuing chains of dependent copies while another holds and releases the
  * stream and a third syncs it) checks the order under races, for TSan.
@@ -228,6 +229,30 @@ main(void)
 	CHECK(memcmp(d[2], src2, N) == 0);
 	CHECK(count_inline(dev) == in0 + 1);
 
+	/* Larger than RF_DEVICE_HOST_INLINE_MAX: queued even when idle; the
+	 * small copy after it reads its destination, so it must wait for it
+	 * whether it runs inline or queued. */
+	{
+		size_t big = RF_DEVICE_HOST_INLINE_MAX + 4096;
+		uint8_t *hb = malloc(big), *db, *db2;
+		CHECK(hb != NULL);
+		fill(hb, big, 3);
+		CHECK_RC(o->alloc(dev, big, (void **)&db), 0);
+		CHECK_RC(o->alloc(dev, N, (void **)&db2), 0);
+		memset(db, 0, big);
+		unsigned long long q1 = count_queued(dev), i1 = count_inline(dev);
+		CHECK_RC(o->copy_h2d_async(dev, db, hb, big, s1), 0);
+		CHECK_RC(o->copy_h2d_async(dev, db2, db + big - N, N, s1), 0);
+		CHECK_RC(o->stream_sync(dev, s1), 0);
+		CHECK(memcmp(db, hb, big) == 0);
+		CHECK(memcmp(db2, hb + big - N, N) == 0);
+		CHECK(count_queued(dev) >= q1 + 1 && count_queued(dev) + count_inline(dev) == q1 + i1 + 2);
+		in0 = count_inline(dev);
+		CHECK_RC(o->free(dev, db), 0);
+		CHECK_RC(o->free(dev, db2), 0);
+		free(hb);
+	}
+
 	/* Off again: async as before. */
 	CHECK_RC(rf_device_host_stream_inline(dev, s1, 0), 0);
 	memset(d[3], 0, N);
@@ -237,7 +262,7 @@ main(void)
 	CHECK_RC(rf_device_host_hold(dev, s1, 0), 0);
 	CHECK_RC(o->stream_sync(dev, s1), 0);
 	CHECK(memcmp(d[3], src, N) == 0);
-	CHECK(count_inline(dev) == in0 + 1);
+	CHECK(count_inline(dev) == in0);
 
 	/* Threaded: chains of dependent copies while another thread holds
 	 * and releases the stream and a third syncs it, so links go inline
