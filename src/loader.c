@@ -1631,7 +1631,7 @@ rf_config_init(rf_config *cfg)
 	cfg->pinned_bytes = 256ull << 20;
 	cfg->pinning = RF_PINNING_RING;
 	cfg->io_depth = 32;
-	cfg->direct = 1;
+	cfg->direct = -1;
 	cfg->decode_threads = 2;
 	cfg->verify = 1;
 	cfg->var_bytes = 0;
@@ -1703,6 +1703,48 @@ open_device(rf_loader *ld)
 		return rf_fail(&ld->diag, rc, "%s", d->msg);
 	rf_log(&ld->diag, RF_LOG_INFO, "device: %s", ld->dev->desc);
 	return 0;
+}
+
+/* Bytes the kernel reports as available for new work (MemAvailable), or 0
+ * when /proc/meminfo cannot be read. */
+static uint64_t
+mem_available(void)
+{
+	FILE *f = fopen("/proc/meminfo", "re");
+	if (!f)
+		return 0;
+	char line[256];
+	unsigned long long kib = 0;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+			break;
+	fclose(f);
+	return (uint64_t)kib << 10;
+}
+
+/*
+ * direct = -1 (the default) chooses per open: O_DIRECT unless the dataset's
+ * stored bytes are at most a quarter of the memory available now.  A
+ * dataset that large would push the training program's own memory out of
+ * the page cache, and every epoch would evict what the next one needs
+ * first; a small one stays cached after the first epoch, and reading it
+ * from the cache beats reading the disk every epoch.
+ */
+static void
+choose_direct(rf_loader *ld)
+{
+	if (ld->cfg.direct >= 0)
+		return;
+	uint64_t stored = 0;
+	for (uint64_t c = 0; c < ld->nchunks; c++)
+		stored += ld->chunks[c].stored_bytes;
+	uint64_t avail = mem_available();
+	ld->cfg.direct = !(avail && stored <= avail / 4);
+	char a[32], b[32];
+	fmt_size(a, sizeof a, stored);
+	fmt_size(b, sizeof b, avail);
+	rf_log(&ld->diag, RF_LOG_INFO, "reads: %s (dataset %s, memory available %s)",
+	       ld->cfg.direct ? "O_DIRECT" : "buffered, the dataset fits in the page cache", a, b);
 }
 
 /* Decide the batch layout, slot size and counts, and check them against the
@@ -2149,6 +2191,7 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 	cfg->fields = NULL;
 	for (uint32_t i = 0; i < nsel; i++)
 		ld->nvar += ld->schema->fields[sel[i]].var_dim >= 0;
+	choose_direct(ld);
 	ld->full_mode = cfg->shuffle == RF_SHUFFLE_FULL;
 	if (ld->full_mode) {
 		rc = full_check(ld, sel, nsel);

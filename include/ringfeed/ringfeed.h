@@ -296,8 +296,11 @@ typedef struct rf_config {
 	enum rf_pinning pinning;     /* default RF_PINNING_RING */
 
 	uint32_t io_depth;           /* reads in flight; default 32 */
-	int direct;                  /* 1 (default): O_DIRECT reads that bypass the page
-	                                cache; 0: buffered (small datasets that stay hot) */
+	int direct;                  /* 1: O_DIRECT reads that bypass the page cache;
+	                                0: buffered; -1 (default): O_DIRECT unless the
+	                                dataset's stored bytes are at most a quarter of
+	                                MemAvailable at open, when buffered reads let
+	                                it stay hot in the page cache (logged, info) */
 	uint32_t decode_threads;     /* checksum + decompress + assembly workers;
 	                                default 2 */
 	int verify;                  /* 1 (default): check every chunk's XXH3-64 before

@@ -875,15 +875,23 @@ loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	const char *shuffle = "none", *pinning = "ring";
 	unsigned long long seed = 0, epoch = 0, pinned_bytes = 0, var_bytes = 0;
 	Py_ssize_t batch_size = 0, depth = 2, window = 0, io_depth = 0, decode_threads = 0;
-	int drop_last = 1, direct = 1, verify = 1;
+	int drop_last = 1, direct = -1, verify = 1;
+	PyObject *direct_arg = Py_None;
 	size_t npaths;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "On|$OsKKOOOnKpnsnpnpK:Loader", kwlist,
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "On|$OsKKOOOnKpnsnOnpK:Loader", kwlist,
 					 &paths_arg, &batch_size, &fields_arg, &shuffle, &seed,
 					 &epoch, &rank_arg, &world_arg, &device_arg, &depth,
 					 &pinned_bytes, &drop_last, &window, &pinning, &io_depth,
-					 &direct, &decode_threads, &verify, &var_bytes))
+					 &direct_arg, &decode_threads, &verify, &var_bytes))
 		return -1;
+	/* None: let the library choose (O_DIRECT unless the dataset fits in
+	 * a quarter of the available memory). */
+	if (direct_arg != Py_None) {
+		direct = PyObject_IsTrue(direct_arg);
+		if (direct < 0)
+			return -1;
+	}
 	if (self->busy) {
 		PyErr_SetString(PyExc_RuntimeError, "the loader is in use by another thread");
 		return -1;
@@ -1394,7 +1402,7 @@ static PyTypeObject LoaderType = {
 	.tp_doc =
 	"Loader(paths, batch_size, *, fields=None, shuffle=\"none\", seed=0, epoch=0,\n"
 	"       rank=None, world=None, device=\"auto\", depth=2, pinned_bytes=256 MiB,\n"
-	"       drop_last=True, window=0, pinning=\"ring\", io_depth=32, direct=True,\n"
+	"       drop_last=True, window=0, pinning=\"ring\", io_depth=32, direct=None,\n"
 	"       decode_threads=2, verify=True, var_bytes=0)\n\n"
 	"Stream a dataset in batches.  Each pass (for batch in loader) yields one\n"
 	"epoch's len(loader) batches, then advances the epoch; each batch is a dict\n"
