@@ -46,6 +46,7 @@
 #include "common.h"
 #include "decode/decode.h"
 #include "device/device.h"
+#include "device/host.h"
 #include "format/format.h"
 #include "io/io.h"
 #include "plan/plan.h"
@@ -1880,6 +1881,9 @@ alloc_device_buffers(rf_loader *ld)
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc, "loader: creating the copy stream failed: %s",
 			       ld->dev_diag.msg);
+	/* Host backend: an idle copy stream copies in this thread instead of
+	 * handing each small batch to its worker and back (a no-op for cuda). */
+	(void)rf_device_host_stream_inline(ld->dev, ld->copy_stream, 1);
 	ld->dbufs = calloc(ld->depth, sizeof(*ld->dbufs));
 	ld->rq = calloc(ld->depth, sizeof(*ld->rq));
 	if (!ld->dbufs || !ld->rq)
