@@ -23,24 +23,11 @@
 #include "device/device.h"
 #include "emulator.h"
 #include "ring/ring.h"
+#include "rf_test.h"
 
-#define CHECK(cond)                                                                              \
-	do {                                                                                     \
-		if (!(cond)) {                                                                   \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-			exit(1);                                                                 \
-		}                                                                                \
-	} while (0)
-
-#define CHECK_RC(expr, want)                                                                     \
-	do {                                                                                     \
-		int rc_ = (expr);                                                                \
-		if (rc_ != (want)) {                                                             \
-			fprintf(stderr, "%s:%d: %s returned %d (%s), expected %d: %s\n", __FILE__, \
-				__LINE__, #expr, rc_, rf_strerror(rc_), (int)(want), diag.msg);  \
-			exit(1);                                                                 \
-		}                                                                                \
-	} while (0)
+/* Every backend call here reports into `diag`: print its message too. */
+#undef CHECK_RC
+#define CHECK_RC(expr, want) CHECK_RC_MSG(expr, want, diag.msg)
 
 #define SLOT ((size_t)1 << 20)
 

@@ -12,14 +12,7 @@
 #include <string.h>
 
 #include "device/device.h"
-
-#define CHECK(cond)                                                                              \
-	do {                                                                                     \
-		if (!(cond)) {                                                                   \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-			exit(1);                                                                 \
-		}                                                                                \
-	} while (0)
+#include "rf_test.h"
 
 int
 main(void)

@@ -22,24 +22,7 @@
 #include <time.h>
 
 #include "device/host.h"
-
-#define CHECK(cond)                                                                              \
-	do {                                                                                     \
-		if (!(cond)) {                                                                   \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-			exit(1);                                                                 \
-		}                                                                                \
-	} while (0)
-
-#define CHECK_RC(expr, want)                                                                     \
-	do {                                                                                     \
-		int rc_ = (expr);                                                                \
-		if (rc_ != (want)) {                                                             \
-			fprintf(stderr, "%s:%d: %s returned %d (%s), expected %d\n", __FILE__,   \
-				__LINE__, #expr, rc_, rf_strerror(rc_), (int)(want));            \
-			exit(1);                                                                 \
-		}                                                                                \
-	} while (0)
+#include "rf_test.h"
 
 #define N 4096
 #define CHAIN 48
@@ -50,15 +33,6 @@ fill(uint8_t *p, size_t n, unsigned seed)
 {
 	for (size_t i = 0; i < n; i++)
 		p[i] = (uint8_t)(i * 31 + seed * 7 + (i >> 8) + 1);
-}
-
-static int
-all_zero(const uint8_t *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (p[i])
-			return 0;
-	return 1;
 }
 
 static unsigned long long
@@ -147,7 +121,7 @@ main(void)
 	/* Not inline (the default): the copy waits for the worker. */
 	CHECK_RC(rf_device_host_hold(dev, s1, 1), 0);
 	CHECK_RC(o->copy_h2d_async(dev, d[0], src, N, s1), 0);
-	CHECK(all_zero(d[0], N));
+	CHECK(rf_test_all_zero(d[0], N));
 	CHECK_RC(rf_device_host_hold(dev, s1, 0), 0);
 	CHECK_RC(o->stream_sync(dev, s1), 0);
 	CHECK(memcmp(d[0], src, N) == 0);
@@ -175,7 +149,7 @@ main(void)
 		CHECK_RC(o->copy_h2d_async(dev, d[i], d[i - 1], N, s1), 0);
 	CHECK_RC(o->event_record(dev, e1, s1), 0); /* queued: pending */
 	CHECK_RC(o->event_query(dev, e1), -EAGAIN);
-	CHECK(all_zero(d[0], N) && all_zero(d[CHAIN / 2 - 1], N));
+	CHECK(rf_test_all_zero(d[0], N) && rf_test_all_zero(d[CHAIN / 2 - 1], N));
 	CHECK(count_inline(dev) == 1);
 	CHECK_RC(rf_device_host_hold(dev, s1, 0), 0);
 	for (int i = CHAIN / 2; i < CHAIN; i++)
@@ -214,7 +188,7 @@ main(void)
 	CHECK_RC(o->event_record(dev, e2, s2), 0);
 	CHECK_RC(o->stream_wait_event(dev, s1, e2), 0);
 	CHECK_RC(o->copy_h2d_async(dev, d[1], d[0], N, s1), 0);
-	CHECK(all_zero(d[1], N)); /* not run inline */
+	CHECK(rf_test_all_zero(d[1], N)); /* not run inline */
 	CHECK_RC(o->event_record(dev, e1, s1), 0);
 	CHECK_RC(o->event_query(dev, e1), -EAGAIN);
 	CHECK(count_inline(dev) == in0);
@@ -258,7 +232,7 @@ main(void)
 	memset(d[3], 0, N);
 	CHECK_RC(rf_device_host_hold(dev, s1, 1), 0);
 	CHECK_RC(o->copy_h2d_async(dev, d[3], src, N, s1), 0);
-	CHECK(all_zero(d[3], N));
+	CHECK(rf_test_all_zero(d[3], N));
 	CHECK_RC(rf_device_host_hold(dev, s1, 0), 0);
 	CHECK_RC(o->stream_sync(dev, s1), 0);
 	CHECK(memcmp(d[3], src, N) == 0);

@@ -16,24 +16,7 @@
 #include <string.h>
 
 #include "device/host.h"
-
-#define CHECK(cond)                                                                              \
-	do {                                                                                     \
-		if (!(cond)) {                                                                   \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-			exit(1);                                                                 \
-		}                                                                                \
-	} while (0)
-
-#define CHECK_RC(expr, want)                                                                     \
-	do {                                                                                     \
-		int rc_ = (expr);                                                                \
-		if (rc_ != (want)) {                                                             \
-			fprintf(stderr, "%s:%d: %s returned %d (%s), expected %d\n", __FILE__,   \
-				__LINE__, #expr, rc_, rf_strerror(rc_), (int)(want));            \
-			exit(1);                                                                 \
-		}                                                                                \
-	} while (0)
+#include "rf_test.h"
 
 #define N 4096
 

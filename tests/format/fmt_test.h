@@ -8,7 +8,6 @@
 #define _FILE_OFFSET_BITS 64
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,54 +15,19 @@
 #include <unistd.h>
 
 #include "format/format.h"
+#include "rf_test.h"
 
-#define CHECK(cond)                                                                     \
-	do {                                                                            \
-		if (!(cond)) {                                                          \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-			exit(1);                                                        \
-		}                                                                       \
-	} while (0)
-
-#define CHECK_RC(expr, want)                                                            \
-	do {                                                                            \
-		int rc_ = (expr);                                                       \
-		if (rc_ != (want)) {                                                    \
-			fprintf(stderr, "%s:%d: %s returned %d (%s), expected %d (%s)\n", \
-				__FILE__, __LINE__, #expr, rc_, rf_strerror(rc_), (int)(want), \
-				rf_strerror(want));                                     \
-			exit(1);                                                        \
-		}                                                                       \
-	} while (0)
-
-static inline int
-t_rm_one(const char *p, const struct stat *sb, int type, struct FTW *ftw)
+/* Under the prefix the format tests have always used; removed by t_rmtree. */
+static inline char *
+t_tmpdir(void)
 {
-	(void)sb;
-	(void)type;
-	(void)ftw;
-	return remove(p);
+	return rf_test_tmpdir("rffmt");
 }
 
 static inline void
 t_rmtree(const char *dir)
 {
-	nftw(dir, t_rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-/* A fresh temporary directory (removed by t_rmtree). */
-static inline char *
-t_tmpdir(void)
-{
-	const char *base = getenv("TMPDIR");
-	char *p;
-	if (asprintf(&p, "%s/rffmt.XXXXXX", base && *base ? base : "/tmp") < 0)
-		exit(1);
-	if (!mkdtemp(p)) {
-		perror("mkdtemp");
-		exit(1);
-	}
-	return p;
+	rf_test_rmtree(dir);
 }
 
 static inline char *
@@ -90,15 +54,6 @@ t_count_entries(const char *dir)
 		pclose(f);
 	free(cmd);
 	return n;
-}
-
-static inline int
-all_zero_tail(const uint8_t *p, uint64_t n)
-{
-	for (uint64_t i = 0; i < n; i++)
-		if (p[i])
-			return 0;
-	return 1;
 }
 
 static inline uint64_t
@@ -259,7 +214,7 @@ t_check_dataset(rf_dataset *ds, const rf_schema *s, uint64_t n)
 		uint8_t *stored = aligned_alloc(4096, span);
 		uint8_t *raw = aligned_alloc(64, RF_ALIGN_UP(ci.raw_bytes, 64));
 		CHECK(pread(si.fd, stored, span, (off_t)ci.offset) == (ssize_t)span);
-		CHECK(all_zero_tail(stored + ci.stored_bytes, span - ci.stored_bytes));
+		CHECK(rf_test_all_zero(stored + ci.stored_bytes, span - ci.stored_bytes));
 		rf_chunk_ctx ctx;
 		CHECK_RC(rf_dataset_chunk_ctx(ds, c, &ctx), 0);
 		CHECK(ctx.chunk == c - si.first_chunk && ctx.offset == ci.offset);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Shared helpers of the io tests: checks that say where they failed, files
+/* Shared helpers of the io tests (checks come from rf_test.h): files
  * with contents derived from their offsets, a captured log, and a driver
  * that reads a file through rf_io and checks every byte. */
 #ifndef RF_IO_TEST_H
@@ -17,27 +17,7 @@
 #include <unistd.h>
 
 #include "io/io.h"
-
-#define T_SKIP 77
-
-#define CHECK(cond)                                                                              \
-	do {                                                                                     \
-		if (!(cond)) {                                                                   \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-			exit(1);                                                                 \
-		}                                                                                \
-	} while (0)
-
-#define CHECK_RC(expr, want)                                                                     \
-	do {                                                                                     \
-		int rc_ = (expr);                                                                \
-		if (rc_ != (want)) {                                                             \
-			fprintf(stderr, "%s:%d: %s returned %d (%s), expected %d (%s)\n", __FILE__, \
-				__LINE__, #expr, rc_, rf_strerror(rc_), (int)(want),             \
-				rf_strerror(want));                                              \
-			exit(1);                                                                 \
-		}                                                                                \
-	} while (0)
+#include "rf_test.h"
 
 /* The byte at file offset `off`: a hash, so a read landing at the wrong
  * offset or the wrong place in memory cannot match by accident. */

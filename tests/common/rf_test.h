@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/* Helpers shared by the C tests (tests/common, the rf_test static library):
+ * checks that report where they failed and exit 1, the exit status of a
+ * skipped test, temporary directories, and a zero-bytes test. */
+#ifndef RF_TEST_H
+#define RF_TEST_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define T_SKIP 77
+
+#define CHECK(cond)                                                                              \
+	do {                                                                                     \
+		if (!(cond)) {                                                                   \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+			exit(1);                                                                 \
+		}                                                                                \
+	} while (0)
+
+/* `expr` must return `want`; on failure also prints `detail`, a string the
+ * caller has at hand (an rf_diag's message, say). */
+#define CHECK_RC_MSG(expr, want, detail)                                                         \
+	do {                                                                                     \
+		int rc_ = (expr);                                                                \
+		if (rc_ != (want)) {                                                             \
+			fprintf(stderr, "%s:%d: %s returned %d (%s), expected %d (%s)%s%s\n",   \
+				__FILE__, __LINE__, #expr, rc_, rf_strerror(rc_), (int)(want),   \
+				rf_strerror(want), *(detail) ? ": " : "", (detail));         \
+			exit(1);                                                                 \
+		}                                                                                \
+	} while (0)
+
+#define CHECK_RC(expr, want) CHECK_RC_MSG(expr, want, "")
+
+/* A fresh directory $TMPDIR/<prefix>.XXXXXX (/tmp without TMPDIR); exits 1
+ * when it cannot be made.  The caller frees the path. */
+char *
+rf_test_tmpdir(const char *prefix);
+
+/* Remove `dir` and everything below it (best effort). */
+void
+rf_test_rmtree(const char *dir);
+
+/* Whether all `n` bytes at `p` are zero. */
+int
+rf_test_all_zero(const void *p, size_t n);
+
+#endif
