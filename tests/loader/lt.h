@@ -24,6 +24,8 @@
 #include <ringfeed/dataset.h>
 #include <ringfeed/ringfeed.h>
 
+#include "plan/plan.h"
+
 #define LT_SKIP 77
 
 static int lt_failures __attribute__((unused));
@@ -185,6 +187,42 @@ lt_log(void *user, enum rf_log_level level, const char *msg)
 	(void)user;
 	if (level <= RF_LOG_WARN || getenv("LT_VERBOSE"))
 		fprintf(stderr, "[ringfeed %d] %s\n", (int)level, msg);
+}
+
+/* The plan rf_plan_create makes for dataset dir/pattern (its chunks' sample
+ * counts, read from the dataset), with the given parameters; NULL when the
+ * dataset does not open.  The caller destroys it. */
+static inline rf_plan *
+lt_make_plan(const char *dir, const char *pattern, enum rf_plan_mode mode, uint64_t seed,
+	     uint32_t rank, uint32_t world, uint32_t batch, uint32_t window, int drop_last)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", dir, pattern);
+	const char *paths[] = {path};
+	rf_dataset *ds;
+	if (rf_dataset_open(&ds, paths, 1, NULL) < 0)
+		return NULL;
+	uint64_t nc = rf_dataset_chunks(ds);
+	uint32_t *counts = malloc(nc * sizeof(*counts));
+	for (uint64_t c = 0; c < nc; c++) {
+		rf_chunk_info ci;
+		rf_dataset_chunk_info(ds, c, &ci);
+		counts[c] = ci.samples;
+	}
+	rf_dataset_close(&ds);
+	rf_plan_params pp;
+	rf_plan_params_init(&pp);
+	pp.mode = mode;
+	pp.seed = seed;
+	pp.rank = rank;
+	pp.world = world;
+	pp.batch = batch;
+	pp.window = window;
+	pp.tail = drop_last ? RF_PLAN_DROP : RF_PLAN_KEEP;
+	rf_plan *plan = NULL;
+	rf_plan_create(&plan, &pp, counts, nc, NULL);
+	free(counts);
+	return plan;
 }
 
 #endif

@@ -188,39 +188,6 @@ take(rf_loader *ld, size_t max, struct seq *out, rf_plan *check)
 	return got;
 }
 
-static rf_plan *
-make_plan(const char *pattern, uint64_t seed, uint32_t rank, uint32_t world, uint32_t batch,
-	  int drop_last)
-{
-	char path[512];
-	snprintf(path, sizeof(path), "%s/%s", dir, pattern);
-	const char *paths[] = {path};
-	rf_dataset *ds;
-	if (rf_dataset_open(&ds, paths, 1, NULL) < 0)
-		return NULL;
-	uint64_t nc = rf_dataset_chunks(ds);
-	uint32_t *counts = malloc(nc * sizeof(*counts));
-	for (uint64_t c = 0; c < nc; c++) {
-		rf_chunk_info ci;
-		rf_dataset_chunk_info(ds, c, &ci);
-		counts[c] = ci.samples;
-	}
-	rf_dataset_close(&ds);
-	rf_plan_params pp;
-	rf_plan_params_init(&pp);
-	pp.mode = RF_PLAN_FULL;
-	pp.seed = seed;
-	pp.rank = rank;
-	pp.world = world;
-	pp.batch = batch;
-	pp.window = 1;
-	pp.tail = drop_last ? RF_PLAN_DROP : RF_PLAN_KEEP;
-	rf_plan *plan = NULL;
-	rf_plan_create(&plan, &pp, counts, nc, NULL);
-	free(counts);
-	return plan;
-}
-
 static int
 cmp_u64(const void *a, const void *b)
 {
@@ -265,7 +232,7 @@ test_order(const char *pattern, uint64_t N, uint32_t B)
 	struct seq a = {.v = malloc(8 * (4 * N + 4 * N / B + 16))};
 	struct seq b = {.v = malloc(8 * (4 * N + 4 * N / B + 16))};
 	struct seq c = {.v = malloc(8 * (4 * N + 4 * N / B + 16))};
-	rf_plan *plan = make_plan(pattern, 11, 0, 1, B, 0);
+	rf_plan *plan = lt_make_plan(dir, pattern, RF_PLAN_FULL, 11, 0, 1, B, 1, 0);
 	LT_CHECK(plan != NULL);
 	struct opts o = {.pattern = pattern, .seed = 11, .rank = 0, .world = 1, .batch = B,
 			 .epochs = 3};
@@ -318,7 +285,7 @@ test_ranks(const char *pattern, uint64_t N)
 	size_t batches = SIZE_MAX;
 	for (uint32_t r = 0; r < W; r++) {
 		struct seq s = {.v = malloc(8 * (2 * N + 2 * N / B + 16))};
-		rf_plan *plan = make_plan(pattern, 3, r, W, B, 1);
+		rf_plan *plan = lt_make_plan(dir, pattern, RF_PLAN_FULL, 3, r, W, B, 1, 1);
 		struct opts o = {.pattern = pattern, .seed = 3, .rank = (int32_t)r, .world = (int32_t)W,
 				 .batch = B, .drop_last = 1, .epochs = 2};
 		rf_loader *ld = open_full(&o);

@@ -123,40 +123,6 @@ stream(const char *pattern, enum rf_shuffle mode, uint64_t seed, int32_t rank, i
 	return rc;
 }
 
-static rf_plan *
-make_plan(uint64_t nsamples_hint, const char *pattern, enum rf_plan_mode mode, uint64_t seed,
-	  uint32_t rank, uint32_t world, uint32_t batch, int drop_last)
-{
-	(void)nsamples_hint;
-	char path[512];
-	snprintf(path, sizeof(path), "%s/%s", dir, pattern);
-	const char *paths[] = {path};
-	rf_dataset *ds;
-	if (rf_dataset_open(&ds, paths, 1, NULL) < 0)
-		return NULL;
-	uint64_t nc = rf_dataset_chunks(ds);
-	uint32_t *counts = malloc(nc * sizeof(*counts));
-	for (uint64_t c = 0; c < nc; c++) {
-		rf_chunk_info ci;
-		rf_dataset_chunk_info(ds, c, &ci);
-		counts[c] = ci.samples;
-	}
-	rf_dataset_close(&ds);
-	rf_plan_params pp;
-	rf_plan_params_init(&pp);
-	pp.mode = mode;
-	pp.seed = seed;
-	pp.rank = rank;
-	pp.world = world;
-	pp.batch = batch;
-	pp.window = mode == RF_PLAN_WINDOW ? window : 1;
-	pp.tail = drop_last ? RF_PLAN_DROP : RF_PLAN_KEEP;
-	rf_plan *plan = NULL;
-	rf_plan_create(&plan, &pp, counts, nc, NULL);
-	free(counts);
-	return plan;
-}
-
 /* Batches as (first sample) sequences: the samples of each batch, with a
  * batch boundary marker. */
 struct seq {
@@ -308,8 +274,10 @@ main(void)
 							RF_PLAN_NONE, RF_PLAN_CHUNKS, RF_PLAN_WINDOW};
 						static const enum rf_shuffle sm[] = {
 							RF_SHUFFLE_NONE, RF_SHUFFLE_CHUNKS, RF_SHUFFLE_WINDOW};
-						rf_plan *plan = make_plan(N, patterns[pi], pm[mode],
-									  42, (uint32_t)rank, (uint32_t)world, B, drop);
+						rf_plan *plan = lt_make_plan(
+							dir, patterns[pi], pm[mode], 42, (uint32_t)rank,
+							(uint32_t)world, B,
+							pm[mode] == RF_PLAN_WINDOW ? window : 1, drop);
 						LT_CHECK(plan != NULL);
 						struct run r;
 						LT_CHECK(stream(patterns[pi], sm[mode], 42, rank, world, B,
