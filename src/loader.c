@@ -2326,7 +2326,15 @@ rf_loader_open(rf_loader **out, const rf_config *cfg)
 	pthread_cond_init(&ld->work_cv, NULL);
 	pthread_cond_init(&ld->stage_cv, NULL);
 	pthread_cond_init(&ld->copy_cv, NULL);
-	pthread_cond_init(&ld->cons_cv, NULL);
+	{
+		/* The consumer's timed wait (rf_loader_next_timeout) measures
+		 * on the monotonic clock: a wall-clock step must not stretch it. */
+		pthread_condattr_t ca;
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&ld->cons_cv, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	ld->sync_init = 1;
 
 	int rc = loader_open(ld, cfg);
@@ -2480,7 +2488,7 @@ rf_loader_close(rf_loader **ldp)
 /* ------------------------------------------------------------ consumer */
 
 static int
-loader_next(rf_loader *ld, const rf_batch **out, int wait)
+loader_next(rf_loader *ld, const rf_batch **out, uint64_t wait_ns)
 {
 	if (!ld || !out)
 		return -EINVAL;
@@ -2498,7 +2506,8 @@ loader_next(rf_loader *ld, const rf_batch **out, int wait)
 	 * system call.  Time is measured only when there is something to wait
 	 * for. */
 	uint64_t t0 = 0;
-	int rc = 0;
+	int rc = 0, timed_out = 0;
+	struct timespec deadline;
 	while (ld->rq_len == 0) {
 		if (ld->final_code) {
 			rc = ld->final_code;
@@ -2507,13 +2516,20 @@ loader_next(rf_loader *ld, const rf_batch **out, int wait)
 		}
 		if (ld->eos)
 			break;
-		if (!wait) {
+		if (!wait_ns || timed_out) {
 			rc = -EAGAIN;
 			break;
 		}
-		if (!t0)
+		if (!t0) {
 			t0 = now_ns();
-		pthread_cond_wait(&ld->cons_cv, &ld->mu);
+			uint64_t end = t0 + (wait_ns < UINT64_MAX - t0 ? wait_ns : UINT64_MAX - t0);
+			deadline.tv_sec = (time_t)(end / 1000000000u);
+			deadline.tv_nsec = (long)(end % 1000000000u);
+		}
+		if (wait_ns == UINT64_MAX)
+			pthread_cond_wait(&ld->cons_cv, &ld->mu);
+		else if (pthread_cond_timedwait(&ld->cons_cv, &ld->mu, &deadline) == ETIMEDOUT)
+			timed_out = 1;
 	}
 	if (t0)
 		ld->st_stall_ns += now_ns() - t0;
@@ -2540,7 +2556,13 @@ loader_next(rf_loader *ld, const rf_batch **out, int wait)
 RF_API int
 rf_loader_next(rf_loader *ld, const rf_batch **batch)
 {
-	return loader_next(ld, batch, 1);
+	return loader_next(ld, batch, UINT64_MAX);
+}
+
+RF_API int
+rf_loader_next_timeout(rf_loader *ld, const rf_batch **batch, uint64_t timeout_ns)
+{
+	return loader_next(ld, batch, timeout_ns);
 }
 
 RF_API int

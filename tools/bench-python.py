@@ -38,7 +38,7 @@ def c_loader(args, path):
 
 
 def python_loader(args, path, torch, ringfeed):
-    ld = ringfeed.Loader(path, args.batch, device=args.device, pinned_bytes=args.pinned,
+    ld = ringfeed.Loader(path, args.batch, device=args.device, pinned_bytes=args.pinned, depth=args.depth,
                          drop_last=False, direct=not args.buffered)
     samples = 0
     t0 = time.perf_counter()
@@ -88,6 +88,8 @@ def main():
                     help="the ringfeed command (for the C loader's rate)")
     ap.add_argument("--samples", type=int, default=200000)
     ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--depth", type=int, default=2,
+                    help="device buffers of the Python loader (a for loop holds one)")
     ap.add_argument("--seconds", type=float, default=5.0, help="minimum time per measurement")
     ap.add_argument("--pinned", type=int, default=64 << 20)
     ap.add_argument("--device", default="host", help="host (default) or cuda")

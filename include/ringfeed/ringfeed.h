@@ -430,6 +430,12 @@ RF_API int rf_loader_next(rf_loader *ld, const rf_batch **batch);
  * batch is not ready yet. */
 RF_API int rf_loader_try_next(rf_loader *ld, const rf_batch **batch);
 
+/* As rf_loader_next, but waits at most timeout_ns nanoseconds (of
+ * CLOCK_MONOTONIC) and then returns -EAGAIN: for consumers that must wake up
+ * now and then, such as an interpreter checking for Ctrl-C.  0 behaves as
+ * rf_loader_try_next; UINT64_MAX as rf_loader_next. */
+RF_API int rf_loader_next_timeout(rf_loader *ld, const rf_batch **batch, uint64_t timeout_ns);
+
 /*
  * Make `stream` (a cudaStream_t; NULL for the default stream) wait for the
  * batch's copy to complete, without blocking the host (cuda).  With the host

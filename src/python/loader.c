@@ -42,8 +42,8 @@ struct core {
 	int have_epoch0;         /* c_epoch0 is known */
 	uint64_t c_epoch0;       /* rf_batch.epoch of the first batch taken */
 	uint64_t epoch0;         /* the Python epoch that c_epoch0 stands for */
-	uint64_t wait_ns;        /* waiting for batches in wait_next (the library's
-	                            stall time counts blocking rf_loader_next only) */
+	uint64_t wait_ns;        /* waiting in rf_batch_wait for host batches (the
+	                            library counts only its next calls as stall) */
 };
 
 static void
@@ -571,10 +571,11 @@ now_s(void)
 }
 
 /* The next batch of the C loader: returns its code; 1 when a signal handler
- * raised (KeyboardInterrupt), with the exception set.  Waits in slices
- * without the GIL, polling rf_loader_try_next, so Ctrl-C is seen within
- * about 20 ms: rf_loader_next would block in a condition wait that no
- * signal interrupts. */
+ * raised (KeyboardInterrupt), with the exception set.  Waits without the GIL
+ * in slices of 20 ms (rf_loader_next_timeout), so Ctrl-C is seen within
+ * about 20 ms; the wait itself is the loader's condition wait, so a batch
+ * that becomes ready wakes the consumer at once and the wait burns no CPU
+ * the loader's threads need. */
 static int
 wait_next(LoaderObject *self, const rf_batch **out)
 {
@@ -584,26 +585,10 @@ wait_next(LoaderObject *self, const rf_batch **out)
 	if (rc != -EAGAIN)
 		return rc;
 	self->busy = 1;
-	unsigned spins = 0;
-	long nap = 0;
-	double start = now_s();
 	for (;;) {
+		/* The library counts this wait as stall time. */
 		Py_BEGIN_ALLOW_THREADS
-		double t0 = now_s();
-		do {
-			/* Yield first (a batch is usually moments away), then
-			 * sleep, doubling up to 100 us: the latency a sleep adds to
-			 * a batch stays small against the batch's own time. */
-			if (spins < 64) {
-				spins++;
-				sched_yield();
-			} else {
-				nap = nap ? (nap < 100000 ? nap * 2 : nap) : 5000;
-				struct timespec ts = {0, nap};
-				nanosleep(&ts, NULL);
-			}
-			rc = rf_loader_try_next(c->ld, out);
-		} while (rc == -EAGAIN && now_s() - t0 < 0.02);
+		rc = rf_loader_next_timeout(c->ld, out, 20000000u);
 		Py_END_ALLOW_THREADS
 		if (rc != -EAGAIN)
 			break;
@@ -612,7 +597,6 @@ wait_next(LoaderObject *self, const rf_batch **out)
 			break;
 		}
 	}
-	c->wait_ns += (uint64_t)((now_s() - start) * 1e9);
 	self->busy = 0;
 	return rc;
 }
@@ -1144,8 +1128,8 @@ loader_stats(LoaderObject *self, PyObject *unused)
 	int rc = rf_loader_stats(self->core->ld, &st);
 	if (rc < 0)
 		return rfpy_raise(rc, "stats", rf_loader_errmsg(self->core->ld));
-	/* The consumer waits here in slices of rf_loader_try_next, which the
-	 * library does not count as stall time: add ours. */
+	/* The consumer also waits in rf_batch_wait, which the library does
+	 * not count as stall time: add it. */
 	st.stall_ns += self->core->wait_ns;
 	st.stall_share = st.wall_ns ? (double)st.stall_ns / (double)st.wall_ns : 0.0;
 	return Py_BuildValue(
