@@ -611,6 +611,36 @@ push_direct(rf_loader *ld, uint64_t epoch, const rf_chunk_sections *sec, unsigne
 	return 0;
 }
 
+/* Move the gather to `epoch` (the turn holder only): the previous epoch's
+ * items are used up once a read of the next one has its turn. */
+static int
+gather_enter_epoch(rf_loader *ld, uint64_t epoch, rf_diag *d)
+{
+	int rc = rf_plan_set_epoch(ld->gplan, epoch);
+	if (rc < 0)
+		return rf_fail(d, rc, "loader: the plan of epoch %" PRIu64 " failed: %s", epoch,
+			       rf_plan_errmsg(ld->gplan));
+	ld->g_epoch = epoch;
+	ld->g_n = ld->g_i = 0;
+	ld->g_done = 0;
+	return 0;
+}
+
+/* Take the plan's next batch of items into ld->items; *n = 0 at the end of
+ * the epoch. */
+static int
+gather_refill(rf_loader *ld, uint32_t *n, rf_diag *d)
+{
+	*n = 0;
+	int rc = rf_plan_next_batch(ld->gplan, ld->items, ld->layout.batch, n);
+	if (rc < 0)
+		return rf_fail(d, rc, "loader: the plan's next batch failed: %s",
+			       rf_plan_errmsg(ld->gplan));
+	ld->g_n = *n;
+	ld->g_i = 0;
+	return 0;
+}
+
 /* Gather the plan items that come from this step's chunk into batches, in
  * order (the turn holder only).  A plan batch whose items all lie in this
  * chunk, back to back, goes direct when the layout allows. */
@@ -622,23 +652,16 @@ gather_step(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *sec,
 	if (st->epoch != ld->g_epoch) {
 		/* Every item of the previous epoch named one of its reads, all
 		 * gathered before this one: its items are used up. */
-		rc = rf_plan_set_epoch(ld->gplan, st->epoch);
+		rc = gather_enter_epoch(ld, st->epoch, d);
 		if (rc < 0)
-			return rf_fail(d, rc, "loader: the plan of epoch %" PRIu64 " failed: %s",
-				       st->epoch, rf_plan_errmsg(ld->gplan));
-		ld->g_epoch = st->epoch;
-		ld->g_n = ld->g_i = 0;
-		ld->g_done = 0;
+			return rc;
 	}
 	for (;;) {
 		if (ld->g_i >= ld->g_n) {
-			uint32_t n = 0;
-			rc = rf_plan_next_batch(ld->gplan, ld->items, ld->layout.batch, &n);
+			uint32_t n;
+			rc = gather_refill(ld, &n, d);
 			if (rc < 0)
-				return rf_fail(d, rc, "loader: the plan's next batch failed: %s",
-					       rf_plan_errmsg(ld->gplan));
-			ld->g_n = n;
-			ld->g_i = 0;
+				return rc;
 			if (n == 0)
 				return 0; /* this epoch's batches are all out */
 		}
@@ -742,13 +765,9 @@ gather_step_window(rf_loader *ld, const struct lstep *st, const rf_chunk_section
 {
 	int rc;
 	if (st->epoch != ld->g_epoch) {
-		rc = rf_plan_set_epoch(ld->gplan, st->epoch);
+		rc = gather_enter_epoch(ld, st->epoch, d);
 		if (rc < 0)
-			return rf_fail(d, rc, "loader: the plan of epoch %" PRIu64 " failed: %s",
-				       st->epoch, rf_plan_errmsg(ld->gplan));
-		ld->g_epoch = st->epoch;
-		ld->g_n = ld->g_i = 0;
-		ld->g_done = 0;
+			return rc;
 		window_drop_below(ld, UINT64_MAX);
 		ld->wlo = ld->whi = 0;
 		ld->w_epoch_done = 0;
@@ -789,13 +808,10 @@ gather_step_window(rf_loader *ld, const struct lstep *st, const rf_chunk_section
 
 	for (;;) {
 		if (ld->g_i >= ld->g_n) {
-			uint32_t n = 0;
-			rc = rf_plan_next_batch(ld->gplan, ld->items, ld->layout.batch, &n);
+			uint32_t n;
+			rc = gather_refill(ld, &n, d);
 			if (rc < 0)
-				return rf_fail(d, rc, "loader: the plan's next batch failed: %s",
-					       rf_plan_errmsg(ld->gplan));
-			ld->g_n = n;
-			ld->g_i = 0;
+				return rc;
 			if (n == 0) {
 				window_drop_below(ld, UINT64_MAX);
 				ld->w_epoch_done = 1;

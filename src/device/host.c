@@ -466,6 +466,28 @@ host_copy_d2h(rf_device *dev, void *dst, const void *src, size_t bytes)
 	return 0;
 }
 
+/* Block until `ev` has completed generation `gen` or the device closes
+ * (hd->lock held). */
+static void
+wait_gen_locked(struct host_dev *hd, const struct host_event *ev, uint64_t gen)
+{
+	while (ev->completed < gen && !hd->closing)
+		progress_wait(hd);
+}
+
+/* Queue an event op (record or wait) of generation `gen` on `stream`
+ * (hd->lock held); the op keeps the event alive until it has run. */
+static void
+enqueue_event_op(struct host_dev *hd, void *stream, struct host_op *op, enum op_kind kind,
+		 struct host_event *ev, uint64_t gen)
+{
+	op->kind = kind;
+	op->ev = ev;
+	op->gen = gen;
+	ev->refs++;
+	enqueue(hd, stream, op);
+}
+
 static int
 host_event_record(rf_device *dev, void *event, void *stream)
 {
@@ -493,11 +515,7 @@ host_event_record(rf_device *dev, void *event, void *stream)
 		ev->completed = gen;
 		progress_wake(hd);
 	} else {
-		op->kind = OP_RECORD;
-		op->ev = ev;
-		op->gen = gen;
-		ev->refs++;
-		enqueue(hd, stream, op);
+		enqueue_event_op(hd, stream, op, OP_RECORD, ev, gen);
 	}
 	pthread_mutex_unlock(&hd->lock);
 	return 0;
@@ -520,9 +538,7 @@ host_event_sync(rf_device *dev, void *event)
 	struct host_dev *hd = hd_of(dev);
 	struct host_event *ev = event;
 	pthread_mutex_lock(&hd->lock);
-	uint64_t gen = ev->recorded;
-	while (ev->completed < gen && !hd->closing)
-		progress_wait(hd);
+	wait_gen_locked(hd, ev, ev->recorded);
 	pthread_mutex_unlock(&hd->lock);
 	return 0;
 }
@@ -541,14 +557,9 @@ host_stream_wait_event(rf_device *dev, void *stream, void *event)
 		free(op); /* nothing to wait for */
 	} else if (!stream) {
 		/* The synchronous stream is the caller: it blocks. */
-		while (ev->completed < gen && !hd->closing)
-			progress_wait(hd);
+		wait_gen_locked(hd, ev, gen);
 	} else {
-		op->kind = OP_WAIT;
-		op->ev = ev;
-		op->gen = gen;
-		ev->refs++;
-		enqueue(hd, stream, op);
+		enqueue_event_op(hd, stream, op, OP_WAIT, ev, gen);
 	}
 	pthread_mutex_unlock(&hd->lock);
 	return 0;
