@@ -435,6 +435,12 @@ static PyTypeObject ArrayType = {
 /* ----------------------------------------------------------- loader */
 
 enum { SHUFFLE_NONE, SHUFFLE_CHUNKS, SHUFFLE_WINDOW, SHUFFLE_FULL };
+
+/* Device buffers the C loader has beyond the `depth` batches the consumer
+ * may hold (see loader_open_core). */
+#define RFPY_SPARE_BUFFERS 1
+/* The C loader's most device buffers (rf_loader_open refuses more). */
+#define RFPY_MAX_BUFFERS 64
 static const char *const shuffle_names[] = {"none", "chunks", "window", "full"};
 
 typedef struct {
@@ -503,6 +509,13 @@ loader_open_core(LoaderObject *self, uint64_t epoch, const void *resume, size_t 
 	cfg.epoch = epoch;
 	cfg.resume = resume;
 	cfg.resume_len = len;
+	/* One device buffer more than the consumer may hold (loader_take
+	 * enforces `depth`): a `for` loop still holds the previous batch, in
+	 * its variable, while it asks for the next one, so with exactly depth
+	 * buffers one of them would sit idle at every step and the copy of the
+	 * next batch would wait for the consumer.  The spare keeps depth
+	 * buffers refilling while the loop body runs. */
+	cfg.depth = self->cfg.depth + RFPY_SPARE_BUFFERS;
 	self->busy = 1;
 	Py_BEGIN_ALLOW_THREADS
 	rc = rf_loader_open(&ld, &cfg);
@@ -512,6 +525,14 @@ loader_open_core(LoaderObject *self, uint64_t epoch, const void *resume, size_t 
 	self->busy = 0;
 	if (rc < 0) {
 		PyMem_Free(c);
+		if (rc == RF_EMEMPLAN) {
+			/* The library's figures count the spare buffer. */
+			size_t n = strlen(msg);
+			snprintf(msg + n, sizeof(msg) - n,
+				 " (the Python loader opens depth + %d = %u device buffers: "
+				 "depth=%u batches held plus one being refilled)",
+				 RFPY_SPARE_BUFFERS, cfg.depth, self->cfg.depth);
+		}
 		if (rc == RF_EUSAGE && strstr(msg, "shuffle") && strstr(msg, "not supported")) {
 			PyErr_Format(PyExc_ValueError,
 				     "shuffle mode \"%s\" is not supported by this build (%s)",
@@ -607,11 +628,11 @@ raise_held(LoaderObject *self)
 	char msg[512];
 
 	snprintf(msg, sizeof(msg),
-		 "all %u batch buffers (depth=%u) are held: %u batches, or arrays and tensors made "
-		 "from them, are still alive. Drop them (del batch, and the tensors from "
+		 "%u batches are held, the most depth=%u allows: they, or arrays and tensors "
+		 "made from them, are still alive. Drop them (del batch, and the tensors from "
 		 "torch.from_dlpack) before asking for the next batch, copy what you keep "
 		 "(tensor.clone()), or raise Loader(depth=...)",
-		 self->cfg.depth, self->cfg.depth, self->core->held);
+		 self->core->held, self->cfg.depth);
 	return rfpy_raise(RF_EHELD, NULL, msg);
 }
 
@@ -891,7 +912,7 @@ loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	rf_config_init(cfg);
 	const struct { const char *name; Py_ssize_t v, lo, hi; } ranges[] = {
 		{"batch_size", batch_size, 1, (Py_ssize_t)1 << 30},
-		{"depth", depth, 1, 1 << 16},
+		{"depth", depth, 1, RFPY_MAX_BUFFERS - RFPY_SPARE_BUFFERS},
 		{"window", window, 0, 1 << 20},
 		{"io_depth", io_depth, 0, 1 << 16},
 		{"decode_threads", decode_threads, 0, 1 << 10},
@@ -1135,7 +1156,7 @@ loader_stats(LoaderObject *self, PyObject *unused)
 	return Py_BuildValue(
 		"{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:d,s:N,"
 		"s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-		"s:N,s:N,s:N,s:N,s:N,s:N,s:s,s:O,s:s}",
+		"s:N,s:N,s:N,s:N,s:N,s:N,s:s,s:O,s:s,s:I,s:I}",
 		"bytes_read", u64(st.bytes_read), "bytes_delivered", u64(st.bytes_delivered),
 		"batches", u64(st.batches), "samples", u64(st.samples), "chunks", u64(st.chunks),
 		"wall_ns", u64(st.wall_ns), "read_ns", u64(st.read_ns),
@@ -1151,7 +1172,10 @@ loader_stats(LoaderObject *self, PyObject *unused)
 		"pinned_bytes", u64(st.pinned_bytes), "pinned_peak", u64(st.pinned_peak),
 		"device_bytes", u64(st.device_bytes), "device_peak", u64(st.device_peak),
 		"io_engine", st.io_engine, "io_direct", st.io_direct ? Py_True : Py_False,
-		"device", st.device);
+		"device", st.device,
+		/* device_bytes counts the library's buffers: `buffers` of
+		 * them, depth for the consumer and the spare. */
+		"depth", self->cfg.depth, "buffers", self->cfg.depth + RFPY_SPARE_BUFFERS);
 }
 
 /*
@@ -1351,7 +1375,10 @@ static PyMethodDef loader_methods[] = {
 	{"set_epoch", (PyCFunction)loader_set_epoch, METH_O,
 	 "set_epoch(e): the next pass iterates epoch e (the order depends on it when\n"
 	 "shuffling).  Passes advance the epoch by themselves; call it to jump."},
-	{"stats", (PyCFunction)loader_stats, METH_NOARGS, "The loader's counters (rf_stats) as a dict."},
+	{"stats", (PyCFunction)loader_stats, METH_NOARGS,
+	 "The loader's counters (rf_stats) as a dict, plus `depth` (the batches that\n"
+	 "may be held) and `buffers` (the device buffers, depth + 1, that device_bytes\n"
+	 "and device_peak count)."},
 	{"state_dict", (PyCFunction)loader_state_dict, METH_NOARGS,
 	 "The position after the last batch yielded, as a small dict to checkpoint."},
 	{"load_state_dict", (PyCFunction)loader_load_state_dict, METH_O,
@@ -1367,7 +1394,8 @@ static PyGetSetDef loader_getset[] = {
 	{"device", (getter)loader_get_device, NULL, "Where batches are: \"cpu\" or \"cuda:N\".", NULL},
 	{"samples", (getter)loader_get_samples, NULL, "Samples in the dataset.", NULL},
 	{"batch_size", (getter)loader_get_batch_size, NULL, "Samples per batch.", NULL},
-	{"depth", (getter)loader_get_depth, NULL, "Batches that may be held at once.", NULL},
+	{"depth", (getter)loader_get_depth, NULL,
+	 "Batches that may be held at once (the loader has one device buffer more).", NULL},
 	{"held", (getter)loader_get_held, NULL, "Batches held now (by arrays or tensors).", NULL},
 	{NULL, NULL, NULL, NULL, NULL},
 };
@@ -1392,8 +1420,12 @@ static PyTypeObject LoaderType = {
 	"epoch's len(loader) batches, then advances the epoch; each batch is a dict\n"
 	"{field: Array}, a variable-length field an (offsets, data) pair.  Arrays speak\n"
 	"DLPack: torch.from_dlpack(batch[\"x\"]) is a tensor on the loader's device with\n"
-	"no copy.  At most `depth` batches may be alive at once: a batch's buffer is\n"
-	"reused once every array and tensor made from it is gone.",
+	"no copy.  At most `depth` batches may be alive at once (one more raises\n"
+	"ringfeed.Error EHELD): a batch's buffer is reused once every array and\n"
+	"tensor made from it is gone.  The loader keeps depth + 1 device buffers of\n"
+	"the batch size: a for loop still holds its previous batch while it asks\n"
+	"for the next, and the spare buffer is refilled meanwhile, so that the copy\n"
+	"of the next batch never waits for the loop.",
 	.tp_methods = loader_methods,
 	.tp_getset = loader_getset,
 	.tp_as_sequence = &loader_sequence,

@@ -2,13 +2,15 @@
 # Description: batch buffer lifetime in ringfeed.Loader: releasing a batch's
 # arrays and tensors in any order gives its buffer back once, when the last
 # goes; holding depth batches and asking for another raises ringfeed.Error
-# EHELD saying what to do, and the stream goes on once one is released; an
+# EHELD saying what to do, and the stream goes on once one is released; while
+# depth batches are held the loader's spare buffer still receives the next; an
 # exception mid-iteration, a break, and the collection of a live loader leak
 # no thread, file or memory (1000 open/iterate/close cycles at flat RSS).
 import gc
 import itertools
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -60,6 +62,22 @@ for depth in (1, 2, 3):
         msg = str(e)
         check("depth" in msg and "clone" in msg and "del" in msg,
               "the message says how to fix it: %s" % msg)
+    # The spare buffer: while the consumer holds all `depth` batches the
+    # loader still copies the next one into a buffer of its own (a for loop
+    # holds its previous batch while asking for the next).  Without the
+    # spare no batch could become ready here, however long we wait.
+    st = ld.stats()
+    check(st["depth"] == depth and st["buffers"] == depth + 1,
+          "depth %d, buffers %d" % (st["depth"], st["buffers"]))
+    check(st["device_bytes"] == (depth + 1) * st["batch_bytes"],
+          "device bytes %d for %d buffers of %d" % (st["device_bytes"], depth + 1,
+                                                    st["batch_bytes"]))
+    deadline = time.monotonic() + 60
+    while ld.stats()["ready"] < 1 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    check(ld.stats()["ready"] == 1,
+          "depth %d, %d held: the next batch was not copied (ready %d)" % (
+              depth, depth, ld.stats()["ready"]))
     last = int(np.asarray(held[-1]["y"])[0])
     held.pop(0)
     b = next(it)
