@@ -44,6 +44,11 @@ struct core {
 	uint64_t epoch0;         /* the Python epoch that c_epoch0 stands for */
 	uint64_t wait_ns;        /* waiting in rf_batch_wait for host batches (the
 	                            library counts only its next calls as stall) */
+	/* Made once rather than per batch or per conversion: */
+	PyObject *dev_tuple;     /* __dlpack_device__'s (type, id) */
+	PyObject *names;         /* the batches' field names (interned str), a tuple
+	                            made from the first batch: one C loader's
+	                            fields never change */
 };
 
 static void
@@ -52,6 +57,8 @@ core_close_now(struct core *c)
 	rf_loader *ld = c->ld;
 
 	c->ld = NULL;
+	Py_CLEAR(c->dev_tuple);
+	Py_CLEAR(c->names);
 	/* Joins the loader's threads: never with the GIL held (they do not
 	 * take it, but the program's other threads should run meanwhile). */
 	Py_BEGIN_ALLOW_THREADS
@@ -201,18 +208,45 @@ capsule_destructor(PyObject *cap)
 	PyErr_Restore(type, value, tb);
 }
 
-static PyObject *
-array_dlpack(ArrayObject *self, PyObject *args, PyObject *kwargs)
+/* __dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)'s
+ * keywords, parsed by hand: the vectorcall convention spares the tuple and
+ * dict of the generic parser on a call made for every field of every
+ * batch. */
+static int
+dlpack_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **vals)
 {
-	static char *kwlist[] = {"stream", "max_version", "dl_device", "copy", NULL};
-	PyObject *stream = Py_None, *max_version = Py_None, *dl_device = Py_None,
-		 *copy = Py_None;
+	static const char *const names[] = {"stream", "max_version", "dl_device", "copy"};
+	Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+
+	if (nargs > 0) {
+		PyErr_SetString(PyExc_TypeError, "__dlpack__() takes keyword arguments only");
+		return -1;
+	}
+	for (Py_ssize_t k = 0; k < nkw; k++) {
+		PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+		size_t i = 0;
+		while (i < 4 && PyUnicode_CompareWithASCIIString(key, names[i]) != 0)
+			i++;
+		if (i == 4) {
+			PyErr_Format(PyExc_TypeError,
+				     "__dlpack__() got an unexpected keyword argument %R", key);
+			return -1;
+		}
+		vals[i] = args[k];
+	}
+	return 0;
+}
+
+static PyObject *
+array_dlpack(ArrayObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+	PyObject *vals[4] = {Py_None, Py_None, Py_None, Py_None};
 	BatchObject *batch = self->batch;
 	DLDevice dev = batch->core->device;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO:__dlpack__", kwlist, &stream,
-					 &max_version, &dl_device, &copy))
+	if (dlpack_args(args, nargs, kwnames, vals) < 0)
 		return NULL;
+	PyObject *stream = vals[0], *dl_device = vals[2], *copy = vals[3];
 	if (dl_device != Py_None) {
 		int dt, di;
 		if (!PyArg_ParseTuple(dl_device, "ii:dl_device", &dt, &di))
@@ -287,9 +321,7 @@ array_dlpack(ArrayObject *self, PyObject *args, PyObject *kwargs)
 static PyObject *
 array_dlpack_device(ArrayObject *self, PyObject *unused)
 {
-	DLDevice d = self->batch->core->device;
-
-	return Py_BuildValue("(ii)", (int)d.device_type, (int)d.device_id);
+	return Py_NewRef(self->batch->core->dev_tuple);
 }
 
 static PyObject *
@@ -395,7 +427,7 @@ static PyBufferProcs array_as_buffer = {
 };
 
 static PyMethodDef array_methods[] = {
-	{"__dlpack__", (PyCFunction)(void (*)(void))array_dlpack, METH_VARARGS | METH_KEYWORDS,
+	{"__dlpack__", (PyCFunction)(void (*)(void))array_dlpack, METH_FASTCALL | METH_KEYWORDS,
 	 "__dlpack__(*, stream=None) -> PyCapsule\n\n"
 	 "Export without a copy.  For a CUDA array the consumer's stream (an integer\n"
 	 "cudaStream_t; None or 1 the legacy default stream, 2 the per-thread one)\n"
@@ -555,6 +587,11 @@ loader_open_core(LoaderObject *self, uint64_t epoch, const void *resume, size_t 
 		if (st.device[4] == ':')
 			c->device.device_id = atoi(st.device + 5);
 	}
+	c->dev_tuple = Py_BuildValue("(ii)", (int)c->device.device_type, (int)c->device.device_id);
+	if (!c->dev_tuple) {
+		core_close_now(c);
+		return -1;
+	}
 	/* Swap before retiring: retiring may close the old loader without
 	 * the GIL, and no other thread may reach it through self meanwhile. */
 	struct core *old = self->core;
@@ -636,6 +673,26 @@ raise_held(LoaderObject *self)
 	return rfpy_raise(RF_EHELD, NULL, msg);
 }
 
+/* The field names of c's batches, from its first batch b. */
+static int
+core_make_names(struct core *c, const rf_batch *b)
+{
+	PyObject *t = PyTuple_New((Py_ssize_t)b->nfields);
+
+	if (!t)
+		return -1;
+	for (uint32_t i = 0; i < b->nfields; i++) {
+		PyObject *name = PyUnicode_InternFromString(b->fields[i].name);
+		if (!name) {
+			Py_DECREF(t);
+			return -1;
+		}
+		PyTuple_SET_ITEM(t, (Py_ssize_t)i, name);
+	}
+	c->names = t;
+	return 0;
+}
+
 /* The dict of one batch. */
 static PyObject *
 make_batch_dict(LoaderObject *self, const rf_batch *b)
@@ -651,6 +708,8 @@ make_batch_dict(LoaderObject *self, const rf_batch *b)
 	bo->stream = NULL;
 	if (bo->core->device.device_type == kDLCUDA)
 		bo->stream = (void *)(uintptr_t)1; /* the legacy default stream */
+	if (!bo->core->names && core_make_names(bo->core, b) < 0)
+		goto fail;
 	PyObject *d = PyDict_New();
 	if (!d)
 		goto fail;
@@ -684,7 +743,7 @@ make_batch_dict(LoaderObject *self, const rf_batch *b)
 			Py_XDECREF(off);
 			Py_XDECREF(dat);
 		}
-		if (!v || PyDict_SetItemString(d, f->name, v) < 0) {
+		if (!v || PyDict_SetItem(d, PyTuple_GET_ITEM(bo->core->names, i), v) < 0) {
 			Py_XDECREF(v);
 			Py_DECREF(d);
 			goto fail;
@@ -1173,8 +1232,9 @@ loader_stats(LoaderObject *self, PyObject *unused)
 		"device_bytes", u64(st.device_bytes), "device_peak", u64(st.device_peak),
 		"io_engine", st.io_engine, "io_direct", st.io_direct ? Py_True : Py_False,
 		"device", st.device,
-		/* device_bytes counts the library's buffers: `buffers` of
-		 * them, depth for the consumer and the spare. */
+		/* The library's device buffers: depth for the consumer and
+		 * the spare (device_bytes is buffers x batch_bytes when
+		 * batches are copied to the device). */
 		"depth", self->cfg.depth, "buffers", self->cfg.depth + RFPY_SPARE_BUFFERS);
 }
 
@@ -1377,8 +1437,7 @@ static PyMethodDef loader_methods[] = {
 	 "shuffling).  Passes advance the epoch by themselves; call it to jump."},
 	{"stats", (PyCFunction)loader_stats, METH_NOARGS,
 	 "The loader's counters (rf_stats) as a dict, plus `depth` (the batches that\n"
-	 "may be held) and `buffers` (the device buffers, depth + 1, that device_bytes\n"
-	 "and device_peak count)."},
+	 "may be held) and `buffers` (the library's device buffers: depth + 1)."},
 	{"state_dict", (PyCFunction)loader_state_dict, METH_NOARGS,
 	 "The position after the last batch yielded, as a small dict to checkpoint."},
 	{"load_state_dict", (PyCFunction)loader_load_state_dict, METH_O,

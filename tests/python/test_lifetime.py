@@ -69,9 +69,6 @@ for depth in (1, 2, 3):
     st = ld.stats()
     check(st["depth"] == depth and st["buffers"] == depth + 1,
           "depth %d, buffers %d" % (st["depth"], st["buffers"]))
-    check(st["device_bytes"] == (depth + 1) * st["batch_bytes"],
-          "device bytes %d for %d buffers of %d" % (st["device_bytes"], depth + 1,
-                                                    st["batch_bytes"]))
     deadline = time.monotonic() + 60
     while ld.stats()["ready"] < 1 and time.monotonic() < deadline:
         time.sleep(0.001)
