@@ -29,7 +29,8 @@ import numpy as np
 
 def c_loader(args, path):
     cmd = [args.ringfeed, "bench", "--json", "-q", "--device", args.device, "--batch",
-           str(args.batch), "--seconds", str(args.seconds), "--pinned", str(args.pinned)]
+           str(args.batch), "--seconds", str(args.seconds), "--pinned", str(args.pinned),
+           "--depth", str(args.depth)]
     if args.buffered:
         cmd.append("--buffered")
     cmd.append(path)
@@ -89,7 +90,8 @@ def main():
     ap.add_argument("--samples", type=int, default=200000)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--depth", type=int, default=2,
-                    help="device buffers of the Python loader (a for loop holds one)")
+                    help="depth of both loaders: batches the consumer may hold (the Python "
+                         "loader keeps one device buffer more, for a for loop's previous batch)")
     ap.add_argument("--seconds", type=float, default=5.0, help="minimum time per measurement")
     ap.add_argument("--pinned", type=int, default=64 << 20)
     ap.add_argument("--device", default="host", help="host (default) or cuda")
@@ -119,7 +121,8 @@ def main():
         del x, y
 
         res = {"samples": args.samples, "batch": args.batch, "device": args.device,
-               "direct": not args.buffered,
+               "direct": not args.buffered, "depth": args.depth,
+               "loadavg_before": os.getloadavg()[0],
                "ringfeed_version": ringfeed.__version__, "torch_version": torch.__version__}
         c_device = args.device
         py_device = "cuda" if args.device == "cuda" else "cpu"
@@ -135,6 +138,7 @@ def main():
                 key = "dataloader_w%d" % w
                 best[key] = max(best[key], dataloader(args, x_path, y_path, w, torch))
         res.update(best)
+        res["loadavg_after"] = os.getloadavg()[0]
         res["ratio_vs_c"] = res["python_loader"] / res["c_loader"]
         res["ratio_vs_dataloader_w0"] = res["python_loader"] / res["dataloader_w0"]
         res["ratio_vs_dataloader_w2"] = res["python_loader"] / res["dataloader_w2"]
@@ -145,9 +149,11 @@ def main():
     if args.json:
         print(json.dumps(res))
         return
-    print("ringfeed %s, torch %s, %d samples of 784 B, batch %d, device %s, %s reads" % (
-        res["ringfeed_version"], res["torch_version"], args.samples, args.batch, args.device,
-        "O_DIRECT" if res["direct"] else "buffered"))
+    print("ringfeed %s, torch %s, %d samples of 784 B, batch %d, depth %d, device %s, %s reads" % (
+        res["ringfeed_version"], res["torch_version"], args.samples, args.batch, args.depth,
+        args.device, "O_DIRECT" if res["direct"] else "buffered"))
+    print("load average (1 min) %.2f before, %.2f after" % (res["loadavg_before"],
+                                                          res["loadavg_after"]))
     print("%-40s %12.0f samples/s" % ("C loader (ringfeed bench)", res["c_loader"]))
     print("%-40s %12.0f samples/s  (stall share %.2f)" % (
         "ringfeed.Loader + torch.from_dlpack", res["python_loader"],
