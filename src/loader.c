@@ -86,20 +86,6 @@ struct wstep {              /* a step in the pipeline window */
 	int64_t res;        /* read result: bytes or -errno */
 };
 
-enum dbuf_state { DB_FREE = 0, DB_COPYING, DB_READY, DB_HELD, DB_RELEASING, DB_RELEASED };
-
-struct dbuf {               /* one device buffer and the batch it holds */
-	rf_batch pub;       /* first: rf_batch_wait recovers the dbuf from it */
-	struct rf_loader *ld;
-	void *dptr;
-	void *copy_event;   /* the batch's ready event */
-	void *rel_event;    /* recorded by rf_loader_release */
-	int state;
-	rf_batch_field *fields;
-	int64_t *host_off;  /* nvar x (B + 1) */
-	uint64_t plan_done; /* of the batch it holds (see struct staged) */
-};
-
 enum staged_kind { SK_BATCH = 0, SK_END, SK_ERROR };
 
 struct staged {             /* a batch in its staging slot, or a marker */
@@ -116,6 +102,24 @@ struct staged {             /* a batch in its staging slot, or a marker */
 	int dbuf;           /* device buffer it is copied into */
 	int err;            /* the issue failed */
 	uint64_t t_issue;
+};
+
+enum dbuf_state { DB_FREE = 0, DB_COPYING, DB_READY, DB_HELD, DB_RELEASING, DB_RELEASED };
+
+struct dbuf {               /* one device buffer and the batch it holds */
+	rf_batch pub;       /* first: rf_batch_wait recovers the dbuf from it */
+	struct rf_loader *ld;
+	void *dptr;
+	void *copy_event;   /* the batch's ready event */
+	void *rel_event;    /* recorded by rf_loader_release */
+	int state;
+	rf_batch_field *fields;
+	int64_t *host_off;  /* nvar x (B + 1) */
+	uint64_t plan_done; /* of the batch it holds (see struct staged) */
+	/* Zero-copy (host device): the batch is its ring slot, given back
+	 * when the consumer has released it (see zc_recycle). */
+	int zc_src;         /* holds src's slot */
+	struct staged src;
 };
 
 struct wentry {             /* a decoded chunk held for window shuffling */
@@ -199,6 +203,9 @@ struct rf_loader {
 
 	unsigned *slot_refs; /* read slots: the worker's hold + direct batches */
 	unsigned *pin_refs;  /* transient pinning of read slots (copy thread) */
+	int zero_copy;       /* host device: a batch is handed out in its ring
+	                        slot, no copy (see plan_memory) */
+	unsigned zc_held;    /* staging places held by device buffers */
 	int direct_ok;       /* one fixed field: batches inside a raw chunk are
 	                        copied straight from the read slot */
 
@@ -677,7 +684,13 @@ gather_step(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *sec,
 			return rf_fail(d, RF_ECORRUPT, "%s: chunk %" PRIu64 " has %u samples, the plan "
 				       "asks for sample %u", ctx->path, ctx->chunk, sec->samples,
 				       it->offset + r - 1);
-		if (direct && ld->cur_slot < 0 && ld->g_i == 0 && r == ld->g_n) {
+		if (direct && ld->cur_slot < 0 && ld->g_i == 0 && r == ld->g_n &&
+		    (!ld->zero_copy ||
+		     (uintptr_t)(sec->field[ld->layout.part[0].field].data +
+				 (uint64_t)it->offset * ld->layout.part[0].value_bytes) %
+				     RF_BATCH_ALIGN == 0)) {
+			/* Zero-copy hands the batch out where it lies: only
+			 * where that keeps the promised alignment. */
 			rc = push_direct(ld, st->epoch, sec, read_slot, it->offset, r, it->pos);
 			if (rc < 0)
 				return rc;
@@ -1060,6 +1073,12 @@ copy_issue(rf_loader *ld, struct dbuf *b, struct staged *s)
 {
 	const struct rf_device_ops *ops = ld->dev->ops;
 	uint8_t *src = (uint8_t *)rf_ring_slot(ld->ring, s->slot) + s->src_off;
+	if (ld->zero_copy) {
+		/* The batch stays where it is: the buffer is its slot. */
+		b->dptr = src;
+		s->t_issue = now_ns();
+		return 0;
+	}
 	int rc = pin_for_copy(ld, s);
 	if (rc < 0)
 		return rc;
@@ -1082,16 +1101,20 @@ static int
 copy_complete(rf_loader *ld, struct dbuf *b, const struct staged *s)
 {
 	const struct rf_device_ops *ops = ld->dev->ops;
-	int rc = ops->event_sync(ld->dev, b->copy_event);
-	atomic_fetch_add_explicit(&ld->st_copy_ns, now_ns() - s->t_issue, memory_order_relaxed);
-	if (rc < 0) {
-		ops->stream_sync(ld->dev, ld->copy_stream);
-		rf_fail(&ld->copy_diag, rc, "loader: copying batch %" PRIu64 " to the device failed: %s",
-			s->index, ld->dev_diag.msg);
+	int rc = 0;
+	if (!ld->zero_copy) {
+		rc = ops->event_sync(ld->dev, b->copy_event);
+		atomic_fetch_add_explicit(&ld->st_copy_ns, now_ns() - s->t_issue,
+					  memory_order_relaxed);
+		if (rc < 0) {
+			ops->stream_sync(ld->dev, ld->copy_stream);
+			rf_fail(&ld->copy_diag, rc, "loader: copying batch %" PRIu64 " to the "
+				"device failed: %s", s->index, ld->dev_diag.msg);
+		}
+		int urc = unpin_after_copy(ld, s);
+		if (rc == 0)
+			rc = urc;
 	}
-	int urc = unpin_after_copy(ld, s);
-	if (rc == 0)
-		rc = urc;
 	if (rc == 0) {
 		/* The offsets in host memory, for the consumer: the slot is
 		 * read after the copy, so nothing races with it. */
@@ -1119,6 +1142,36 @@ staged_done(rf_loader *ld, const struct staged *s)
 		read_slot_unref(ld, s->slot);
 	else
 		rf_ring_release(ld->ring, s->slot);
+}
+
+/* Wake the producers of staged batches (gather, full reads) once enough
+ * staging places are free (mu held).  Not at every batch: they then fill
+ * several places in one go, one wake-up for several batches.  Every place
+ * still taken belongs to a batch on its way or to a device buffer the
+ * consumer will release, so the count always gets there.  In zero-copy, up
+ * to depth places belong to device buffers: the mark is half of the rest. */
+static void
+stage_freed_locked(rf_loader *ld)
+{
+	unsigned spare = ld->n_stage - (ld->zero_copy ? ld->depth : 0);
+	unsigned mark = ld->n_stage - (spare / 2 > 0 ? spare / 2 : 1);
+	if (ld->stage_held <= mark)
+		pthread_cond_signal(&ld->stage_cv);
+}
+
+/* Zero-copy: give a released batch's slot back to the ring (mu held, the
+ * consumer's work recorded at release is done).  Drops mu meanwhile. */
+static void
+zc_recycle_locked(rf_loader *ld, struct dbuf *b)
+{
+	struct staged src = b->src;
+	b->zc_src = 0;
+	pthread_mutex_unlock(&ld->mu);
+	staged_done(ld, &src);
+	pthread_mutex_lock(&ld->mu);
+	ld->stage_held--;
+	ld->zc_held--;
+	stage_freed_locked(ld);
 }
 
 /* A free device buffer (mu held): free first, else one the consumer has
@@ -1153,6 +1206,33 @@ copy_main(void *arg)
 	for (;;) {
 		if (ld->stop)
 			break;
+		/* Zero-copy: released batches whose stream work was still
+		 * pending at release (rf_loader_release gives the others back
+		 * itself). */
+		int recycled = 0;
+		for (uint32_t i = 0; ld->zero_copy && i < ld->depth; i++) {
+			struct dbuf *b = &ld->dbufs[i];
+			if (b->state != DB_RELEASED || !b->zc_src)
+				continue;
+			pthread_mutex_unlock(&ld->mu);
+			int rc = ops->event_sync(ld->dev, b->rel_event);
+			pthread_mutex_lock(&ld->mu);
+			if (rc < 0 && !ld->failed) {
+				/* Never reuse memory a consumer's work may still
+				 * read: stop with the slot kept. */
+				rf_fail(&ld->copy_diag, rc, "loader: waiting for a released batch "
+					"failed: %s", ld->dev_diag.msg);
+				fail_locked(ld, rc, ld->copy_diag.msg);
+				b->zc_src = 0; /* its slot stays taken until a reset */
+				continue;
+			}
+			if (rc == 0 && b->zc_src && b->state == DB_RELEASED) {
+				zc_recycle_locked(ld, b);
+				recycled = 1;
+			}
+		}
+		if (recycled)
+			continue;
 		/* A marker reaches the consumer once every batch before it is
 		 * ready. */
 		if (ld->sq_len > 0 && ld->sq_issued == 0 && ld->sq[ld->sq_head].kind != SK_BATCH) {
@@ -1205,18 +1285,23 @@ copy_main(void *arg)
 			struct dbuf *b = &ld->dbufs[s.dbuf];
 			pthread_mutex_unlock(&ld->mu);
 			int rc = s.err ? s.err : copy_complete(ld, b, &s);
-			staged_done(ld, &s);
+			/* Zero-copy: the slot is the batch; it goes back
+			 * once the consumer has released it. */
+			int keep = ld->zero_copy && rc == 0;
+			if (!keep)
+				staged_done(ld, &s);
 			pthread_mutex_lock(&ld->mu);
 			ld->sq_head = (ld->sq_head + 1) % ld->sq_cap;
 			ld->sq_len--;
 			ld->sq_issued--;
-			ld->stage_held--;
-			/* Wake the gather when half the staging places are free, not
-			 * at every batch: it then fills them in one go, one wake-up
-			 * for several batches.  Every place still taken belongs to a
-			 * staged batch on its way, so the count always gets there. */
-			if (ld->stage_held <= ld->n_stage / 2)
-				pthread_cond_signal(&ld->stage_cv);
+			if (keep) {
+				b->zc_src = 1;
+				b->src = s;
+				ld->zc_held++;
+			} else {
+				ld->stage_held--;
+				stage_freed_locked(ld);
+			}
 			if (rc < 0) {
 				b->state = DB_FREE;
 				fail_locked(ld, rc, ld->copy_diag.msg);
@@ -1243,7 +1328,7 @@ copy_main(void *arg)
 		struct staged s = ld->sq[ld->sq_head];
 		struct dbuf *b = &ld->dbufs[s.dbuf];
 		pthread_mutex_unlock(&ld->mu);
-		if (!s.err) {
+		if (!s.err && !ld->zero_copy) {
 			ops->event_sync(ld->dev, b->copy_event);
 			unpin_after_copy(ld, &s);
 		}
@@ -1823,13 +1908,21 @@ plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 	}
 	if (nslots > 4096)
 		nslots = 4096; /* more slots only add bookkeeping */
+	/* Host device: a batch is handed out in the slot it was assembled (or
+	 * read) in, with no copy into a separate buffer; the slot goes back
+	 * when the batch is released.  Up to depth slots are then the
+	 * consumer's, on top of what the pipeline needs.  RINGFEED_HOST_COPY=1
+	 * copies instead, as the cuda path does (to compare the two). */
+	const char *hc = getenv("RINGFEED_HOST_COPY");
+	ld->zero_copy = strcmp(ld->dev->ops->name, "host") == 0 && !(hc && strcmp(hc, "1") == 0);
+	unsigned zdepth = ld->zero_copy ? ld->depth : 0;
 	if (!ld->full_mode) {
 		/* A read slot holds one chunk: more read slots than the dataset
 		 * has chunks (plus the staging side and a window) would be
 		 * page-locked for nothing, and locking them costs time at open
 		 * (about 1 s per GiB). */
-		unsigned want_st = ld->depth + 2 > 4 ? ld->depth + 2 : 4;
-		uint64_t useful = ld->nchunks + want_st + 2 + cfg->window;
+		unsigned want_st = (ld->depth + 2 > 4 ? ld->depth + 2 : 4) + zdepth;
+		uint64_t useful = ld->nchunks + want_st + 2 + zdepth + cfg->window;
 		if (nslots > useful)
 			nslots = useful;
 	}
@@ -1837,7 +1930,15 @@ plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 	/* Staging: enough for the copy stage to stay busy (depth + 2 batches,
 	 * at least 4 so the gather wakes for several at a time) but never more
 	 * than half of the ring: reads keep the disk busy. */
-	unsigned st = ld->nslots / 2, want = ld->depth + 2 > 4 ? ld->depth + 2 : 4;
+	unsigned want = (ld->depth + 2 > 4 ? ld->depth + 2 : 4) + zdepth;
+	if (ld->zero_copy && ld->nslots / 2 < ld->depth + 1) {
+		/* Too few slots to lend depth of them to the consumer and
+		 * still read and stage: copy instead. */
+		ld->zero_copy = 0;
+		want -= zdepth;
+		zdepth = 0;
+	}
+	unsigned st = ld->nslots / 2;
 	if (st > want)
 		st = want;
 	if (st < 1)
@@ -1864,10 +1965,12 @@ plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		}
 		ld->n_stage = ld->nslots - ld->f_nbounce;
 		ld->n_read = 0;
+		if (ld->zero_copy && ld->n_stage < ld->depth + 1)
+			ld->zero_copy = 0;
 	}
 
-	uint64_t dev_bytes;
-	if (rf_mul_u64(bb, ld->depth, &dev_bytes))
+	uint64_t dev_bytes = 0;
+	if (!ld->zero_copy && rf_mul_u64(bb, ld->depth, &dev_bytes))
 		return rf_fail(&ld->diag, RF_EMEMPLAN, "memory plan: depth x batch bytes overflows");
 	size_t fr = 0, tot = 0;
 	rc = ld->dev->ops->mem_info(ld->dev, &fr, &tot);
@@ -1882,10 +1985,16 @@ plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 	}
 	fmt_size(a, sizeof a, (uint64_t)ld->nslots * slot);
 	fmt_size(b, sizeof b, dev_bytes);
-	rf_log(&ld->diag, RF_LOG_INFO,
-	       "memory plan: pinned %s = %u slots of %" PRIu64 " bytes (%u read, %u staging); "
-	       "device %s = %u x %" PRIu64 " bytes", a, ld->nslots, slot, ld->n_read, ld->n_stage,
-	       b, ld->depth, bb);
+	if (ld->zero_copy)
+		rf_log(&ld->diag, RF_LOG_INFO,
+		       "memory plan: pinned %s = %u slots of %" PRIu64 " bytes (%u read, %u staging, "
+		       "of which up to %u hold batches handed out: host delivery without a copy)",
+		       a, ld->nslots, slot, ld->n_read, ld->n_stage, ld->depth);
+	else
+		rf_log(&ld->diag, RF_LOG_INFO,
+		       "memory plan: pinned %s = %u slots of %" PRIu64 " bytes (%u read, %u staging); "
+		       "device %s = %u x %" PRIu64 " bytes", a, ld->nslots, slot, ld->n_read,
+		       ld->n_stage, b, ld->depth, bb);
 	return 0;
 }
 
@@ -1912,7 +2021,7 @@ alloc_device_buffers(rf_loader *ld)
 			b->host_off = calloc((uint64_t)ld->nvar * (ld->layout.batch + 1), 8);
 		if (!b->fields || (ld->nvar && !b->host_off))
 			return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
-		rc = ops->alloc(ld->dev, ld->layout.bytes, &b->dptr);
+		rc = ld->zero_copy ? 0 : ops->alloc(ld->dev, ld->layout.bytes, &b->dptr);
 		if (rc < 0) {
 			b->dptr = NULL;
 			char a[32], bb[32];
@@ -1924,7 +2033,8 @@ alloc_device_buffers(rf_loader *ld)
 				       "or depth", i + 1, ld->depth, bb, a, ld->cfg.batch_size,
 				       ld->dev->desc, ld->dev_diag.msg);
 		}
-		ld->device_bytes += ld->layout.bytes;
+		if (!ld->zero_copy)
+			ld->device_bytes += ld->layout.bytes;
 		rc = ops->event_create(ld->dev, &b->copy_event);
 		if (rc == 0)
 			rc = ops->event_create(ld->dev, &b->rel_event);
@@ -2399,6 +2509,16 @@ pipeline_stop(rf_loader *ld)
 static void
 pipeline_reset(rf_loader *ld)
 {
+	/* Zero-copy: slots lent to released batches come back with the rest
+	 * below, once the consumer's work on them is done. */
+	for (uint32_t i = 0; ld->zero_copy && i < ld->depth; i++) {
+		struct dbuf *b = &ld->dbufs[i];
+		if (b->state == DB_RELEASED &&
+		    ld->dev->ops->event_sync(ld->dev, b->rel_event) == 0)
+			b->state = DB_FREE;
+		b->zc_src = 0;
+	}
+	ld->zc_held = 0;
 	if (ld->window_mode) {
 		/* Raw buffers back to the pool; slot references are reset below. */
 		for (uint32_t i = 0; i < ld->wcap; i++)
@@ -2449,7 +2569,7 @@ loader_free(rf_loader *ld)
 				ops->event_destroy(ld->dev, b->copy_event);
 			if (b->rel_event)
 				ops->event_destroy(ld->dev, b->rel_event);
-			if (b->dptr)
+			if (b->dptr && !ld->zero_copy) /* else it points into the ring */
 				ops->free(ld->dev, b->dptr);
 			free(b->fields);
 			free(b->host_off);
@@ -2688,9 +2808,15 @@ rf_loader_release(rf_loader *ld, const rf_batch *batch, void *stream)
 			return rc;
 		}
 	}
+	/* Zero-copy: when the consumer's work is done already (always, for
+	 * host work on no stream), the slot goes back now, without a trip
+	 * through the copy thread. */
+	int done = rc < 0 || (ld->zero_copy && ld->dev->ops->event_query(ld->dev, b->rel_event) == 0);
 	pthread_mutex_lock(&ld->mu);
-	b->state = rc < 0 ? DB_FREE : DB_RELEASED;
+	b->state = done ? DB_FREE : DB_RELEASED;
 	ld->held--;
+	if (b->zc_src && done)
+		zc_recycle_locked(ld, b);
 	pthread_cond_signal(&ld->copy_cv);
 	pthread_mutex_unlock(&ld->mu);
 	return rc < 0 ? rc : 0;
@@ -2801,6 +2927,7 @@ rf_loader_stats(rf_loader *ld, rf_stats *st)
 	s.pinned_peak = rf_ring_pinned_peak(ld->ring);
 	s.device_bytes = ld->device_bytes;
 	s.device_peak = ld->device_bytes;
+	s.in_place = ld->zero_copy;
 	snprintf(s.io_engine, sizeof(s.io_engine), "%s", ld->io_engine);
 	s.io_direct = ld->io_direct;
 	snprintf(s.device, sizeof(s.device), "%s", ld->dev->desc);

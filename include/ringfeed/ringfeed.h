@@ -390,7 +390,13 @@ typedef struct rf_batch {
  * the decode workers' buffers.
  *
  * device = RF_DEVICE_AUTO picks cuda when a CUDA runtime with a device is
- * there, else host, and logs which (RF_LOG_INFO).  The memory plan (slot
+ * there, else host, and logs which (RF_LOG_INFO).  On the host device a
+ * batch needs no copy: it is handed out in the ring slot it was assembled
+ * (or read) in, with no device buffers at all, and that slot returns to the
+ * ring when the batch is released (rf_stats.in_place = 1).  The ring then
+ * lends up to depth slots to the consumer: it needs at least 2 x (depth + 1)
+ * slots for that, else the host device copies into depth buffers as cuda
+ * does.  The memory plan (slot
  * size and count, pinned bytes, device bytes = depth x batch bytes) is
  * checked against pinned_bytes and against the device's free memory before
  * anything large is allocated.
@@ -541,12 +547,17 @@ typedef struct rf_stats {
 	uint64_t batch_bytes;        /* one device buffer */
 	uint64_t pinned_bytes;       /* page-locked now */
 	uint64_t pinned_peak;        /* page-locked at most (<= rf_config.pinned_bytes) */
-	uint64_t device_bytes;       /* device memory held now (depth x batch_bytes) */
+	uint64_t device_bytes;       /* device memory held now (depth x batch_bytes;
+	                                0 when in_place) */
 	uint64_t device_peak;
 	char io_engine[32];          /* "io_uring", "io_uring-unregistered", "pread" */
 	int io_direct;               /* 1 when every read bypasses the page cache */
 	char device[128];            /* e.g. "host" or "cuda:0 ..." */
-	uint8_t reserved[64];
+	/* 1 when batches are handed out in the ring slot they were assembled or
+	 * read in, with no copy (the host device, when the ring has room to
+	 * lend depth slots to the consumer; see rf_loader_open). */
+	int32_t in_place;
+	uint8_t reserved[60];
 } rf_stats;
 
 /* Fill *st (st->size set by the caller; a smaller size from an older header
