@@ -325,6 +325,8 @@ sq_push_locked(rf_loader *ld, const struct staged *s)
 	pthread_cond_signal(&ld->copy_cv);
 }
 
+static void stage_batch_locked(rf_loader *ld, const struct staged *s);
+
 /* Stop the pipeline on an error (mu held).  The first error wins; it is
  * queued behind the batches already staged, so the consumer receives every
  * batch before the failing point and then the error. */
@@ -575,7 +577,7 @@ gather_push_batch(rf_loader *ld)
 		return;
 	}
 	s.index = ld->batch_counter++;
-	sq_push_locked(ld, &s);
+	stage_batch_locked(ld, &s);
 	pthread_mutex_unlock(&ld->mu);
 	ld->cur_slot = -1;
 }
@@ -613,7 +615,7 @@ push_direct(rf_loader *ld, uint64_t epoch, const rf_chunk_sections *sec, unsigne
 	ld->stage_held++;
 	ld->slot_refs[slot]++;
 	s.index = ld->batch_counter++;
-	sq_push_locked(ld, &s);
+	stage_batch_locked(ld, &s);
 	pthread_mutex_unlock(&ld->mu);
 	return 0;
 }
@@ -1027,6 +1029,25 @@ fill_batch(rf_loader *ld, struct dbuf *b, const struct staged *s)
 	b->pub.ready_event = b->copy_event;
 }
 
+/* Describe a batch whose bytes are in place in b->dptr.  The offsets go to
+ * host memory too, for the consumer: the slot is read after the copy, so
+ * nothing races with it. */
+static void
+describe_batch(rf_loader *ld, struct dbuf *b, const struct staged *s)
+{
+	const uint8_t *src = (const uint8_t *)rf_ring_slot(ld->ring, s->slot) + s->src_off;
+	const rf_batch_layout *l = &ld->layout;
+	uint32_t v = 0;
+	for (uint32_t i = 0; i < l->nparts; i++) {
+		if (!l->part[i].var)
+			continue;
+		memcpy(b->host_off + (uint64_t)v * (l->batch + 1), src + l->part[i].off,
+		       ((uint64_t)s->n + 1) * 8);
+		v++;
+	}
+	fill_batch(ld, b, s);
+}
+
 /*
  * Transient pinning.  A staging slot holds one batch: it is pinned for that
  * batch's copy alone.  A read slot can hold several direct batches whose
@@ -1115,21 +1136,8 @@ copy_complete(rf_loader *ld, struct dbuf *b, const struct staged *s)
 		if (rc == 0)
 			rc = urc;
 	}
-	if (rc == 0) {
-		/* The offsets in host memory, for the consumer: the slot is
-		 * read after the copy, so nothing races with it. */
-		const uint8_t *src = (const uint8_t *)rf_ring_slot(ld->ring, s->slot) + s->src_off;
-		const rf_batch_layout *l = &ld->layout;
-		uint32_t v = 0;
-		for (uint32_t i = 0; i < l->nparts; i++) {
-			if (!l->part[i].var)
-				continue;
-			memcpy(b->host_off + (uint64_t)v * (l->batch + 1), src + l->part[i].off,
-			       ((uint64_t)s->n + 1) * 8);
-			v++;
-		}
-		fill_batch(ld, b, s);
-	}
+	if (rc == 0)
+		describe_batch(ld, b, s);
 	return rc;
 }
 
@@ -1172,6 +1180,36 @@ zc_recycle_locked(rf_loader *ld, struct dbuf *b)
 	ld->stage_held--;
 	ld->zc_held--;
 	stage_freed_locked(ld);
+}
+
+/*
+ * Hand a staged batch on (mu held).  Zero-copy has nothing to copy: when no
+ * batch or marker is ahead of it and a device buffer is free, the batch is
+ * ready at once, without a trip through the copy thread (a wake-up and a
+ * context switch per batch saved).  Otherwise it queues for the copy thread.
+ */
+static void
+stage_batch_locked(rf_loader *ld, const struct staged *s)
+{
+	if (ld->zero_copy && ld->sq_len == 0 && !ld->copy_failed) {
+		for (uint32_t i = 0; i < ld->depth; i++) {
+			struct dbuf *b = &ld->dbufs[i];
+			if (b->state != DB_FREE)
+				continue;
+			b->dptr = (uint8_t *)rf_ring_slot(ld->ring, s->slot) + s->src_off;
+			describe_batch(ld, b, s);
+			b->zc_src = 1;
+			b->src = *s;
+			ld->zc_held++;
+			b->state = DB_READY;
+			ld->rq[(ld->rq_head + ld->rq_len) % ld->depth] = i;
+			ld->rq_len++;
+			note_max(&ld->mx_ready, ld->rq_len);
+			pthread_cond_signal(&ld->cons_cv);
+			return;
+		}
+	}
+	sq_push_locked(ld, s);
 }
 
 /* A free device buffer (mu held): free first, else one the consumer has
@@ -1476,7 +1514,7 @@ full_push_locked(rf_loader *ld, const struct fbatch *fb)
 	s.copy_bytes = rf_assembly_bytes(&a);
 	s.payload = rf_assembly_payload(&a);
 	s.index = ld->batch_counter++;
-	sq_push_locked(ld, &s);
+	stage_batch_locked(ld, &s);
 }
 
 static void *
@@ -2817,7 +2855,10 @@ rf_loader_release(rf_loader *ld, const rf_batch *batch, void *stream)
 	ld->held--;
 	if (b->zc_src && done)
 		zc_recycle_locked(ld, b);
-	pthread_cond_signal(&ld->copy_cv);
+	/* The copy thread has something to do with a freed buffer only when
+	 * batches wait for one or its release is still pending. */
+	if (!ld->zero_copy || !done || ld->sq_len > 0)
+		pthread_cond_signal(&ld->copy_cv);
 	pthread_mutex_unlock(&ld->mu);
 	return rc < 0 ? rc : 0;
 }
