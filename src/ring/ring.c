@@ -37,8 +37,13 @@ struct rf_ring {
 
 	pthread_mutex_t lock;
 	pthread_cond_t cv;
-	unsigned *fifo;     /* free slots, oldest first */
-	unsigned head, count;
+	/* Free slots, a stack: the slot released last is handed out first, so
+	 * the few slots a steady pipeline cycles through stay in the CPU's
+	 * caches instead of the whole ring streaming through memory (on a
+	 * machine whose DRAM writes are slow, a copy into a cold 4 MiB slot
+	 * ran at a quarter of the speed of one into a warm slot). */
+	unsigned *stack;
+	unsigned count;
 	unsigned char *is_free;
 	int shutdown;
 	size_t *pinned_len; /* transient mode: bytes locked per slot */
@@ -79,11 +84,11 @@ rf_ring_open(rf_ring **out, size_t slot_bytes, unsigned nslots, rf_device *dev,
 	r->mode = mode;
 	r->diag = diag;
 	r->base = MAP_FAILED;
-	r->fifo = calloc(nslots, sizeof *r->fifo);
+	r->stack = calloc(nslots, sizeof *r->stack);
 	r->is_free = calloc(nslots, 1);
 	r->pinned_len = calloc(nslots, sizeof *r->pinned_len);
-	if (!r->fifo || !r->is_free || !r->pinned_len) {
-		free(r->fifo);
+	if (!r->stack || !r->is_free || !r->pinned_len) {
+		free(r->stack);
 		free(r->is_free);
 		free(r->pinned_len);
 		free(r);
@@ -92,7 +97,7 @@ rf_ring_open(rf_ring **out, size_t slot_bytes, unsigned nslots, rf_device *dev,
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->cv, NULL);
 	for (unsigned i = 0; i < nslots; i++) {
-		r->fifo[i] = i;
+		r->stack[i] = nslots - 1 - i; /* slot 0 first */
 		r->is_free[i] = 1;
 	}
 	r->count = nslots;
@@ -146,7 +151,7 @@ rf_ring_close(rf_ring **rp)
 		munmap(r->base, r->bytes);
 	pthread_cond_destroy(&r->cv);
 	pthread_mutex_destroy(&r->lock);
-	free(r->fifo);
+	free(r->stack);
 	free(r->is_free);
 	free(r->pinned_len);
 	free(r);
@@ -197,9 +202,7 @@ rf_ring_acquire(rf_ring *r, unsigned *slot, int block)
 	} else if (!r->count) {
 		ret = -EAGAIN;
 	} else {
-		*slot = r->fifo[r->head];
-		r->head = (r->head + 1) % r->nslots;
-		r->count--;
+		*slot = r->stack[--r->count];
 		r->is_free[*slot] = 0;
 	}
 	pthread_mutex_unlock(&r->lock);
@@ -215,8 +218,7 @@ rf_ring_release(rf_ring *r, unsigned slot)
 	/* A second release of a slot would hand it out twice; ignore it. */
 	if (!r->is_free[slot]) {
 		r->is_free[slot] = 1;
-		r->fifo[(r->head + r->count) % r->nslots] = slot;
-		r->count++;
+		r->stack[r->count++] = slot;
 		pthread_cond_signal(&r->cv);
 	}
 	pthread_mutex_unlock(&r->lock);
