@@ -5,7 +5,7 @@
  * it concurrently. */
 #include <errno.h>
 #include <string.h>
-#include <xxhash.h>
+#include "xxh.h"
 #include <zstd.h>
 
 #include "format/format.h"

@@ -3,7 +3,7 @@
  * (docs/format.md, "Header" and "Field record"). */
 #include <errno.h>
 #include <string.h>
-#include <xxhash.h>
+#include "xxh.h"
 
 #include "format/format.h"
 

@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
-#include <xxhash.h>
+#include "xxh.h"
 #include <zstd.h>
 
 #include "format/format.h"

@@ -6,7 +6,7 @@
  */
 #include <errno.h>
 #include <string.h>
-#include <xxhash.h>
+#include "xxh.h"
 
 #include "plan/plan_impl.h"
 
