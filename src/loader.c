@@ -1968,19 +1968,26 @@ plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 	/* Staging: enough for the copy stage to stay busy (depth + 2 batches,
 	 * at least 4 so the gather wakes for several at a time) but never more
 	 * than half of the ring: reads keep the disk busy. */
-	unsigned want = (ld->depth + 2 > 4 ? ld->depth + 2 : 4) + zdepth;
-	if (ld->zero_copy && ld->nslots / 2 < ld->depth + 1) {
-		/* Too few slots to lend depth of them to the consumer and
-		 * still read and stage: copy instead. */
-		ld->zero_copy = 0;
-		want -= zdepth;
-		zdepth = 0;
-	}
+	unsigned want = ld->depth + 2 > 4 ? ld->depth + 2 : 4;
 	unsigned st = ld->nslots / 2;
 	if (st > want)
 		st = want;
 	if (st < 1)
 		st = 1;
+	if (ld->zero_copy) {
+		/* The slots lent to the consumer are staging slots.  They are
+		 * added only from reads the dataset cannot use (more read slots
+		 * than chunks): taking them from reads it can use cost half of
+		 * the O_DIRECT read rate with a 64 MiB ring.  Otherwise they
+		 * come out of the staging share, which must then hold depth of
+		 * them and one more. */
+		unsigned reads = ld->nslots - st;
+		uint64_t need = ld->nchunks + 2 + cfg->window;
+		unsigned spare = reads > need ? (unsigned)(reads - need) : 0;
+		st += spare < zdepth ? spare : zdepth;
+		if (st < ld->depth + 1)
+			ld->zero_copy = 0; /* too small to lend depth slots: copy */
+	}
 	ld->n_stage = st;
 	ld->n_read = ld->nslots - st;
 	if (ld->full_mode) {

@@ -394,9 +394,9 @@ typedef struct rf_batch {
  * batch needs no copy: it is handed out in the ring slot it was assembled
  * (or read) in, with no device buffers at all, and that slot returns to the
  * ring when the batch is released (rf_stats.in_place = 1).  The ring then
- * lends up to depth slots to the consumer: it needs at least 2 x (depth + 1)
- * slots for that, else the host device copies into depth buffers as cuda
- * does.  The memory plan (slot
+ * lends up to depth slots to the consumer; when its staging share cannot
+ * hold depth + 1 slots the host device copies into depth buffers as cuda
+ * does (docs/memory.md).  The memory plan (slot
  * size and count, pinned bytes, device bytes = depth x batch bytes) is
  * checked against pinned_bytes and against the device's free memory before
  * anything large is allocated.
