@@ -1188,28 +1188,49 @@ zc_recycle_locked(rf_loader *ld, struct dbuf *b)
  * ready at once, without a trip through the copy thread (a wake-up and a
  * context switch per batch saved).  Otherwise it queues for the copy thread.
  */
+static int
+zc_ready_locked(rf_loader *ld, const struct staged *s)
+{
+	for (uint32_t i = 0; i < ld->depth; i++) {
+		struct dbuf *b = &ld->dbufs[i];
+		if (b->state != DB_FREE)
+			continue;
+		b->dptr = (uint8_t *)rf_ring_slot(ld->ring, s->slot) + s->src_off;
+		describe_batch(ld, b, s);
+		b->zc_src = 1;
+		b->src = *s;
+		ld->zc_held++;
+		b->state = DB_READY;
+		ld->rq[(ld->rq_head + ld->rq_len) % ld->depth] = i;
+		ld->rq_len++;
+		note_max(&ld->mx_ready, ld->rq_len);
+		pthread_cond_signal(&ld->cons_cv);
+		return 1;
+	}
+	return 0;
+}
+
 static void
 stage_batch_locked(rf_loader *ld, const struct staged *s)
 {
-	if (ld->zero_copy && ld->sq_len == 0 && !ld->copy_failed) {
-		for (uint32_t i = 0; i < ld->depth; i++) {
-			struct dbuf *b = &ld->dbufs[i];
-			if (b->state != DB_FREE)
-				continue;
-			b->dptr = (uint8_t *)rf_ring_slot(ld->ring, s->slot) + s->src_off;
-			describe_batch(ld, b, s);
-			b->zc_src = 1;
-			b->src = *s;
-			ld->zc_held++;
-			b->state = DB_READY;
-			ld->rq[(ld->rq_head + ld->rq_len) % ld->depth] = i;
-			ld->rq_len++;
-			note_max(&ld->mx_ready, ld->rq_len);
-			pthread_cond_signal(&ld->cons_cv);
-			return;
-		}
-	}
+	if (ld->zero_copy && ld->sq_len == 0 && !ld->copy_failed && zc_ready_locked(ld, s))
+		return;
 	sq_push_locked(ld, s);
+}
+
+/* Zero-copy: staged batches waiting for a free buffer become ready as soon
+ * as one is free, in the consumer's thread (release, next), so the batch
+ * after a released one does not wait for the copy thread to wake up.  Only
+ * batches at the head of the queue, none being issued by the copy thread;
+ * markers stay the copy thread's. */
+static void
+zc_promote_locked(rf_loader *ld)
+{
+	while (ld->zero_copy && ld->sq_len > 0 && ld->sq_issued == 0 && !ld->copy_failed &&
+	       ld->sq[ld->sq_head].kind == SK_BATCH && zc_ready_locked(ld, &ld->sq[ld->sq_head])) {
+		ld->sq_head = (ld->sq_head + 1) % ld->sq_cap;
+		ld->sq_len--;
+	}
 }
 
 /* A free device buffer (mu held): free first, else one the consumer has
@@ -2689,6 +2710,7 @@ loader_next(rf_loader *ld, const rf_batch **out, uint64_t wait_ns)
 	uint64_t t0 = 0;
 	int rc = 0, timed_out = 0;
 	struct timespec deadline;
+	zc_promote_locked(ld);
 	while (ld->rq_len == 0) {
 		if (ld->final_code) {
 			rc = ld->final_code;
@@ -2862,6 +2884,7 @@ rf_loader_release(rf_loader *ld, const rf_batch *batch, void *stream)
 	ld->held--;
 	if (b->zc_src && done)
 		zc_recycle_locked(ld, b);
+	zc_promote_locked(ld);
 	/* The copy thread has something to do with a freed buffer only when
 	 * batches wait for one or its release is still pending. */
 	if (!ld->zero_copy || !done || ld->sq_len > 0)
