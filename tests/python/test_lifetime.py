@@ -69,6 +69,10 @@ for depth in (1, 2, 3):
     st = ld.stats()
     check(st["depth"] == depth and st["buffers"] == depth + 1,
           "depth %d, buffers %d" % (st["depth"], st["buffers"]))
+    # The host device hands batches out in their ring slots: no device
+    # buffers at all (the ring here has room to lend them).
+    check(st["in_place"] is True and st["device_bytes"] == 0,
+          "host: in_place %r, device bytes %d" % (st["in_place"], st["device_bytes"]))
     deadline = time.monotonic() + 60
     while ld.stats()["ready"] < 1 and time.monotonic() < deadline:
         time.sleep(0.001)
