@@ -1908,6 +1908,9 @@ choose_direct(rf_loader *ld)
 	       ld->cfg.direct ? "O_DIRECT" : "buffered, the dataset fits in the page cache", a, b);
 }
 
+/* Staged batches wanted when the ring has room (see plan_memory). */
+#define RF_STAGE_DEEP 16
+
 /* Decide the batch layout, slot size and counts, and check them against the
  * pinned budget and the device's free memory. */
 static int
@@ -1980,8 +1983,7 @@ plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		 * has chunks (plus the staging side and a window) would be
 		 * page-locked for nothing, and locking them costs time at open
 		 * (about 1 s per GiB). */
-		unsigned want_st = (ld->depth + 2 > 4 ? ld->depth + 2 : 4) + zdepth;
-		uint64_t useful = ld->nchunks + want_st + 2 + zdepth + cfg->window;
+		uint64_t useful = ld->nchunks + RF_STAGE_DEEP + ld->depth + zdepth + 2 + cfg->window;
 		if (nslots > useful)
 			nslots = useful;
 	}
@@ -1995,20 +1997,24 @@ plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		st = want;
 	if (st < 1)
 		st = 1;
-	if (ld->zero_copy) {
-		/* The slots lent to the consumer are staging slots.  They are
-		 * added only from reads the dataset cannot use (more read slots
-		 * than chunks): taking them from reads it can use cost half of
-		 * the O_DIRECT read rate with a 64 MiB ring.  Otherwise they
-		 * come out of the staging share, which must then hold depth of
-		 * them and one more. */
-		unsigned reads = ld->nslots - st;
-		uint64_t need = ld->nchunks + 2 + cfg->window;
-		unsigned spare = reads > need ? (unsigned)(reads - need) : 0;
-		st += spare < zdepth ? spare : zdepth;
-		if (st < ld->depth + 1)
-			ld->zero_copy = 0; /* too small to lend depth slots: copy */
-	}
+	/*
+	 * More staged batches absorb a pipeline thread that waits for a core
+	 * longer than a few training steps (with 100 us steps on 2 cores, 4
+	 * staged batches left the consumer waiting 1.2 % of the time, 16 left
+	 * it 0.3 %).  They come only from read slots the dataset cannot use
+	 * (more than its chunks): taking reads it can use cost half of the
+	 * O_DIRECT read rate with a 64 MiB ring.  The host device's slots lent
+	 * to the consumer (zero copy) are staging slots too, added the same
+	 * way; without spare reads they come out of the staging share, which
+	 * must then hold depth of them and one more.
+	 */
+	unsigned reads = ld->nslots - st;
+	uint64_t need = ld->nchunks + 2 + cfg->window;
+	unsigned spare = reads > need ? (unsigned)(reads - need) : 0;
+	unsigned more = (RF_STAGE_DEEP > want ? RF_STAGE_DEEP - want : 0) + zdepth;
+	st += spare < more ? spare : more;
+	if (ld->zero_copy && st < ld->depth + 1)
+		ld->zero_copy = 0; /* too small to lend depth slots: copy */
 	ld->n_stage = st;
 	ld->n_read = ld->nslots - st;
 	if (ld->full_mode) {
