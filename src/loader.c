@@ -1094,12 +1094,6 @@ copy_issue(rf_loader *ld, struct dbuf *b, struct staged *s)
 {
 	const struct rf_device_ops *ops = ld->dev->ops;
 	uint8_t *src = (uint8_t *)rf_ring_slot(ld->ring, s->slot) + s->src_off;
-	if (ld->zero_copy) {
-		/* The batch stays where it is: the buffer is its slot. */
-		b->dptr = src;
-		s->t_issue = now_ns();
-		return 0;
-	}
 	int rc = pin_for_copy(ld, s);
 	if (rc < 0)
 		return rc;
@@ -1122,20 +1116,16 @@ static int
 copy_complete(rf_loader *ld, struct dbuf *b, const struct staged *s)
 {
 	const struct rf_device_ops *ops = ld->dev->ops;
-	int rc = 0;
-	if (!ld->zero_copy) {
-		rc = ops->event_sync(ld->dev, b->copy_event);
-		atomic_fetch_add_explicit(&ld->st_copy_ns, now_ns() - s->t_issue,
-					  memory_order_relaxed);
-		if (rc < 0) {
-			ops->stream_sync(ld->dev, ld->copy_stream);
-			rf_fail(&ld->copy_diag, rc, "loader: copying batch %" PRIu64 " to the "
-				"device failed: %s", s->index, ld->dev_diag.msg);
-		}
-		int urc = unpin_after_copy(ld, s);
-		if (rc == 0)
-			rc = urc;
+	int rc = ops->event_sync(ld->dev, b->copy_event);
+	atomic_fetch_add_explicit(&ld->st_copy_ns, now_ns() - s->t_issue, memory_order_relaxed);
+	if (rc < 0) {
+		ops->stream_sync(ld->dev, ld->copy_stream);
+		rf_fail(&ld->copy_diag, rc, "loader: copying batch %" PRIu64 " to the device failed: %s",
+			s->index, ld->dev_diag.msg);
 	}
+	int urc = unpin_after_copy(ld, s);
+	if (rc == 0)
+		rc = urc;
 	if (rc == 0)
 		describe_batch(ld, b, s);
 	return rc;
@@ -1233,6 +1223,48 @@ zc_promote_locked(rf_loader *ld)
 	}
 }
 
+/* Zero copy, the copy thread's part (mu held, dropped while waiting): wait
+ * for the stream work recorded when each released buffer was released,
+ * give its slot back and free it, then hand staged batches to free
+ * buffers.  Returns 1 when it freed a buffer. */
+static int
+zc_reclaim_locked(rf_loader *ld)
+{
+	int freed = 0;
+	for (uint32_t i = 0; i < ld->depth; i++) {
+		struct dbuf *b = &ld->dbufs[i];
+		if (b->state != DB_RELEASED)
+			continue;
+		/* Only this thread moves a buffer out of DB_RELEASED. */
+		pthread_mutex_unlock(&ld->mu);
+		int rc = ld->dev->ops->event_sync(ld->dev, b->rel_event);
+		pthread_mutex_lock(&ld->mu);
+		if (rc < 0) {
+			/* Never reuse memory the consumer's work may still
+			 * read: the buffer and its slot stay out of use until a
+			 * reset, and the stream ends with the error. */
+			rf_fail(&ld->copy_diag, rc, "loader: waiting for a released batch failed: %s",
+				ld->dev_diag.msg);
+			b->state = DB_COPYING;
+			b->zc_src = 0;
+			ld->copy_failed = 1;
+			fail_locked(ld, rc, ld->copy_diag.msg);
+			if (!ld->final_code) {
+				ld->final_code = rc;
+				snprintf(ld->final_msg, sizeof(ld->final_msg), "%s", ld->copy_diag.msg);
+			}
+			pthread_cond_broadcast(&ld->cons_cv);
+			continue;
+		}
+		b->state = DB_FREE;
+		if (b->zc_src)
+			zc_recycle_locked(ld, b);
+		freed = 1;
+	}
+	zc_promote_locked(ld);
+	return freed;
+}
+
 /* A free device buffer (mu held): free first, else one the consumer has
  * released (its event may still be pending); -1 when none. */
 static int
@@ -1265,32 +1297,11 @@ copy_main(void *arg)
 	for (;;) {
 		if (ld->stop)
 			break;
-		/* Zero-copy: released batches whose stream work was still
-		 * pending at release (rf_loader_release gives the others back
-		 * itself). */
-		int recycled = 0;
-		for (uint32_t i = 0; ld->zero_copy && i < ld->depth; i++) {
-			struct dbuf *b = &ld->dbufs[i];
-			if (b->state != DB_RELEASED || !b->zc_src)
-				continue;
-			pthread_mutex_unlock(&ld->mu);
-			int rc = ops->event_sync(ld->dev, b->rel_event);
-			pthread_mutex_lock(&ld->mu);
-			if (rc < 0 && !ld->failed) {
-				/* Never reuse memory a consumer's work may still
-				 * read: stop with the slot kept. */
-				rf_fail(&ld->copy_diag, rc, "loader: waiting for a released batch "
-					"failed: %s", ld->dev_diag.msg);
-				fail_locked(ld, rc, ld->copy_diag.msg);
-				b->zc_src = 0; /* its slot stays taken until a reset */
-				continue;
-			}
-			if (rc == 0 && b->zc_src && b->state == DB_RELEASED) {
-				zc_recycle_locked(ld, b);
-				recycled = 1;
-			}
-		}
-		if (recycled)
+		/* Zero copy has nothing to issue: a released buffer whose
+		 * stream work was still pending at release (rf_loader_release
+		 * handles the others) gives its slot back once that work is
+		 * done, and free buffers take the staged batches. */
+		if (ld->zero_copy && zc_reclaim_locked(ld))
 			continue;
 		/* A marker reaches the consumer once every batch before it is
 		 * ready. */
@@ -1307,7 +1318,7 @@ copy_main(void *arg)
 			pthread_cond_broadcast(&ld->cons_cv);
 			continue;
 		}
-		if (ld->sq_issued < ld->sq_len && !ld->copy_failed) {
+		if (!ld->zero_copy && ld->sq_issued < ld->sq_len && !ld->copy_failed) {
 			struct staged *it = &ld->sq[(ld->sq_head + ld->sq_issued) % ld->sq_cap];
 			int pick = it->kind == SK_BATCH ? pick_dbuf_locked(ld) : -1;
 			if (pick >= 0) {
@@ -1344,23 +1355,13 @@ copy_main(void *arg)
 			struct dbuf *b = &ld->dbufs[s.dbuf];
 			pthread_mutex_unlock(&ld->mu);
 			int rc = s.err ? s.err : copy_complete(ld, b, &s);
-			/* Zero-copy: the slot is the batch; it goes back
-			 * once the consumer has released it. */
-			int keep = ld->zero_copy && rc == 0;
-			if (!keep)
-				staged_done(ld, &s);
+			staged_done(ld, &s);
 			pthread_mutex_lock(&ld->mu);
 			ld->sq_head = (ld->sq_head + 1) % ld->sq_cap;
 			ld->sq_len--;
 			ld->sq_issued--;
-			if (keep) {
-				b->zc_src = 1;
-				b->src = s;
-				ld->zc_held++;
-			} else {
-				ld->stage_held--;
-				stage_freed_locked(ld);
-			}
+			ld->stage_held--;
+			stage_freed_locked(ld);
 			if (rc < 0) {
 				b->state = DB_FREE;
 				fail_locked(ld, rc, ld->copy_diag.msg);
@@ -1387,7 +1388,7 @@ copy_main(void *arg)
 		struct staged s = ld->sq[ld->sq_head];
 		struct dbuf *b = &ld->dbufs[s.dbuf];
 		pthread_mutex_unlock(&ld->mu);
-		if (!s.err && !ld->zero_copy) {
+		if (!s.err) {
 			ops->event_sync(ld->dev, b->copy_event);
 			unpin_after_copy(ld, &s);
 		}
