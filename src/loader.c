@@ -409,6 +409,17 @@ reader_next_step(rf_loader *ld, struct lstep *st)
 	return 1;
 }
 
+/* Wait for at least one read to complete (the caller holds no lock),
+ * counting the time in read_ns. */
+static int
+reads_wait(rf_loader *ld, rf_io_done *done, unsigned cap)
+{
+	uint64_t t0 = now_ns();
+	int n = rf_io_wait(ld->io, done, cap, 1);
+	atomic_fetch_add_explicit(&ld->st_read_ns, now_ns() - t0, memory_order_relaxed);
+	return n;
+}
+
 static void *
 reader_main(void *arg)
 {
@@ -480,9 +491,7 @@ reader_main(void *arg)
 			continue;
 		}
 		pthread_mutex_unlock(&ld->mu);
-		uint64_t t0 = now_ns();
-		int n = rf_io_wait(ld->io, done, 64, 1);
-		atomic_fetch_add_explicit(&ld->st_read_ns, now_ns() - t0, memory_order_relaxed);
+		int n = reads_wait(ld, done, 64);
 		pthread_mutex_lock(&ld->mu);
 		if (n < 0) {
 			char msg[RF_ERRMSG_MAX + 64];
@@ -1715,9 +1724,7 @@ full_main(void *arg)
 			continue;
 		}
 		pthread_mutex_unlock(&ld->mu);
-		uint64_t t0 = now_ns();
-		int n = rf_io_wait(ld->io, done, 64, 1);
-		atomic_fetch_add_explicit(&ld->st_read_ns, now_ns() - t0, memory_order_relaxed);
+		int n = reads_wait(ld, done, 64);
 		uint64_t bytes = 0;
 		for (int i = 0; i < n && !err; i++) {
 			struct fread_rec *r = &rec[done[i].tag];
