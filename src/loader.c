@@ -41,7 +41,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <fcntl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "decode/decode.h"
@@ -53,6 +57,10 @@
 #include "ring/ring.h"
 
 #define RF_CONFIG_MIN_SIZE offsetof(rf_config, reserved)
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#endif
 
 /* ------------------------------------------------------------------ plan */
 
@@ -255,6 +263,19 @@ struct rf_loader {
 	uint64_t device_bytes;
 	char io_engine[32];
 	int io_direct;
+
+	/* rf_config.map: every shard mapped whole, read-only.  A read slot then
+	 * holds no bytes: the reader faults its chunk in and rbase[slot] points
+	 * at the chunk in the map (the slot still counts, so the pipeline stays
+	 * bounded the same way). */
+	int map_mode;
+	int map_populate;    /* MADV_POPULATE_READ works (else MADV_WILLNEED) */
+	size_t page;
+	uint8_t **maps;
+	uint64_t *map_len;
+	const uint8_t **rbase;
+	unsigned char *mvec; /* mincore's answer for the largest chunk */
+	size_t mvec_len;
 };
 
 static _Thread_local char open_error[RF_ERRMSG_MAX];
@@ -381,7 +402,72 @@ read_slot_unref(rf_loader *ld, unsigned slot)
 		release_read_slot(ld, slot);
 }
 
+/* Where a read slot's chunk bytes are: the slot itself, or the chunk in
+ * its shard's map (map mode). */
+static const uint8_t *
+read_slot_bytes(const rf_loader *ld, unsigned slot)
+{
+	return ld->map_mode ? ld->rbase[slot] : (const uint8_t *)rf_ring_slot(ld->ring, slot);
+}
+
 /* ---------------------------------------------------------- the reader */
+
+/* 1 when every page of mincore's vector is resident. */
+static int
+all_resident(const unsigned char *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!(v[i] & 1))
+			return 0;
+	return 1;
+}
+
+/*
+ * Map mode's read: fault chunk `c` in (MADV_POPULATE_READ reads what is not
+ * in the page cache and maps it, here in the reader, ahead of the worker)
+ * and point read slot `slot` at it.  Returns the bytes there, short when
+ * the shard ends early, or a negative errno: a page that cannot be read
+ * (I/O error, the file shrank) is EFAULT from the kernel, reported as EIO
+ * here instead of the SIGBUS the worker would get touching it.  Kernels
+ * before 5.14 lack the advice: MADV_WILLNEED starts the reads instead, and
+ * the worker faults the pages in.
+ */
+static int64_t
+map_chunk(rf_loader *ld, const rf_chunk_info *c, unsigned slot)
+{
+	uint64_t len = ld->map_len[c->shard];
+	uint64_t n = c->offset < len ? len - c->offset : 0;
+	if (n > c->stored_bytes)
+		n = c->stored_bytes;
+	uint8_t *p = ld->maps[c->shard] + c->offset;
+	ld->rbase[slot] = p;
+	if (n == 0)
+		return 0;
+	uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(ld->page - 1);
+	size_t span = (size_t)((uintptr_t)p + n - lo);
+	/* Every page already in the page cache (a warm dataset, a later
+	 * epoch): nothing to read, and faulting in pages that are mapped
+	 * already costs more than this check. */
+	size_t np = (span + ld->page - 1) / ld->page;
+	if (np <= ld->mvec_len && mincore((void *)lo, span, ld->mvec) == 0 &&
+	    all_resident(ld->mvec, np))
+		return (int64_t)n;
+	for (;;) {
+		int adv = ld->map_populate ? MADV_POPULATE_READ : MADV_WILLNEED;
+		if (madvise((void *)lo, span, adv) == 0)
+			return (int64_t)n;
+		int e = errno;
+		if (e == EINTR || e == EAGAIN)
+			continue;
+		if (e == EINVAL && ld->map_populate) {
+			ld->map_populate = 0;
+			rf_log(&ld->diag, RF_LOG_WARN, "map: MADV_POPULATE_READ is not supported "
+			       "(kernel before 5.14): pages are faulted in by the decode workers");
+			continue;
+		}
+		return e == EFAULT ? -EIO : -e;
+	}
+}
 
 /* The next read (mu held), or 0 after the last epoch. */
 static int
@@ -470,12 +556,24 @@ reader_main(void *arg)
 			/* The io queue belongs to this thread; only the window
 			 * bookkeeping needs the lock. */
 			pthread_mutex_unlock(&ld->mu);
-			rc = rf_io_read(ld->io, ld->files[c->shard], c->offset,
-					rf_ring_slot(ld->ring, slot), span, seq);
+			int64_t mres = 0;
+			if (ld->map_mode) {
+				uint64_t t0 = now_ns();
+				mres = map_chunk(ld, c, slot);
+				atomic_fetch_add_explicit(&ld->st_read_ns, now_ns() - t0,
+							  memory_order_relaxed);
+				if (mres > 0)
+					atomic_fetch_add_explicit(&ld->st_bytes_read, (uint64_t)mres,
+								  memory_order_relaxed);
+				rc = 0;
+			} else {
+				rc = rf_io_read(ld->io, ld->files[c->shard], c->offset,
+						rf_ring_slot(ld->ring, slot), span, seq);
+			}
 			pthread_mutex_lock(&ld->mu);
-			if (rc < 0) {
+			if (rc < 0 || ld->map_mode) {
 				w->state = ST_READ;
-				w->res = rc;
+				w->res = rc < 0 ? rc : mres;
 				pthread_cond_broadcast(&ld->work_cv);
 			} else {
 				ld->inflight++;
@@ -516,7 +614,7 @@ reader_main(void *arg)
 
 	/* Reads still in flight land in ring memory: wait for them before the
 	 * ring can be unmapped. */
-	while (rf_io_inflight(ld->io) > 0) {
+	while (ld->io && rf_io_inflight(ld->io) > 0) {
 		if (rf_io_wait(ld->io, done, 64, 1) < 0)
 			break;
 	}
@@ -938,7 +1036,7 @@ worker_main(void *arg)
 				     " of its %" PRIu64 " bytes: the file is truncated",
 				     ctx.path, ctx.chunk, ctx.offset, step.res, info->stored_bytes);
 		} else {
-			rc = rf_decoder_chunk(&w->dec, ld->schema, info, rf_ring_slot(ld->ring, step.slot),
+			rc = rf_decoder_chunk(&w->dec, ld->schema, info, read_slot_bytes(ld, step.slot),
 					      ld->cfg.verify, &sec, &ctx, &w->diag);
 		}
 		/* A compressed chunk was decoded into the worker's own buffer:
@@ -2334,6 +2432,80 @@ open_plan(rf_loader *ld)
 	return 0;
 }
 
+/* The reader's engine over the pinned ring, and every shard added to it. */
+static int
+open_io(rf_loader *ld)
+{
+	rf_io_config icfg;
+	rf_io_config_init(&icfg);
+	icfg.queue_depth = ld->qd;
+	icfg.direct = ld->cfg.direct;
+	icfg.region = rf_ring_base(ld->ring);
+	icfg.region_bytes = rf_ring_bytes(ld->ring);
+	int rc = rf_io_open(&ld->io, &icfg, &ld->io_diag);
+	if (rc < 0)
+		return rf_fail(&ld->diag, rc, "%s", ld->io_diag.msg);
+	ld->files = calloc(ld->nshards ? ld->nshards : 1, sizeof(*ld->files));
+	if (!ld->files)
+		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
+	for (size_t i = 0; i < ld->nshards; i++) {
+		rc = rf_io_add_file(ld->io, rf_dataset_shard_path(ld->ds, i), &ld->files[i]);
+		if (rc < 0)
+			return rf_fail(&ld->diag, rc, "%s", ld->io_diag.msg);
+	}
+	snprintf(ld->io_engine, sizeof(ld->io_engine), "%s", rf_io_engine(ld->io));
+	ld->io_direct = rf_io_direct(ld->io);
+	return 0;
+}
+
+/* Map mode (rf_config.map): every shard mapped whole, read-only, shared
+ * with the page cache; no reader engine. */
+static int
+open_maps(rf_loader *ld)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	ld->page = pg > 0 ? (size_t)pg : 4096;
+	ld->map_populate = 1;
+	size_t n = ld->nshards ? ld->nshards : 1;
+	ld->maps = calloc(n, sizeof(*ld->maps));
+	ld->map_len = calloc(n, sizeof(*ld->map_len));
+	ld->rbase = calloc(ld->nslots, sizeof(*ld->rbase));
+	ld->mvec_len = (size_t)(rf_dataset_max_stored_span(ld->ds) / ld->page) + 2;
+	ld->mvec = malloc(ld->mvec_len);
+	if (!ld->maps || !ld->map_len || !ld->rbase || !ld->mvec)
+		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
+	for (size_t i = 0; i < ld->nshards; i++) {
+		const char *path = rf_dataset_shard_path(ld->ds, i);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			int e = -errno;
+			return rf_fail(&ld->diag, e, "%s: cannot open: %s", path, rf_strerror(e));
+		}
+		struct stat st;
+		if (fstat(fd, &st) < 0) {
+			int e = -errno;
+			close(fd);
+			return rf_fail(&ld->diag, e, "%s: cannot map: %s", path, rf_strerror(e));
+		}
+		if (st.st_size <= 0) {
+			close(fd);
+			return rf_fail(&ld->diag, RF_ETRUNCATED, "%s: cannot map: the file is empty",
+				       path);
+		}
+		void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+		int e = m == MAP_FAILED ? -errno : 0;
+		close(fd);
+		if (e)
+			return rf_fail(&ld->diag, e, "%s: cannot map %" PRId64 " bytes: %s", path,
+				       (int64_t)st.st_size, rf_strerror(e));
+		ld->maps[i] = m;
+		ld->map_len[i] = (uint64_t)st.st_size;
+	}
+	snprintf(ld->io_engine, sizeof(ld->io_engine), "mmap");
+	ld->io_direct = 0;
+	return 0;
+}
+
 static int
 loader_open(rf_loader *ld, const rf_config *ucfg)
 {
@@ -2401,8 +2573,14 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 	cfg->fields = NULL;
 	for (uint32_t i = 0; i < nsel; i++)
 		ld->nvar += ld->schema->fields[sel[i]].var_dim >= 0;
-	choose_direct(ld);
+	if (cfg->map && cfg->direct == 1)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: map = 1 reads through the page "
+			       "cache: it cannot be combined with direct = 1");
 	ld->full_mode = cfg->shuffle == RF_SHUFFLE_FULL;
+	ld->map_mode = cfg->map && !ld->full_mode;
+	if (ld->map_mode)
+		cfg->direct = 0;
+	choose_direct(ld);
 	if (ld->full_mode) {
 		rc = full_check(ld, sel, nsel);
 		if (rc < 0)
@@ -2422,29 +2600,14 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc == -ENOMEM ? RF_EMEMPLAN : rc, "%s", ld->ring_diag.msg);
 
-	rf_io_config icfg;
-	rf_io_config_init(&icfg);
 	if (!ld->full_mode) /* full mode: set by the memory plan */
 		ld->qd = cfg->io_depth < ld->n_read ? cfg->io_depth : ld->n_read;
-	icfg.queue_depth = ld->qd;
-	icfg.direct = cfg->direct;
-	icfg.region = rf_ring_base(ld->ring);
-	icfg.region_bytes = rf_ring_bytes(ld->ring);
-	rc = rf_io_open(&ld->io, &icfg, &ld->io_diag);
+	rc = ld->map_mode ? open_maps(ld) : open_io(ld);
 	if (rc < 0)
-		return rf_fail(&ld->diag, rc, "%s", ld->io_diag.msg);
-	ld->files = calloc(ld->nshards ? ld->nshards : 1, sizeof(*ld->files));
-	if (!ld->files)
-		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
-	for (size_t i = 0; i < ld->nshards; i++) {
-		rc = rf_io_add_file(ld->io, rf_dataset_shard_path(ld->ds, i), &ld->files[i]);
-		if (rc < 0)
-			return rf_fail(&ld->diag, rc, "%s", ld->io_diag.msg);
-	}
-	snprintf(ld->io_engine, sizeof(ld->io_engine), "%s", rf_io_engine(ld->io));
-	ld->io_direct = rf_io_direct(ld->io);
+		return rc;
 
 	rc = alloc_device_buffers(ld);
+
 	if (rc < 0)
 		return rc;
 
@@ -2471,8 +2634,10 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 	ld->pin_refs = calloc(ld->nslots, sizeof(*ld->pin_refs));
 	if (!ld->slot_refs || !ld->pin_refs)
 		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
+	/* Not from a map: a batch handed out in place must be writable memory,
+	 * and a device copy wants pinned memory. */
 	ld->direct_ok = ld->layout.nparts == 1 && !ld->layout.part[0].var &&
-			ld->layout.part[0].off == 0;
+			ld->layout.part[0].off == 0 && !ld->map_mode;
 	ld->sq_cap = ld->n_stage + 2;
 	ld->sq = calloc(ld->sq_cap, sizeof(*ld->sq));
 	if (!ld->win || !ld->sq)
@@ -2660,6 +2825,13 @@ loader_free(rf_loader *ld)
 	free(ld->dbufs);
 	free(ld->rq);
 	rf_io_close(&ld->io);
+	for (size_t i = 0; ld->maps && i < ld->nshards; i++)
+		if (ld->maps[i])
+			munmap(ld->maps[i], (size_t)ld->map_len[i]);
+	free(ld->maps);
+	free(ld->map_len);
+	free(ld->rbase);
+	free(ld->mvec);
 	rf_ring_close(&ld->ring);
 	rf_device_close(&ld->dev);
 	for (unsigned i = 0; ld->workers && i < ld->nworkers; i++)

@@ -181,7 +181,7 @@ bench_print_table(FILE *f, const bench_opts *o, const bench_result *res)
 		o->batch, bench_shuffle_name(o->shuffle), o->depth,
 		fmt_bytes(a, sizeof a, (double)o->pinned),
 		o->pinning == RF_PINNING_TRANSIENT ? "transient" : "ring", o->io_depth,
-		o->decode_threads, o->direct ? "O_DIRECT" : "buffered",
+		o->decode_threads, o->direct ? "O_DIRECT" : o->map ? "buffered, mapped" : "buffered",
 		o->verify ? "" : ", no verify", o->step_us, o->touch ? ", touch" : "");
 	fprintf(f, "page cache: %s%.1f%% of %" PRIu64 " pages resident at start%s%s\n",
 		o->cold ? (res->cache.dropped ? "dropped, " : "drop FAILED, ") : "warm, ",
@@ -321,6 +321,7 @@ bench_print_json(FILE *f, const bench_opts *o, const bench_result *res)
 	json_u64(f, "io_depth", o->io_depth, true);
 	json_u64(f, "decode_threads", o->decode_threads, true);
 	json_bool(f, "direct", o->direct, true);
+	json_bool(f, "map", o->map, true);
 	json_bool(f, "verify", o->verify, true);
 	json_bool(f, "touch", o->touch, true);
 	json_num(f, "seconds", o->seconds, true);

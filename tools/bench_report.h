@@ -45,6 +45,7 @@ typedef struct bench_opts {
 	uint32_t io_depth;
 	uint32_t decode_threads;
 	bool direct;
+	bool map;
 	bool verify;
 	bool touch;
 	const char *timings;     /* --timings FILE, or NULL */

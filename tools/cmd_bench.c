@@ -40,7 +40,7 @@
 	"                      [--depth D] [--pin ring|transient] [--seconds S] [--epochs N]\n"  \
 	"                      [--cold] [--json] [--step-us U] [--io-depth Q] "                  \
 	"[--decode-threads T]\n"                                                                 \
-	"                      [--buffered] [--no-verify] [--touch] [--seed N]\n"                    \
+	"                      [--buffered] [--map] [--no-verify] [--touch] [--seed N]\n"            \
 	"                      [--timings FILE] [-q|-v] PATH..."
 
 /* Progress redraws per second at most. */
@@ -72,6 +72,8 @@ bench_help(void)
 	       "  --io-depth Q        reads in flight (default 32)\n"
 	       "  --decode-threads T  decode workers (default 2)\n"
 	       "  --buffered          read through the page cache instead of O_DIRECT\n"
+	       "  --map               read chunks through a memory map of each shard\n"
+	       "                      (rf_config.map; implies --buffered)\n"
 	       "  --no-verify         skip the chunk checksums\n"
 	       "  --touch             read every byte of each batch on the consumer (host)\n"
 	       "  --timings FILE      write one line per batch: index, epoch, samples, time\n"
@@ -128,7 +130,7 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 	enum {
 		OPT_BATCH = 256, OPT_SHUFFLE, OPT_DEVICE, OPT_PINNED, OPT_DEPTH, OPT_PIN,
 		OPT_SECONDS, OPT_EPOCHS, OPT_COLD, OPT_JSON, OPT_STEP, OPT_IODEPTH,
-		OPT_THREADS, OPT_BUFFERED, OPT_NOVERIFY, OPT_TOUCH, OPT_SEED, OPT_TIMINGS,
+		OPT_THREADS, OPT_BUFFERED, OPT_MAP, OPT_NOVERIFY, OPT_TOUCH, OPT_SEED, OPT_TIMINGS,
 	};
 	static const struct option longopts[] = {
 		{"batch", required_argument, NULL, OPT_BATCH},
@@ -145,6 +147,7 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 		{"io-depth", required_argument, NULL, OPT_IODEPTH},
 		{"decode-threads", required_argument, NULL, OPT_THREADS},
 		{"buffered", no_argument, NULL, OPT_BUFFERED},
+		{"map", no_argument, NULL, OPT_MAP},
 		{"no-verify", no_argument, NULL, OPT_NOVERIFY},
 		{"touch", no_argument, NULL, OPT_TOUCH},
 		{"seed", required_argument, NULL, OPT_SEED},
@@ -228,6 +231,7 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 			o->decode_threads = (uint32_t)v;
 			break;
 		case OPT_BUFFERED: o->direct = false; break;
+		case OPT_MAP: o->map = true; o->direct = false; break;
 		case OPT_NOVERIFY: o->verify = false; break;
 		case OPT_TOUCH: o->touch = true; break;
 		case OPT_TIMINGS: o->timings = optarg; break;
@@ -421,6 +425,7 @@ run_loader(const bench_opts *o, bench_result *res)
 	cfg.pinning = o->pinning;
 	cfg.io_depth = o->io_depth;
 	cfg.direct = o->direct;
+	cfg.map = o->map;
 	cfg.decode_threads = o->decode_threads;
 	cfg.verify = o->verify;
 	cfg.log = bench_log;

@@ -324,7 +324,25 @@ typedef struct rf_config {
 	rf_log_fn log;               /* messages; NULL: none (RINGFEED_LOG sets the level) */
 	void *log_user;
 
-	uint8_t reserved[128];       /* zero; room to grow */
+	/*
+	 * 1: read chunks through a read-only memory map of each shard instead
+	 * of read calls.  The decode workers check, decompress and gather
+	 * straight from the page cache's pages, which saves a copy of every
+	 * byte (page cache to ring) when the dataset is in the page cache; the
+	 * reader faults each chunk in ahead of its turn (MADV_POPULATE_READ),
+	 * so a read error or a shard shorter than its index is reported as an
+	 * error of that chunk.  Implies buffered reads (direct = 1 with map = 1
+	 * is RF_EUSAGE); full shuffling reads samples with read calls and
+	 * ignores it.  The price: a shard that is truncated or whose disk
+	 * fails after its pages were faulted in raises SIGBUS when the loader
+	 * touches them, which ends the process; use it for datasets nobody
+	 * modifies while they are read, on local storage.  Mapped pages count
+	 * in the process's RSS (shared, reclaimable page cache).  0 (default):
+	 * read calls into the pinned ring.
+	 */
+	int map;
+
+	uint8_t reserved[124];       /* zero; room to grow */
 } rf_config;
 
 /* Fill *cfg with the defaults above (paths NULL: set them). */
@@ -550,7 +568,8 @@ typedef struct rf_stats {
 	uint64_t device_bytes;       /* device memory held now (depth x batch_bytes;
 	                                0 when in_place) */
 	uint64_t device_peak;
-	char io_engine[32];          /* "io_uring", "io_uring-unregistered", "pread" */
+	char io_engine[32];          /* "io_uring", "io_uring-unregistered", "pread",
+	                                "mmap" (rf_config.map) */
 	int io_direct;               /* 1 when every read bypasses the page cache */
 	char device[128];            /* e.g. "host" or "cuda:0 ..." */
 	/* 1 when batches are handed out in the ring slot they were assembled or

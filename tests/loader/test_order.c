@@ -59,6 +59,7 @@ struct run {
 };
 
 static uint32_t window = 4;
+static int use_map; /* LT_MAP=1: chunks read through memory maps (rf_config.map) */
 
 static int
 stream(const char *pattern, enum rf_shuffle mode, uint64_t seed, int32_t rank, int32_t world,
@@ -80,6 +81,7 @@ stream(const char *pattern, enum rf_shuffle mode, uint64_t seed, int32_t rank, i
 	cfg.rank = rank;
 	cfg.world = world;
 	cfg.device = RF_DEVICE_HOST;
+	cfg.map = use_map;
 	cfg.pinned_bytes = 256 << 10;
 	cfg.decode_threads = 3;
 	cfg.log = lt_log;
@@ -166,6 +168,7 @@ open_for_resume(const void *blob, size_t len)
 	cfg.rank = 0;
 	cfg.world = 1;
 	cfg.device = RF_DEVICE_HOST;
+	cfg.map = use_map;
 	cfg.pinned_bytes = 256 << 10;
 	cfg.log = lt_log;
 	cfg.resume = blob;
@@ -256,6 +259,7 @@ test_resume(uint64_t n)
 int
 main(void)
 {
+	use_map = getenv("LT_MAP") && !strcmp(getenv("LT_MAP"), "1");
 	snprintf(dir, sizeof(dir), "%s", lt_tmpdir("order"));
 	const uint64_t N = 1234;
 	LT_CHECK(lt_pack(dir, "o", N, 1, 2048, 16384, 1) == 0);

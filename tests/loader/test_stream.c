@@ -61,6 +61,7 @@ static const struct setting settings[] = {
 
 static struct rfemu_api emu;
 static int use_cuda;
+static int use_map; /* LT_MAP=1: chunks read through memory maps (rf_config.map) */
 static void *stream;
 static _Atomic uint64_t host_bad, host_batches;
 
@@ -109,6 +110,7 @@ run(const char *dir, const struct dataset *ds, const struct setting *st)
 	cfg.pinned_bytes = st->pinned;
 	cfg.var_bytes = st->var_bytes;
 	cfg.device = use_cuda ? RF_DEVICE_CUDA : RF_DEVICE_HOST;
+	cfg.map = use_map;
 	cfg.log = lt_log;
 
 	rf_loader *ld;
@@ -200,6 +202,8 @@ run(const char *dir, const struct dataset *ds, const struct setting *st)
 	LT_CHECK(s.device_peak == (s.in_place ? 0 : (uint64_t)st->depth * s.batch_bytes));
 	LT_CHECK(s.held == 0 && s.held_max <= st->depth);
 	LT_CHECK(s.io_engine[0] != 0);
+	LT_CHECK((strcmp(s.io_engine, "mmap") == 0) == use_map);
+	LT_CHECK(!use_map || !s.io_direct);
 	rf_loader_close(&ld);
 	LT_CHECK(ld == NULL);
 	return 0;
@@ -209,6 +213,7 @@ int
 main(int argc, char **argv)
 {
 	use_cuda = argc > 1 && !strcmp(argv[1], "cuda");
+	use_map = getenv("LT_MAP") && !strcmp(getenv("LT_MAP"), "1");
 	if (use_cuda) {
 		if (rfemu_api_load(&emu, NULL) != 0) {
 			fprintf(stderr, "RINGFEED_CUDART is not the cudart emulator: skipped\n");
