@@ -933,21 +933,21 @@ loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	static char *kwlist[] = {"paths", "batch_size", "fields", "shuffle", "seed", "epoch",
 				 "rank", "world", "device", "depth", "pinned_bytes", "drop_last",
 				 "window", "pinning", "io_depth", "direct", "decode_threads",
-				 "verify", "var_bytes", NULL};
+				 "verify", "var_bytes", "map", NULL};
 	PyObject *paths_arg, *fields_arg = Py_None, *rank_arg = Py_None, *world_arg = Py_None,
 		 *device_arg = NULL;
 	const char *shuffle = "none", *pinning = "ring";
 	unsigned long long seed = 0, epoch = 0, pinned_bytes = 0, var_bytes = 0;
 	Py_ssize_t batch_size = 0, depth = 2, window = 0, io_depth = 0, decode_threads = 0;
-	int drop_last = 1, direct = -1, verify = 1;
+	int drop_last = 1, direct = -1, verify = 1, map = 0;
 	PyObject *direct_arg = Py_None;
 	size_t npaths;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "On|$OsKKOOOnKpnsnOnpK:Loader", kwlist,
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "On|$OsKKOOOnKpnsnOnpKp:Loader", kwlist,
 					 &paths_arg, &batch_size, &fields_arg, &shuffle, &seed,
 					 &epoch, &rank_arg, &world_arg, &device_arg, &depth,
 					 &pinned_bytes, &drop_last, &window, &pinning, &io_depth,
-					 &direct_arg, &decode_threads, &verify, &var_bytes))
+					 &direct_arg, &decode_threads, &verify, &var_bytes, &map))
 		return -1;
 	/* None: let the library choose (O_DIRECT unless the dataset fits in
 	 * a quarter of the available memory). */
@@ -989,6 +989,7 @@ loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	cfg->epochs = 0; /* epochs are Python passes: the stream runs until closed */
 	cfg->direct = direct;
 	cfg->verify = verify;
+	cfg->map = map;
 	cfg->var_bytes = var_bytes;
 	if (pinned_bytes)
 		cfg->pinned_bytes = pinned_bytes;
@@ -1474,7 +1475,7 @@ static PyTypeObject LoaderType = {
 	"Loader(paths, batch_size, *, fields=None, shuffle=\"none\", seed=0, epoch=0,\n"
 	"       rank=None, world=None, device=\"auto\", depth=2, pinned_bytes=256 MiB,\n"
 	"       drop_last=True, window=0, pinning=\"ring\", io_depth=32, direct=None,\n"
-	"       decode_threads=2, verify=True, var_bytes=0)\n\n"
+	"       decode_threads=2, verify=True, var_bytes=0, map=False)\n\n"
 	"Stream a dataset in batches.  Each pass (for batch in loader) yields one\n"
 	"epoch's len(loader) batches, then advances the epoch; each batch is a dict\n"
 	"{field: Array}, a variable-length field an (offsets, data) pair.  Arrays speak\n"
@@ -1484,7 +1485,10 @@ static PyTypeObject LoaderType = {
 	"tensor made from it is gone.  The loader keeps depth + 1 device buffers of\n"
 	"the batch size: a for loop still holds its previous batch while it asks\n"
 	"for the next, and the spare buffer is refilled meanwhile, so that the copy\n"
-	"of the next batch never waits for the loop.",
+	"of the next batch never waits for the loop.  map=True reads chunks through\n"
+	"memory maps of the shards (rf_config.map in <ringfeed/ringfeed.h>: a copy\n"
+	"less per byte for a dataset in the page cache; a shard truncated while it\n"
+	"is read ends the process with SIGBUS).",
 	.tp_methods = loader_methods,
 	.tp_getset = loader_getset,
 	.tp_as_sequence = &loader_sequence,

@@ -8,7 +8,8 @@
 # the ranks cover disjoint samples; a shuffled state resumes, also into a
 # job of another world size with the same global batch; full shuffling
 # matches the C loader, sharded, and resumes into another world size; a
-# window and a full pass deliver distinct samples.
+# window and a full pass deliver distinct samples; map=True gives the same
+# batches.
 import os
 import subprocess
 import sys
@@ -173,4 +174,16 @@ for mode in ("window", "full"):
     got = sorted(v for b in py_pass(ld) for v in b)
     check(len(got) == len(ld) * B and len(set(got)) == len(got), "a %s pass" % mode)
     ld.close()
+# map=True (chunks read through memory maps): the same batches as the C
+# loader's read calls; with direct=True it is refused, with the reason.
+want = c_order(32, True, 2, "chunks", 4)
+ld = ringfeed.Loader(p, 32, shuffle="chunks", seed=4, map=True, fields=["y"], **opts)
+check([py_pass(ld), py_pass(ld)] == want, "map=True: the order differs from C")
+check(ld.stats()["io_engine"] == "mmap", "map=True: engine %s" % ld.stats()["io_engine"])
+ld.close()
+try:
+    ringfeed.Loader(p, 32, map=True, direct=True, **opts)
+    check(False, "map=True with direct=True was accepted")
+except ringfeed.Error as e:
+    check("map" in str(e), "message: %s" % e)
 print("ok")
