@@ -37,6 +37,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1899,7 +1900,7 @@ rf_config_init(rf_config *cfg)
 	cfg->pinning = RF_PINNING_RING;
 	cfg->io_depth = 32;
 	cfg->direct = -1;
-	cfg->decode_threads = 2;
+	cfg->decode_threads = 0; /* auto: see decode_threads_auto */
 	cfg->verify = 1;
 	cfg->var_bytes = 0;
 	cfg->shuffle = RF_SHUFFLE_NONE;
@@ -2432,6 +2433,26 @@ open_plan(rf_loader *ld)
 	return 0;
 }
 
+/* decode_threads = 0: a worker per CPU for compressed data (up to 8);
+ * uncompressed chunks need only checksums and gathers, memory-bound work
+ * where a second worker pays only from 4 CPUs (below, it takes the core the
+ * consumer needs). */
+static uint32_t
+decode_threads_auto(int compressed)
+{
+	cpu_set_t set;
+	long n = 0;
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		n = CPU_COUNT(&set);
+	if (n <= 0)
+		n = sysconf(_SC_NPROCESSORS_ONLN);
+	if (n <= 0)
+		n = 1;
+	if (compressed)
+		return n > 8 ? 8 : (uint32_t)n;
+	return n >= 4 ? 2 : 1;
+}
+
 /* The reader's engine over the pinned ring, and every shard added to it. */
 static int
 open_io(rf_loader *ld)
@@ -2523,8 +2544,6 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 	if (cfg->pinning != RF_PINNING_RING && cfg->pinning != RF_PINNING_TRANSIENT)
 		return rf_fail(&ld->diag, RF_EUSAGE, "loader: pinning %d is not ring or transient",
 			       (int)cfg->pinning);
-	if (cfg->decode_threads == 0)
-		cfg->decode_threads = 1;
 	if (cfg->decode_threads > 64)
 		cfg->decode_threads = 64;
 	if (cfg->io_depth == 0)
@@ -2615,6 +2634,8 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 	int need_raw = 0;
 	for (uint64_t c = 0; c < ld->nchunks && !need_raw; c++)
 		need_raw = ld->chunks[c].codec != RF_CODEC_NONE;
+	if (cfg->decode_threads == 0)
+		cfg->decode_threads = decode_threads_auto(need_raw);
 	ld->nworkers = ld->full_mode ? 0 : cfg->decode_threads; /* full: nothing to decode */
 	ld->workers = calloc(ld->nworkers ? ld->nworkers : 1, sizeof(*ld->workers));
 	if (!ld->workers)
@@ -3185,6 +3206,7 @@ rf_loader_stats(rf_loader *ld, rf_stats *st)
 	s.device_bytes = ld->device_bytes;
 	s.device_peak = ld->device_bytes;
 	s.in_place = ld->zero_copy;
+	s.decode_threads = ld->nworkers;
 	snprintf(s.io_engine, sizeof(s.io_engine), "%s", ld->io_engine);
 	s.io_direct = ld->io_direct;
 	snprintf(s.device, sizeof(s.device), "%s", ld->dev->desc);

@@ -70,7 +70,8 @@ bench_help(void)
 	       "  --cold              drop the dataset's pages from the page cache first\n"
 	       "  --step-us U         simulate a training step of U microseconds per batch\n"
 	       "  --io-depth Q        reads in flight (default 32)\n"
-	       "  --decode-threads T  decode workers (default 2)\n"
+	       "  --decode-threads T  decode workers (default: the library's choice from\n"
+	       "                      the CPUs and the dataset's codec)\n"
 	       "  --buffered          read through the page cache instead of O_DIRECT\n"
 	       "  --map               read chunks through a memory map of each shard\n"
 	       "                      (rf_config.map; implies --buffered)\n"
@@ -601,7 +602,7 @@ rf_cmd_bench(int argc, char **argv)
 		.pinning = RF_PINNING_RING,
 		.seconds = 5,
 		.io_depth = 32,
-		.decode_threads = 2,
+		.decode_threads = 0, /* the library chooses */
 		.direct = true,
 		.verify = true,
 	};
@@ -633,6 +634,8 @@ rf_cmd_bench(int argc, char **argv)
 	run_storage_half(&o, ds, &res);
 	bench_cache_check(ds, o.cold, &res.cache);
 	rc = run_loader(&o, &res);
+	if (!o.decode_threads) /* reported, and the zstd limit, as the loader ran */
+		o.decode_threads = res.stats.decode_threads;
 	if (rc < 0 && !res.batches) {
 		rf_dataset_close(&ds);
 		return RF_CLI_FAIL;

@@ -301,8 +301,13 @@ typedef struct rf_config {
 	                                dataset's stored bytes are at most a quarter of
 	                                MemAvailable at open, when buffered reads let
 	                                it stay hot in the page cache (logged, info) */
-	uint32_t decode_threads;     /* checksum + decompress + assembly workers;
-	                                default 2 */
+	/* Checksum + decompress + assembly workers.  0 (default): chosen at
+	 * open from the CPUs the process may run on and the dataset, and
+	 * reported in rf_stats.decode_threads: uncompressed, 1 below 4 CPUs
+	 * and 2 from 4 (checksums and gathers run at memory speed; on 2 CPUs
+	 * a second worker only takes a core from the consumer); compressed,
+	 * one per CPU, at most 8. */
+	uint32_t decode_threads;
 	int verify;                  /* 1 (default): check every chunk's XXH3-64 before
 	                                its bytes are used; 0: skip */
 
@@ -576,7 +581,9 @@ typedef struct rf_stats {
 	 * read in, with no copy (the host device, when the ring has room to
 	 * lend depth slots to the consumer; see rf_loader_open). */
 	int32_t in_place;
-	uint8_t reserved[60];
+	uint32_t decode_threads;     /* decode workers running (rf_config.decode_threads,
+	                                or the number chosen for 0) */
+	uint8_t reserved[56];
 } rf_stats;
 
 /* Fill *st (st->size set by the caller; a smaller size from an older header

@@ -1216,7 +1216,7 @@ loader_stats(LoaderObject *self, PyObject *unused)
 	return Py_BuildValue(
 		"{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:d,s:N,"
 		"s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-		"s:N,s:N,s:N,s:N,s:N,s:N,s:s,s:O,s:s,s:O,s:I,s:I}",
+		"s:N,s:N,s:N,s:N,s:N,s:N,s:s,s:O,s:s,s:O,s:I,s:I,s:I}",
 		"bytes_read", u64(st.bytes_read), "bytes_delivered", u64(st.bytes_delivered),
 		"batches", u64(st.batches), "samples", u64(st.samples), "chunks", u64(st.chunks),
 		"wall_ns", u64(st.wall_ns), "read_ns", u64(st.read_ns),
@@ -1236,7 +1236,8 @@ loader_stats(LoaderObject *self, PyObject *unused)
 		/* The library's device buffers: depth for the consumer and
 		 * the spare (device_bytes is buffers x batch_bytes when
 		 * batches are copied to the device). */
-		"depth", self->cfg.depth, "buffers", self->cfg.depth + RFPY_SPARE_BUFFERS);
+		"depth", self->cfg.depth, "buffers", self->cfg.depth + RFPY_SPARE_BUFFERS,
+		"decode_threads", st.decode_threads);
 }
 
 /*
@@ -1475,7 +1476,7 @@ static PyTypeObject LoaderType = {
 	"Loader(paths, batch_size, *, fields=None, shuffle=\"none\", seed=0, epoch=0,\n"
 	"       rank=None, world=None, device=\"auto\", depth=2, pinned_bytes=256 MiB,\n"
 	"       drop_last=True, window=0, pinning=\"ring\", io_depth=32, direct=None,\n"
-	"       decode_threads=2, verify=True, var_bytes=0, map=False)\n\n"
+	"       decode_threads=0, verify=True, var_bytes=0, map=False)\n\n"
 	"Stream a dataset in batches.  Each pass (for batch in loader) yields one\n"
 	"epoch's len(loader) batches, then advances the epoch; each batch is a dict\n"
 	"{field: Array}, a variable-length field an (offsets, data) pair.  Arrays speak\n"

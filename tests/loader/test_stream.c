@@ -57,6 +57,8 @@ static const struct setting settings[] = {
 	{16, 0, 2, 2, RF_PINNING_RING, 256 << 10, 0, "img"},
 	{61, 0, 3, 3, RF_PINNING_TRANSIENT, 1 << 20, 0, "x"},
 	{5, 1, 1, 2, RF_PINNING_RING, 64 << 10, 0, "y"},
+	/* decode_threads 0: the library chooses (1..8). */
+	{40, 0, 0, 2, RF_PINNING_RING, 1 << 20, 0, NULL},
 };
 
 static struct rfemu_api emu;
@@ -202,6 +204,10 @@ run(const char *dir, const struct dataset *ds, const struct setting *st)
 	LT_CHECK(s.device_peak == (s.in_place ? 0 : (uint64_t)st->depth * s.batch_bytes));
 	LT_CHECK(s.held == 0 && s.held_max <= st->depth);
 	LT_CHECK(s.io_engine[0] != 0);
+	if (st->threads)
+		LT_CHECK(s.decode_threads == st->threads);
+	else
+		LT_CHECK(s.decode_threads >= 1 && s.decode_threads <= 8);
 	LT_CHECK((strcmp(s.io_engine, "mmap") == 0) == use_map);
 	LT_CHECK(!use_map || !s.io_direct);
 	rf_loader_close(&ld);

@@ -180,6 +180,7 @@ want = c_order(32, True, 2, "chunks", 4)
 ld = ringfeed.Loader(p, 32, shuffle="chunks", seed=4, map=True, fields=["y"], **opts)
 check([py_pass(ld), py_pass(ld)] == want, "map=True: the order differs from C")
 check(ld.stats()["io_engine"] == "mmap", "map=True: engine %s" % ld.stats()["io_engine"])
+check(ld.stats()["decode_threads"] >= 1, "decode_threads %d" % ld.stats()["decode_threads"])
 ld.close()
 try:
     ringfeed.Loader(p, 32, map=True, direct=True, **opts)
