@@ -402,13 +402,15 @@ def run_one_peer(name, size, cache, root):
 def run_ringfeed(ringfeed, fmts, size, cache):
     """ringfeed bench on the same samples: the consumer touches every byte
     (--touch), batches of the same size, host delivery.  Cold: O_DIRECT
-    after a page cache drop.  Warm: the better of O_DIRECT and buffered
-    reads served from the cache (a user with a hot dataset picks buffered)."""
+    after a page cache drop.  Warm: the best of O_DIRECT, buffered reads
+    and memory maps (--map) served from the cache (a user with a hot dataset
+    picks buffered reads or maps)."""
     path = os.path.join(fmts["rfs"], "data.rfs")
     base = [ringfeed, "bench", "--json", "-q", "--touch", "--device", "host",
             "--batch", str(SIZES[size]["batch"]), "--seconds", "2"]
     runs = [base + ["--cold", path]] if cache == "cold" else [base + [path],
-                                                              base + ["--buffered", path]]
+                                                              base + ["--buffered", path],
+                                                              base + ["--map", path]]
     best = None
     for argv in runs:
         p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
