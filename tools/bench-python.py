@@ -13,7 +13,7 @@ Samples are 784 bytes (u8, MNIST-shaped) plus an int64 label, in batches of
 >= 0.9x the C loader, >= 5x DataLoader).  Not a test: run it by hand.
 
     PYTHONPATH=build/src/python /usr/bin/python3 tools/bench-python.py \\
-        --ringfeed build/tools/ringfeed [--samples 200000] [--seconds 5] [--json]
+        --ringfeed build/tools/ringfeed [--samples 200000] [--seconds 5] [--direct] [--json]
 """
 import argparse
 import json
@@ -95,15 +95,18 @@ def main():
     ap.add_argument("--seconds", type=float, default=5.0, help="minimum time per measurement")
     ap.add_argument("--pinned", type=int, default=64 << 20)
     ap.add_argument("--device", default="host", help="host (default) or cuda")
-    ap.add_argument("--buffered", action="store_true",
-                    help="ringfeed reads through the page cache, as the memmap does "
-                         "(default: O_DIRECT)")
+    ap.add_argument("--direct", action="store_true",
+                    help="ringfeed reads with O_DIRECT (default: buffered, through the page "
+                         "cache, as the memmap does and as the library chooses by itself "
+                         "for a dataset that fits in a quarter of the memory)")
+    ap.add_argument("--buffered", action="store_true", help=argparse.SUPPRESS)  # the default
     ap.add_argument("--dir", help="where to write the data (default: a temporary directory)")
     ap.add_argument("--repeat", type=int, default=3,
                     help="alternate the loaders this many times and keep each one's best "
                          "(other load on the machine only ever slows a run down)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    args.buffered = not args.direct
 
     import torch
     import ringfeed
