@@ -163,8 +163,15 @@ RF_API uint64_t rf_writer_samples(const rf_writer *w);
 RF_API uint64_t rf_writer_bytes(const rf_writer *w);
 
 /* Finish: flush the last chunk, write the index and the footer, fsync, and
- * rename each shard to its final name.  On failure, the temporary files are
- * removed.  The writer is freed and *w cleared either way.  NULL is a no-op. */
+ * rename each shard to its final name.  The new dataset then replaces all
+ * of an earlier write to the same path: shards of it that the new one does
+ * not overwrite (BASE-NNNNN.rfs above the new count, or PATH itself against
+ * numbered shards and the other way round) are removed, so that a loader
+ * given the directory never reads a leftover as part of this dataset.  Only
+ * files that start with a shard's magic are removed, each logged (info); one
+ * that cannot be removed is logged as a warning and does not fail the close.
+ * On failure, the temporary files are removed and nothing else is touched.
+ * The writer is freed and *w cleared either way.  NULL is a no-op. */
 RF_API int rf_writer_close(rf_writer **w);
 
 /* Discard everything written: temporary files removed, writer freed, *w

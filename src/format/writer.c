@@ -1107,6 +1107,64 @@ fsync_dir(rf_writer *w, const char *file)
 	return rc;
 }
 
+/* 1 when `path` is a file that starts with a shard's magic. */
+static int
+is_shard(const char *path)
+{
+	char head[RF_FMT_MAGIC_LEN];
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, head, sizeof head);
+	close(fd);
+	return n == (ssize_t)sizeof head && memcmp(head, RF_FMT_MAGIC, sizeof head) == 0;
+}
+
+/* Remove one leftover if it is a shard; returns 1 when the name was taken
+ * (removed or not), 0 when there is nothing by that name. */
+static int
+remove_leftover(rf_writer *w, const char *path)
+{
+	if (access(path, F_OK) < 0)
+		return 0;
+	if (!is_shard(path))
+		return 1;
+	if (unlink(path) < 0) {
+		int e = errno;
+		rf_log(&w->diag, RF_LOG_WARN, "%s: a shard of an earlier write to %s could not be "
+		       "removed (%s): a loader given its directory or a glob reads it too",
+		       path, w->path, rf_strerror(-e));
+	} else {
+		rf_log(&w->diag, RF_LOG_INFO, "%s: removed, a shard of an earlier write to %s",
+		       path, w->path);
+	}
+	return 1;
+}
+
+/*
+ * The output replaces what an earlier write to the same path left, all of
+ * it: a dataset once written in more shards (BASE-00007.rfs ...) or in the
+ * other layout (PATH alone against BASE-NNNNN.rfs) would otherwise leave
+ * shards that a loader given the directory reads as part of this dataset,
+ * samples nobody asked for.  Only files that start with a shard's magic are
+ * removed; numbered names are probed upwards until one is missing.
+ */
+static void
+remove_leftovers(rf_writer *w)
+{
+	size_t len = strlen(w->path);
+	int base = (int)(len >= 4 && strcmp(w->path + len - 4, ".rfs") == 0 ? len - 4 : len);
+	if (w->sharded)
+		remove_leftover(w, w->path);
+	for (size_t i = w->sharded ? w->nshards : 0;; i++) {
+		char *name = str_printf("%.*s-%05zu.rfs", base, w->path, i);
+		int taken = name ? remove_leftover(w, name) : 0;
+		free(name);
+		if (!taken)
+			break;
+	}
+}
+
 RF_API int
 rf_writer_close(rf_writer **pw)
 {
@@ -1134,6 +1192,8 @@ rf_writer_close(rf_writer **pw)
 			break;
 		}
 	}
+	if (rc == 0)
+		remove_leftovers(w);
 	if (rc == 0 && !w->cfg.no_fsync)
 		rc = fsync_dir(w, w->shards[0].final);
 	if (rc < 0) {
