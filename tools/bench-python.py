@@ -13,7 +13,8 @@ Samples are 784 bytes (u8, MNIST-shaped) plus an int64 label, in batches of
 >= 0.9x the C loader, >= 5x DataLoader).  Not a test: run it by hand.
 
     PYTHONPATH=build/src/python /usr/bin/python3 tools/bench-python.py \\
-        --ringfeed build/tools/ringfeed [--samples 200000] [--seconds 5] [--direct] [--json]
+        --ringfeed build/tools/ringfeed [--samples 200000] [--seconds 5] [--direct|--map]
+        [--json]
 """
 import argparse
 import json
@@ -33,6 +34,8 @@ def c_loader(args, path):
            "--depth", str(args.depth)]
     if args.buffered:
         cmd.append("--buffered")
+    if args.map:
+        cmd.append("--map")
     cmd.append(path)
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out)["loader"]["samples_per_s"]
@@ -40,7 +43,7 @@ def c_loader(args, path):
 
 def python_loader(args, path, torch, ringfeed):
     ld = ringfeed.Loader(path, args.batch, device=args.device, pinned_bytes=args.pinned, depth=args.depth,
-                         drop_last=False, direct=not args.buffered)
+                         drop_last=False, direct=not args.buffered, map=args.map)
     samples = 0
     t0 = time.perf_counter()
     while True:
@@ -100,12 +103,16 @@ def main():
                          "cache, as the memmap does and as the library chooses by itself "
                          "for a dataset that fits in a quarter of the memory)")
     ap.add_argument("--buffered", action="store_true", help=argparse.SUPPRESS)  # the default
+    ap.add_argument("--map", action="store_true",
+                    help="both loaders read through memory maps (rf_config.map)")
     ap.add_argument("--dir", help="where to write the data (default: a temporary directory)")
     ap.add_argument("--repeat", type=int, default=3,
                     help="alternate the loaders this many times and keep each one's best "
                          "(other load on the machine only ever slows a run down)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.direct and args.map:
+        ap.error("--map reads through the page cache: it excludes --direct")
     args.buffered = not args.direct
 
     import torch
@@ -124,7 +131,7 @@ def main():
         del x, y
 
         res = {"samples": args.samples, "batch": args.batch, "device": args.device,
-               "direct": not args.buffered, "depth": args.depth,
+               "direct": not args.buffered, "map": args.map, "depth": args.depth,
                "loadavg_before": os.getloadavg()[0],
                "ringfeed_version": ringfeed.__version__, "torch_version": torch.__version__}
         c_device = args.device
@@ -160,7 +167,7 @@ def main():
         return
     print("ringfeed %s, torch %s, %d samples of 784 B, batch %d, depth %d, device %s, %s reads" % (
         res["ringfeed_version"], res["torch_version"], args.samples, args.batch, args.depth,
-        args.device, "O_DIRECT" if res["direct"] else "buffered"))
+        args.device, "O_DIRECT" if res["direct"] else "mapped" if args.map else "buffered"))
     print("load average (1 min) %.2f before, %.2f after" % (res["loadavg_before"],
                                                           res["loadavg_after"]))
     print("%-40s %12.0f samples/s" % ("C loader (ringfeed bench)", res["c_loader"]))
