@@ -321,19 +321,29 @@ progress_clear(progress_line *p)
 /* The sum of the 64-bit words of n bytes (a last partial word byte by
  * byte): every byte is loaded, as in the peer comparison's touch (numpy's
  * uint64 sum over the same bytes), with as little work per byte, so the
- * consumer's cost is the same on both sides. */
+ * consumer's cost is the same on both sides.  Four independent sums: with
+ * one, each add waits for the last and the loop runs at half of numpy's
+ * SIMD sum on bytes in the cache (32 against 63 GB/s here), which charged
+ * this side's consumer more than the peers'. */
 static uint64_t
 word_sum(const unsigned char *p, uint64_t n)
 {
-	uint64_t sum = 0, i = 0, w;
+	uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, i = 0, w[4];
 
+	for (; n - i >= 32; i += 32) {
+		memcpy(w, p + i, 32);
+		s0 += w[0];
+		s1 += w[1];
+		s2 += w[2];
+		s3 += w[3];
+	}
 	for (; n - i >= 8; i += 8) {
-		memcpy(&w, p + i, 8);
-		sum += w;
+		memcpy(w, p + i, 8);
+		s0 += w[0];
 	}
 	for (; i < n; i++)
-		sum += p[i];
-	return sum;
+		s0 += p[i];
+	return s0 + s1 + s2 + s3;
 }
 
 /* Read every byte of a host-memory batch (--touch), as a consumer that uses
