@@ -175,6 +175,12 @@ struct rf_loader {
 
 	uint64_t slot_bytes;
 	unsigned nslots, n_read, n_stage;
+	/* The ring's slots: all of nslots, but in map mode only the staging
+	 * ones, of ring_slot_bytes each (a batch): a read there holds no bytes,
+	 * and its slot number (n_stage and up) comes from mfree instead. */
+	unsigned n_ring;
+	uint64_t ring_slot_bytes;
+	unsigned *mfree, mfree_n;
 	unsigned qd;
 
 	pthread_mutex_t mu;
@@ -384,8 +390,11 @@ release_read_slot(rf_loader *ld, unsigned slot)
 {
 	/* Back to the ring first, then the count: the reader takes a slot only
 	 * when the count allows, so the ring always has one for it. */
-	rf_ring_release(ld->ring, slot);
+	if (!ld->map_mode)
+		rf_ring_release(ld->ring, slot);
 	pthread_mutex_lock(&ld->mu);
+	if (ld->map_mode)
+		ld->mfree[ld->mfree_n++] = slot;
 	ld->read_held--;
 	pthread_cond_signal(&ld->reader_cv);
 	pthread_mutex_unlock(&ld->mu);
@@ -534,8 +543,14 @@ reader_main(void *arg)
 				maybe_end_locked(ld);
 				break;
 			}
-			unsigned slot;
-			int rc = rf_ring_acquire(ld->ring, &slot, 0);
+			unsigned slot = 0;
+			int rc = 0;
+			if (!ld->map_mode)
+				rc = rf_ring_acquire(ld->ring, &slot, 0);
+			else if (ld->mfree_n > 0)
+				slot = ld->mfree[--ld->mfree_n];
+			else
+				rc = -EPROTO;
 			if (rc < 0) {
 				/* Cannot happen while the counts hold; a stop is the
 				 * only other cause. */
@@ -2147,6 +2162,17 @@ plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		if (ld->zero_copy && ld->n_stage < ld->depth + 1)
 			ld->zero_copy = 0;
 	}
+	/*
+	 * Map mode: a read is a chunk faulted in where it lies in its shard's
+	 * map, so the ring holds only the staging slots, each the size of a
+	 * batch.  The reads still count as chunk-sized slots of the budget:
+	 * they bound how far ahead the reader faults chunks in, as far as read
+	 * calls would have read ahead, so a map never runs further ahead of the
+	 * consumer (and evicts more of the page cache) than pinned_bytes would
+	 * allow.
+	 */
+	ld->n_ring = ld->map_mode ? ld->n_stage : ld->nslots;
+	ld->ring_slot_bytes = ld->map_mode ? RF_ALIGN_UP(bb, 4096) : slot;
 
 	uint64_t dev_bytes = 0;
 	if (!ld->zero_copy && rf_mul_u64(bb, ld->depth, &dev_bytes))
@@ -2162,9 +2188,16 @@ plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 			       "batch_size %u) but %s has only %s free: lower batch_size or depth",
 			       a, ld->depth, b, cfg->batch_size, ld->dev->desc, c);
 	}
-	fmt_size(a, sizeof a, (uint64_t)ld->nslots * slot);
+	fmt_size(a, sizeof a, (uint64_t)ld->n_ring * ld->ring_slot_bytes);
 	fmt_size(b, sizeof b, dev_bytes);
-	if (ld->zero_copy)
+	if (ld->map_mode)
+		rf_log(&ld->diag, RF_LOG_INFO,
+		       "memory plan: pinned %s = %u staging slots of %" PRIu64 " bytes%s; up to %u "
+		       "chunks faulted in ahead in the shard maps; device %s = %u x %" PRIu64
+		       " bytes", a, ld->n_ring, ld->ring_slot_bytes,
+		       ld->zero_copy ? " (up to depth of them hold batches handed out)" : "",
+		       ld->n_read, b, ld->zero_copy ? 0 : ld->depth, bb);
+	else if (ld->zero_copy)
 		rf_log(&ld->diag, RF_LOG_INFO,
 		       "memory plan: pinned %s = %u slots of %" PRIu64 " bytes (%u read, %u staging, "
 		       "of which up to %u hold batches handed out: host delivery without a copy)",
@@ -2479,6 +2512,18 @@ open_io(rf_loader *ld)
 	return 0;
 }
 
+/* Map mode: every read slot number (n_stage and up, past the ring's own)
+ * free, the lowest taken first. */
+static void
+map_slots_reset(rf_loader *ld)
+{
+	if (!ld->map_mode)
+		return;
+	ld->mfree_n = 0;
+	for (unsigned i = ld->nslots; i-- > ld->n_ring;)
+		ld->mfree[ld->mfree_n++] = i;
+}
+
 /* Map mode (rf_config.map): every shard mapped whole, read-only, shared
  * with the page cache; no reader engine. */
 static int
@@ -2491,10 +2536,12 @@ open_maps(rf_loader *ld)
 	ld->maps = calloc(n, sizeof(*ld->maps));
 	ld->map_len = calloc(n, sizeof(*ld->map_len));
 	ld->rbase = calloc(ld->nslots, sizeof(*ld->rbase));
+	ld->mfree = calloc(ld->n_read ? ld->n_read : 1, sizeof(*ld->mfree));
 	ld->mvec_len = (size_t)(rf_dataset_max_stored_span(ld->ds) / ld->page) + 2;
 	ld->mvec = malloc(ld->mvec_len);
-	if (!ld->maps || !ld->map_len || !ld->rbase || !ld->mvec)
+	if (!ld->maps || !ld->map_len || !ld->rbase || !ld->mfree || !ld->mvec)
 		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
+	map_slots_reset(ld);
 	for (size_t i = 0; i < ld->nshards; i++) {
 		const char *path = rf_dataset_shard_path(ld->ds, i);
 		int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -2613,7 +2660,7 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 	if (rc < 0)
 		return rc;
 
-	rc = rf_ring_open(&ld->ring, ld->slot_bytes, ld->nslots, ld->dev,
+	rc = rf_ring_open(&ld->ring, ld->ring_slot_bytes, ld->n_ring, ld->dev,
 			  cfg->pinning == RF_PINNING_TRANSIENT ? RF_PIN_TRANSIENT : RF_PIN_RING,
 			  &ld->ring_diag);
 	if (rc < 0)
@@ -2793,8 +2840,9 @@ pipeline_reset(rf_loader *ld)
 		ld->wlo = ld->whi = 0;
 		ld->w_epoch_done = 0;
 	}
-	for (unsigned i = 0; i < ld->nslots; i++)
+	for (unsigned i = 0; i < ld->n_ring; i++)
 		rf_ring_release(ld->ring, i); /* already free: ignored */
+	map_slots_reset(ld);
 	memset(ld->slot_refs, 0, ld->nslots * sizeof(*ld->slot_refs));
 	memset(ld->pin_refs, 0, ld->nslots * sizeof(*ld->pin_refs));
 	memset(ld->win, 0, ld->nwin * sizeof(*ld->win));
@@ -2852,6 +2900,7 @@ loader_free(rf_loader *ld)
 	free(ld->maps);
 	free(ld->map_len);
 	free(ld->rbase);
+	free(ld->mfree);
 	free(ld->mvec);
 	rf_ring_close(&ld->ring);
 	rf_device_close(&ld->dev);
@@ -3199,7 +3248,7 @@ rf_loader_stats(rf_loader *ld, rf_stats *st)
 	pthread_mutex_unlock(&ld->mu);
 	s.thread_cpu_ns = cpu;
 	s.stall_share = s.wall_ns ? (double)s.stall_ns / (double)s.wall_ns : 0.0;
-	s.slot_bytes = ld->slot_bytes;
+	s.slot_bytes = ld->ring_slot_bytes;
 	s.batch_bytes = ld->layout.bytes;
 	s.pinned_bytes = rf_ring_pinned_bytes(ld->ring);
 	s.pinned_peak = rf_ring_pinned_peak(ld->ring);

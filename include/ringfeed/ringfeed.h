@@ -342,8 +342,12 @@ typedef struct rf_config {
 	 * fails after its pages were faulted in raises SIGBUS when the loader
 	 * touches them, which ends the process; use it for datasets nobody
 	 * modifies while they are read, on local storage.  Mapped pages count
-	 * in the process's RSS (shared, reclaimable page cache).  0 (default):
-	 * read calls into the pinned ring.
+	 * in the process's RSS (shared, reclaimable page cache).  The pinned
+	 * ring then holds only staged batches (slots of a batch's size, not a
+	 * chunk's): much less page-locked memory and a faster open; the reads
+	 * still count against pinned_bytes as chunk-sized slots, which bounds
+	 * how far ahead chunks are faulted in.  0 (default): read calls into
+	 * the pinned ring.
 	 */
 	int map;
 
@@ -566,7 +570,7 @@ typedef struct rf_stats {
 	uint32_t staged, staged_max;
 	uint32_t ready, ready_max;
 	uint32_t held, held_max;
-	uint64_t slot_bytes;         /* the ring's slot size */
+	uint64_t slot_bytes;         /* the ring's slot size (map: a batch's) */
 	uint64_t batch_bytes;        /* one device buffer */
 	uint64_t pinned_bytes;       /* page-locked now */
 	uint64_t pinned_peak;        /* page-locked at most (<= rf_config.pinned_bytes) */

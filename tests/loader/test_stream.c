@@ -210,6 +210,9 @@ run(const char *dir, const struct dataset *ds, const struct setting *st)
 		LT_CHECK(s.decode_threads >= 1 && s.decode_threads <= 8);
 	LT_CHECK((strcmp(s.io_engine, "mmap") == 0) == use_map);
 	LT_CHECK(!use_map || !s.io_direct);
+	/* Maps: the ring holds batches only, never a chunk's bytes. */
+	LT_CHECK(!use_map || s.slot_bytes == (s.batch_bytes + 4095) / 4096 * 4096);
+	LT_CHECK(s.pinned_peak <= (uint64_t)s.slots_total * s.slot_bytes);
 	rf_loader_close(&ld);
 	LT_CHECK(ld == NULL);
 	return 0;
