@@ -111,7 +111,7 @@ def write_formats(ringfeed, root, size, log):
     """Write the dataset once per format with that format's own writer.
     Returns {format: directory}."""
     d = os.path.join(root, size)
-    done = os.path.join(d, ".complete")
+    done = os.path.join(d, ".complete-2")  # a new name when a writer changes
     fmts = {k: os.path.join(d, k) for k in ("npy", "rfs", "wds", "mds", "arrayrecord",
                                              "litdata", "dali")}
     if os.path.exists(done):
@@ -164,13 +164,6 @@ def write_formats(ringfeed, root, size, log):
         w.close()
 
     def litdata():
-        import torch
-        major, minor = (int(v) for v in torch.__version__.split(".")[:2])
-        if (major, minor) < (2, 4):
-            # litdata requires torch>=2.4 (it uses torch.uint16 at import);
-            # installing a PyPI torch would replace Debian's for every peer.
-            raise RuntimeError("litdata needs torch >= 2.4, this Python has Debian's torch %s"
-                               % torch.__version__)
         import litdata as ld
         # Its writer is optimize(): one item per sample, stored as numpy.
         ld.optimize(fn=_litdata_item, inputs=[(size, i) for i in range(n)],
@@ -313,11 +306,15 @@ def peer_grain(fmts, batch):
 
 def peer_litdata(fmts, batch):
     import litdata as ld
+    import torch
 
     def epoch():
         s = c = 0
         ds = ld.StreamingDataset(input_dir=fmts["litdata"])
-        for b in ld.StreamingDataLoader(ds, batch_size=batch, num_workers=0):
+        # torch's DataLoader over the StreamingDataset: StreamingDataLoader
+        # passes prefetch_factor, which torch before 2.0 refuses with
+        # num_workers=0.
+        for b in torch.utils.data.DataLoader(ds, batch_size=batch, num_workers=0):
             x, y = b["image"], b["label"]
             c += touch(x.numpy()) + touch(y.numpy())
             s += len(y)
