@@ -161,6 +161,14 @@ fmt_count(char *buf, size_t cap, double v)
 	return buf;
 }
 
+/* --cold with reads through the page cache (buffered, maps) over several
+ * epochs: the later ones were served from the cache the first one filled. */
+static bool
+cold_first_epoch_only(const bench_opts *o, const bench_result *res)
+{
+	return o->cold && !res->stats.io_direct && res->epochs > 1;
+}
+
 void
 bench_print_table(FILE *f, const bench_opts *o, const bench_result *res)
 {
@@ -211,6 +219,10 @@ bench_print_table(FILE *f, const bench_opts *o, const bench_result *res)
 	fprintf(f, "  %-26s %s\n", "peak RSS", fmt_bytes(c, sizeof c, (double)res->peak_rss));
 	fprintf(f, "  %-26s %s%s, device %s\n", "I/O engine", st->io_engine[0] ? st->io_engine : "?",
 		st->io_direct ? " (O_DIRECT)" : " (buffered)", st->device[0] ? st->device : "?");
+	if (cold_first_epoch_only(o, res))
+		fprintf(f, "  note: reads went through the page cache, so only the first of the %" PRIu64
+			   " epochs was cold (--epochs 1 measures a cold pass)\n",
+			res->epochs);
 	fprintf(f, "\n");
 	fprintf(f, "  %-22s %9s %12s %8s  %s\n", "limit", "GB/s", "samples/s", "loader/", "note");
 	for (int k = 0; k < BENCH_NLIMITS; k++) {
@@ -337,7 +349,8 @@ bench_print_json(FILE *f, const bench_opts *o, const bench_result *res)
 	json_u64(f, "resident_pages", res->cache.resident, true);
 	json_num(f, "resident_fraction",
 		 res->cache.pages ? (double)res->cache.resident / (double)res->cache.pages : 0, true);
-	json_str(f, "note", res->cache.note[0] ? res->cache.note : NULL, false);
+	json_str(f, "note", res->cache.note[0] ? res->cache.note : NULL, true);
+	json_bool(f, "cold_first_epoch_only", cold_first_epoch_only(o, res), false);
 	fputs("}, ", f);
 
 	fputs("\"loader\": {", f);

@@ -52,7 +52,8 @@ KEYS = {
     "config": ["batch", "shuffle", "seed", "device", "pinned_bytes", "depth", "pin", "io_depth",
                "decode_threads", "direct", "verify", "touch", "seconds", "epochs", "cold",
                "step_us"],
-    "cache": ["cold", "dropped", "pages", "resident_pages", "resident_fraction", "note"],
+    "cache": ["cold", "dropped", "pages", "resident_pages", "resident_fraction", "note",
+              "cold_first_epoch_only"],
     "loader": ["open_seconds", "seconds", "epochs", "batches", "samples", "batches_per_s",
                "samples_per_s", "per_batch_us", "gb_per_s", "read_gb_per_s",
                "bytes_delivered", "bytes_read", "thread_cpu_s", "cpu_s_per_gb", "stall_share",
@@ -194,6 +195,13 @@ try:
             check(doc["loader"]["checksum"] == expect,
                   "cold: checksum %s, expected %d (the bytes of every sample)"
                   % (doc["loader"]["checksum"], expect))
+            check(c["cold_first_epoch_only"] is False, "cold, one epoch: %s" % c)
+        # Through the page cache, two epochs: the second came from the cache
+        # the first filled, and the report says so.
+        doc = bench_json("cold-map", "--cold", "--map", "--epochs", "2", plain)
+        if doc:
+            check(doc["cache"]["cold_first_epoch_only"] is True,
+                  "cold, --map, 2 epochs: %s" % doc["cache"])
 
     if PART in ("modes", "all"):
         # A shuffled order delivers the same samples: every one, once an epoch.
