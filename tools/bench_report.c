@@ -73,6 +73,8 @@ set_limit(bench_result *res, int k, const char *key, const char *label, const be
 	l->applies = l->measured && applies;
 	if (!l->measured)
 		return;
+	l->bytes = r->bytes;
+	l->seconds = r->seconds;
 	l->per_thread_gb_per_s = r->bytes / r->seconds / 1e9;
 	l->gb_per_s = l->per_thread_gb_per_s * threads;
 	l->bytes_per_sample = bytes_per_sample;
@@ -409,6 +411,8 @@ bench_print_json(FILE *f, const bench_opts *o, const bench_result *res)
 		json_num(f, "bytes_per_sample", l->bytes_per_sample, true);
 		json_num(f, "samples_per_s", l->samples_per_s, true);
 		json_num(f, "loader_ratio", l->loader_ratio, true);
+		json_num(f, "bytes", l->bytes, true);
+		json_num(f, "seconds", l->seconds, true);
 		json_str(f, "note", l->note && l->note[0] ? l->note : NULL, false);
 		fputs("}", f);
 	}

@@ -84,6 +84,8 @@ typedef struct bench_limit {
 	double bytes_per_sample; /* the bytes it moves per sample */
 	double samples_per_s;
 	double loader_ratio;     /* loader samples/s over this limit's */
+	double bytes;            /* bytes the measurement moved (one thread's) */
+	double seconds;          /* and the time it took (CPU time for zstd, memcpy) */
 	const char *note;
 } bench_limit;
 

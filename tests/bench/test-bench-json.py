@@ -61,7 +61,7 @@ KEYS = {
                "device"],
 }
 LIMIT_KEYS = ["measured", "applies", "gb_per_s", "per_thread_gb_per_s", "bytes_per_sample",
-              "samples_per_s", "loader_ratio", "note"]
+              "samples_per_s", "loader_ratio", "bytes", "seconds", "note"]
 LIMITS = ["storage_sequential", "storage_random", "zstd", "memcpy", "host_to_device"]
 
 
@@ -202,6 +202,12 @@ try:
         if doc:
             check(doc["cache"]["cold_first_epoch_only"] is True,
                   "cold, --map, 2 epochs: %s" % doc["cache"])
+            # The raw read, buffered too, reads each chunk once in each of
+            # its two halves (a second pass would be served by the cache).
+            seq = doc["limits"]["storage_sequential"]
+            stored = doc["dataset"]["stored_bytes"]
+            check(0 < seq["bytes"] <= 2 * stored,
+                  "cold, buffered raw read: %s bytes, the dataset %d" % (seq["bytes"], stored))
 
     if PART in ("modes", "all"):
         # A shuffled order delivers the same samples: every one, once an epoch.
