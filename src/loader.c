@@ -23,7 +23,9 @@
  * that reads each sample into its place in a staging slot (full_main).
  *
  * Memory: the ring's slots are split between reads (n_read) and staging
- * (n_stage) by counting, so neither side can starve the other: every slot a
+ * (n_stage) by counting (in map mode a read holds a number from mfree, not
+ * a ring slot, and the ring is the staging slots alone), so neither side
+ * can starve the other: every slot a
  * stage may wait for is held by a later stage that always makes progress
  * (reads complete, gathers run in order, copies complete once a device buffer
  * is free, and a device buffer is free unless the consumer holds all of them,
@@ -181,6 +183,7 @@ struct rf_loader {
 	unsigned n_ring;
 	uint64_t ring_slot_bytes;
 	unsigned *mfree, mfree_n;
+	unsigned char *mfree_is; /* nslots: 1 while the number is in mfree */
 	unsigned qd;
 
 	pthread_mutex_t mu;
@@ -385,6 +388,14 @@ maybe_end_locked(rf_loader *ld)
 	}
 }
 
+/* Ring slots in use (mu held): reads and staged batches, or in map mode,
+ * where a read holds no ring slot, the staged batches alone. */
+static unsigned
+ring_used(const rf_loader *ld)
+{
+	return ld->map_mode ? ld->stage_held : ld->read_held + ld->stage_held;
+}
+
 static void
 release_read_slot(rf_loader *ld, unsigned slot)
 {
@@ -393,8 +404,17 @@ release_read_slot(rf_loader *ld, unsigned slot)
 	if (!ld->map_mode)
 		rf_ring_release(ld->ring, slot);
 	pthread_mutex_lock(&ld->mu);
-	if (ld->map_mode)
+	if (ld->map_mode) {
+		/* A number that is not a read's, or one already free, is
+		 * ignored (as the ring ignores such a release): it must never
+		 * go to two reads. */
+		if (slot < ld->n_ring || slot >= ld->nslots || ld->mfree_is[slot]) {
+			pthread_mutex_unlock(&ld->mu);
+			return;
+		}
+		ld->mfree_is[slot] = 1;
 		ld->mfree[ld->mfree_n++] = slot;
+	}
 	ld->read_held--;
 	pthread_cond_signal(&ld->reader_cv);
 	pthread_mutex_unlock(&ld->mu);
@@ -449,7 +469,8 @@ map_chunk(rf_loader *ld, const rf_chunk_info *c, unsigned slot)
 	uint64_t n = c->offset < len ? len - c->offset : 0;
 	if (n > c->stored_bytes)
 		n = c->stored_bytes;
-	uint8_t *p = ld->maps[c->shard] + c->offset;
+	/* A shard shorter than its index: point at its end (n = 0). */
+	uint8_t *p = ld->maps[c->shard] + (c->offset < len ? c->offset : len);
 	ld->rbase[slot] = p;
 	if (n == 0)
 		return 0;
@@ -548,7 +569,7 @@ reader_main(void *arg)
 			if (!ld->map_mode)
 				rc = rf_ring_acquire(ld->ring, &slot, 0);
 			else if (ld->mfree_n > 0)
-				slot = ld->mfree[--ld->mfree_n];
+				ld->mfree_is[slot = ld->mfree[--ld->mfree_n]] = 0;
 			else
 				rc = -EPROTO;
 			if (rc < 0) {
@@ -559,7 +580,7 @@ reader_main(void *arg)
 				break;
 			}
 			ld->read_held++;
-			note_max(&ld->mx_slots, ld->read_held + ld->stage_held);
+			note_max(&ld->mx_slots, ring_used(ld));
 			uint64_t seq = ld->next_seq++;
 			struct wstep *w = &ld->win[seq % ld->nwin];
 			w->s = st;
@@ -656,7 +677,7 @@ gather_open_batch(rf_loader *ld, uint64_t epoch, uint64_t first)
 	int rc = rf_ring_acquire(ld->ring, &slot, 0);
 	if (rc == 0) {
 		ld->stage_held++;
-		note_max(&ld->mx_slots, ld->read_held + ld->stage_held);
+		note_max(&ld->mx_slots, ring_used(ld));
 	}
 	pthread_mutex_unlock(&ld->mu);
 	if (rc < 0)
@@ -2520,8 +2541,11 @@ map_slots_reset(rf_loader *ld)
 	if (!ld->map_mode)
 		return;
 	ld->mfree_n = 0;
-	for (unsigned i = ld->nslots; i-- > ld->n_ring;)
+	memset(ld->mfree_is, 0, ld->nslots);
+	for (unsigned i = ld->nslots; i-- > ld->n_ring;) {
+		ld->mfree_is[i] = 1;
 		ld->mfree[ld->mfree_n++] = i;
+	}
 }
 
 /* Map mode (rf_config.map): every shard mapped whole, read-only, shared
@@ -2536,10 +2560,11 @@ open_maps(rf_loader *ld)
 	ld->maps = calloc(n, sizeof(*ld->maps));
 	ld->map_len = calloc(n, sizeof(*ld->map_len));
 	ld->rbase = calloc(ld->nslots, sizeof(*ld->rbase));
-	ld->mfree = calloc(ld->n_read ? ld->n_read : 1, sizeof(*ld->mfree));
+	ld->mfree = calloc(ld->nslots, sizeof(*ld->mfree));
+	ld->mfree_is = calloc(ld->nslots, 1);
 	ld->mvec_len = (size_t)(rf_dataset_max_stored_span(ld->ds) / ld->page) + 2;
 	ld->mvec = malloc(ld->mvec_len);
-	if (!ld->maps || !ld->map_len || !ld->rbase || !ld->mfree || !ld->mvec)
+	if (!ld->maps || !ld->map_len || !ld->rbase || !ld->mfree || !ld->mfree_is || !ld->mvec)
 		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
 	map_slots_reset(ld);
 	for (size_t i = 0; i < ld->nshards; i++) {
@@ -2901,6 +2926,7 @@ loader_free(rf_loader *ld)
 	free(ld->map_len);
 	free(ld->rbase);
 	free(ld->mfree);
+	free(ld->mfree_is);
 	free(ld->mvec);
 	rf_ring_close(&ld->ring);
 	rf_device_close(&ld->dev);
@@ -3230,9 +3256,9 @@ rf_loader_stats(rf_loader *ld, rf_stats *st)
 	s.stall_ns = ld->st_stall_ns;
 	s.reads_inflight = ld->inflight;
 	s.reads_inflight_max = ld->mx_inflight;
-	s.slots_used = ld->read_held + ld->stage_held;
+	s.slots_used = ring_used(ld);
 	s.slots_used_max = ld->mx_slots;
-	s.slots_total = ld->nslots;
+	s.slots_total = ld->n_ring;
 	s.staged = ld->sq_len;
 	s.staged_max = ld->mx_staged;
 	s.ready = ld->rq_len;

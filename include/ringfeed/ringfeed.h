@@ -269,8 +269,9 @@ typedef struct rf_config {
 	/* RF_SHUFFLE_WINDOW: decoded chunks held, W.  0 (default): sized
 	 * from pinned_bytes (about half of it over the average raw chunk),
 	 * at most what the pinned ring can hold besides the reads in flight
-	 * (uncompressed chunks stay in their pinned read slots; compressed
-	 * ones in W raw buffers of ordinary memory).  A W the ring cannot hold
+	 * (uncompressed chunks stay in their pinned read slots, or with map
+	 * where they lie in the map; compressed ones in W raw buffers of
+	 * ordinary memory).  A W the ring cannot hold
 	 * fails at open with RF_EMEMPLAN. */
 	uint32_t window;
 	/* This process's share of every global batch of world x B samples:
@@ -295,7 +296,7 @@ typedef struct rf_config {
 	uint64_t pinned_bytes;       /* page-locked host budget; default 256 MiB */
 	enum rf_pinning pinning;     /* default RF_PINNING_RING */
 
-	uint32_t io_depth;           /* reads in flight; default 32 */
+	uint32_t io_depth;           /* reads in flight; default 32 (map: unused) */
 	int direct;                  /* 1: O_DIRECT reads that bypass the page cache;
 	                                0: buffered; -1 (default): O_DIRECT unless the
 	                                dataset's stored bytes are at most a quarter of
@@ -332,11 +333,13 @@ typedef struct rf_config {
 	/*
 	 * 1: read chunks through a read-only memory map of each shard instead
 	 * of read calls.  The decode workers check, decompress and gather
-	 * straight from the page cache's pages, which saves a copy of every
-	 * byte (page cache to ring) when the dataset is in the page cache; the
-	 * reader faults each chunk in ahead of its turn (MADV_POPULATE_READ),
-	 * so a read error or a shard shorter than its index is reported as an
-	 * error of that chunk.  Implies buffered reads (direct = 1 with map = 1
+	 * straight from the page cache's pages, which saves the copy of every
+	 * byte from the page cache into the ring when the dataset is in the
+	 * page cache (batches are always gathered then: none is sent from
+	 * where it was read); the reader faults each chunk in ahead of its
+	 * turn (MADV_POPULATE_READ, Linux 5.14), so a read error or a shard
+	 * shorter than its index is reported as an error of that chunk (older
+	 * kernels only start the reads, and such a page raises SIGBUS).  Implies buffered reads (direct = 1 with map = 1
 	 * is RF_EUSAGE); full shuffling reads samples with read calls and
 	 * ignores it.  The price: a shard that is truncated or whose disk
 	 * fails after its pages were faulted in raises SIGBUS when the loader
@@ -555,14 +558,17 @@ typedef struct rf_stats {
 	uint64_t samples;            /* samples delivered */
 	uint64_t chunks;             /* chunks decoded */
 	uint64_t wall_ns;            /* since open */
-	uint64_t read_ns;            /* reader thread waiting for reads to complete */
+	uint64_t read_ns;            /* reader thread waiting for reads to complete
+	                                (map: faulting chunks in) */
 	uint64_t decode_ns;          /* decode workers verifying, decompressing, assembling
 	                                (summed over workers) */
 	uint64_t copy_ns;            /* from a batch's copy submit to its completion */
 	uint64_t stall_ns;           /* the consumer waiting inside rf_loader_next */
 	double stall_share;          /* stall_ns / wall_ns */
 	uint64_t thread_cpu_ns;      /* CPU time of the loader's own threads */
-	/* Queue occupancy now and at most: reads in flight, ring slots in use,
+	/* Queue occupancy now and at most: reads in flight (0 with map: a
+	 * chunk is faulted in by the reader itself), ring slots in use (with
+	 * map, the staging slots alone: reads hold no ring slot),
 	 * batches staged (waiting for a device buffer or their copy), batches
 	 * ready (copied, not yet taken), batches held by the consumer. */
 	uint32_t reads_inflight, reads_inflight_max;

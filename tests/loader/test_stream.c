@@ -213,6 +213,8 @@ run(const char *dir, const struct dataset *ds, const struct setting *st)
 	/* Maps: the ring holds batches only, never a chunk's bytes. */
 	LT_CHECK(!use_map || s.slot_bytes == (s.batch_bytes + 4095) / 4096 * 4096);
 	LT_CHECK(s.pinned_peak <= (uint64_t)s.slots_total * s.slot_bytes);
+	LT_CHECK(s.slots_used_max <= s.slots_total);
+	LT_CHECK(!use_map || s.reads_inflight_max == 0);
 	rf_loader_close(&ld);
 	LT_CHECK(ld == NULL);
 	return 0;
