@@ -303,7 +303,7 @@ raw_note_mode(const raw_reader *rr, bool direct, bench_rate *r)
 typedef struct seq_state {
 	const rf_dataset *ds;
 	uint64_t chunk, nchunks;
-	uint64_t issued, max_bytes;
+	uint64_t issued, max_reads; /* reads so far; 0: no cap */
 } seq_state;
 
 static bool
@@ -312,7 +312,7 @@ seq_next(void *user, int *file, uint64_t *offset, uint64_t *len, uint64_t *paylo
 	seq_state *st = user;
 	rf_chunk_info ci;
 
-	if (st->max_bytes && st->issued >= st->max_bytes)
+	if (st->max_reads && st->issued >= st->max_reads)
 		return false;
 	if (rf_dataset_chunk_info(st->ds, st->chunk, &ci) < 0)
 		return false;
@@ -321,15 +321,16 @@ seq_next(void *user, int *file, uint64_t *offset, uint64_t *len, uint64_t *paylo
 	*offset = ci.offset;
 	*len = round_up(ci.stored_bytes, ALIGN);
 	*payload = ci.stored_bytes;
-	st->issued += *len;
+	st->issued++;
 	return true;
 }
 
 int
 bench_raw_sequential(const rf_dataset *ds, unsigned depth, bool direct, double min_seconds,
-		     uint64_t max_bytes, bench_rate *r)
+		     bool one_pass, bench_rate *r)
 {
-	seq_state st = {.ds = ds, .nchunks = rf_dataset_chunks(ds), .max_bytes = max_bytes};
+	seq_state st = {.ds = ds, .nchunks = rf_dataset_chunks(ds)};
+	st.max_reads = one_pass ? st.nchunks : 0;
 	uint64_t biggest = 0;
 	raw_reader rr;
 	int ret;

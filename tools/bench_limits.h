@@ -43,10 +43,11 @@ bench_rate_gbps(const bench_rate *r)
  * loader reads them into its slots), in dataset order, `depth` reads in
  * flight, O_DIRECT (buffered when `direct` is false or the file system
  * refuses it).  Passes over the dataset repeat until `min_seconds` have
- * passed, the last pass possibly cut short; `max_bytes` (0: no cap) stops
- * early on big datasets.  Returns 0, or a negative errno with r->note set. */
+ * passed, the last pass possibly cut short; `one_pass` stops after the
+ * first (a buffered read of a cold dataset: a second pass would come from
+ * the page cache).  Returns 0, or a negative errno with r->note set. */
 int bench_raw_sequential(const rf_dataset *ds, unsigned depth, bool direct,
-			 double min_seconds, uint64_t max_bytes, bench_rate *r);
+			 double min_seconds, bool one_pass, bench_rate *r);
 
 /* Random reads for the `full` shuffle: for each of a stream of uniformly
  * random samples, one read per fixed-size field of the 4096-aligned range

@@ -576,14 +576,7 @@ run_storage_half(const bench_opts *o, rf_dataset *ds, bench_result *res)
 		bench_raw_random(ds, depth, o->direct, secs, 0x5eed + (uint64_t)res->random.ops, &r);
 		rate_merge(&res->random, &r);
 	} else {
-		uint64_t once = 0;
-		if (o->cold && !o->direct)
-			for (uint64_t c = 0; c < rf_dataset_chunks(ds); c++) {
-				rf_chunk_info ci;
-				if (rf_dataset_chunk_info(ds, c, &ci) == 0)
-					once += (ci.stored_bytes + 4095) / 4096 * 4096;
-			}
-		bench_raw_sequential(ds, depth, o->direct, secs, once, &r);
+		bench_raw_sequential(ds, depth, o->direct, secs, o->cold && !o->direct, &r);
 		rate_merge(&res->sequential, &r);
 	}
 }
