@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
+#include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 
 #include "common.h"
 
@@ -147,4 +150,54 @@ rf_log(const rf_diag *d, enum rf_log_level level, const char *fmt, ...)
 	vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
 	d->log(d->log_user, level, buf);
+}
+
+/* Descriptors open in this process now, or 0 when /proc cannot tell. */
+static uint64_t
+open_fds(void)
+{
+	DIR *dir = opendir("/proc/self/fd");
+	if (!dir)
+		return 0;
+	uint64_t n = 0;
+	const struct dirent *e;
+	while ((e = readdir(dir)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(dir);
+	return n > 0 ? n - 1 : 0; /* less the directory's own */
+}
+
+int
+rf_fd_reserve(uint64_t need, const char *what, rf_diag *d)
+{
+	/* The spare leaves room for what the training program opens next
+	 * (a checkpoint, a log, a socket) and for io_uring's own descriptor. */
+	enum { SPARE = 64 };
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+		return 0;
+	uint64_t have = open_fds();
+	uint64_t want = have + need + SPARE;
+	if (want <= (uint64_t)rl.rlim_cur)
+		return 0;
+	if (rl.rlim_max != RLIM_INFINITY && want > (uint64_t)rl.rlim_max)
+		return rf_fail(d, -EMFILE,
+			       "%s: %" PRIu64 " files to open beside the %" PRIu64
+			       " already open, above the hard open-file limit %" PRIu64
+			       " (raise it, as with ulimit -Hn, or pack fewer, larger shards)",
+			       what, need, have, (uint64_t)rl.rlim_max);
+	uint64_t old = (uint64_t)rl.rlim_cur;
+	rl.rlim_cur = (rlim_t)want;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+		int e = -errno;
+		return rf_fail(d, -EMFILE,
+			       "%s: %" PRIu64 " files to open beside the %" PRIu64
+			       " already open, above the open-file limit %" PRIu64
+			       " that could not be raised (%s)",
+			       what, need, have, old, rf_strerror(e));
+	}
+	rf_log(d, RF_LOG_INFO, "%s: raised the open-file soft limit from %" PRIu64 " to %" PRIu64
+	       " for %" PRIu64 " files", what, old, want, need);
+	return 0;
 }

@@ -42,6 +42,14 @@ int rf_fail(rf_diag *d, int code, const char *fmt, ...) RF_PRINTF(3, 4);
 /* Send a message to the log (no effect on d->msg). */
 void rf_log(const rf_diag *d, enum rf_log_level level, const char *fmt, ...) RF_PRINTF(3, 4);
 
+/* Make room for `need` more open files: when the open-file soft limit
+ * (RLIMIT_NOFILE) cannot hold them beside the descriptors already open plus a
+ * small spare, raise it as far as needed (never past the hard limit) and log
+ * that at RF_LOG_INFO.  Returns 0, or -EMFILE with a message naming `what`
+ * when even the hard limit is too low.  Shards each keep a descriptor open,
+ * and the soft limit is often 1024 while the hard limit is far higher. */
+int rf_fd_reserve(uint64_t need, const char *what, rf_diag *d);
+
 /* Checked arithmetic: return 0 on success, -1 on overflow. */
 static inline int
 rf_mul_u64(uint64_t a, uint64_t b, uint64_t *out)

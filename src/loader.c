@@ -2523,6 +2523,8 @@ open_io(rf_loader *ld)
 	ld->files = calloc(ld->nshards ? ld->nshards : 1, sizeof(*ld->files));
 	if (!ld->files)
 		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
+	if ((rc = rf_fd_reserve(ld->nshards, "loader", &ld->diag)) < 0)
+		return rc;
 	for (size_t i = 0; i < ld->nshards; i++) {
 		rc = rf_io_add_file(ld->io, rf_dataset_shard_path(ld->ds, i), &ld->files[i]);
 		if (rc < 0)

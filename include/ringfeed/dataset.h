@@ -208,7 +208,9 @@ RF_API void rf_dataset_config_init(rf_dataset_config *cfg);
  * RF_ECORRUPT, RF_ETRUNCATED (docs/format.md says which when), RF_ESCHEMA
  * (shards disagree), -ENOENT (nothing matched), RF_EUSAGE (no path, or a
  * config whose size field is wrong), or another negated errno; each shard
- * keeps one read-only descriptor open until rf_dataset_close.  *out is NULL
+ * keeps one read-only descriptor open until rf_dataset_close (the open-file
+ * soft limit is raised for them when needed, as rf_loader_open describes;
+ * -EMFILE when the hard limit is too low).  *out is NULL
  * on error and the message,
  * naming the file and what is wrong, goes to cfg->log and to
  * rf_dataset_last_open_error(). */

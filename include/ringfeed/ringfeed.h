@@ -431,11 +431,19 @@ typedef struct rf_batch {
  * checked against pinned_bytes and against the device's free memory before
  * anything large is allocated.
  *
+ * Open files: the dataset keeps one read-only descriptor per shard, and the
+ * reader one more (none in map mode).  When the open-file soft limit
+ * (RLIMIT_NOFILE, often 1024) cannot hold them beside those already open
+ * plus 64 spare, the soft limit is raised as far as needed, never past the
+ * hard limit, and that is logged at RF_LOG_INFO; descriptors above 1023 do
+ * not work with select(2).
+ *
  * Returns 0 and *out, or: -EINVAL / RF_EUSAGE for a bad config (unknown field
  * name, batch_size 0, no paths, config size from a newer header); what
  * rf_dataset_open returns for the dataset; RF_EMEMPLAN when the plan does not
  * fit (the message gives the numbers and what to change); RF_ENODEVICE for
- * device = cuda without a usable runtime or device; RF_ECUDA; -ENOMEM.
+ * device = cuda without a usable runtime or device; RF_ECUDA; -ENOMEM;
+ * -EMFILE when the hard open-file limit cannot hold the shards' descriptors.
  * On error *out is NULL, nothing is left allocated, and the message goes to
  * cfg->log and to rf_loader_last_open_error().
  */

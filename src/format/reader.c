@@ -531,6 +531,8 @@ rf_dataset_open(rf_dataset **out, const char *const *paths, size_t npaths,
 		pl.v[i] = NULL;
 	}
 	ds->nshards = pl.n;
+	if ((rc = rf_fd_reserve(ds->nshards, "rf_dataset_open", &d)) < 0)
+		goto fail;
 	uint64_t cap = 0;
 	for (size_t i = 0; i < ds->nshards; i++) {
 		struct shard *sh = &ds->shards[i];

@@ -8,10 +8,15 @@
  * batches gives RF_EHELD; try_next answers -EAGAIN or a batch; an empty
  * dataset ends at once; device auto picks cuda or host; bad
  * settings and a pinned budget too small fail at open with the memory
- * plan's message.  Argument "cuda": the same on the cudart emulator (slow
+ * plan's message; a dataset of more shards than the open-file soft limit
+ * allows opens by raising that limit, and fails with a message naming the
+ * limit when the hard limit is too low.  Argument "cuda": the same on the cudart emulator (slow
  * link), plus a device too small for the buffers (RF_EMEMPLAN), and zero
  * hazards and nothing left allocated at the end.
  */
+#include <dirent.h>
+#include <sys/resource.h>
+
 #include "lt.h"
 #include "../cuda-emulator/emulator.h"
 #include "format/format.h"
@@ -311,6 +316,82 @@ test_empty_and_auto(void)
 	free(saved);
 }
 
+static uint64_t
+fds_open(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return 0;
+	uint64_t n = 0;
+	const struct dirent *e;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* Each shard keeps descriptors open (the index's and the reader's): a
+ * dataset of many shards under a low soft limit must still stream whole. */
+static void
+test_many_shards(void)
+{
+	LT_CHECK(lt_pack(dir, "many", 3000, 0, 4096, 4096, 0) == 0);
+	rf_dataset *ds;
+	char pat[4096];
+	snprintf(pat, sizeof(pat), "%s/many-*.rfs", dir);
+	const char *p0 = pat;
+	LT_CHECK(rf_dataset_open(&ds, &p0, 1, NULL) == 0);
+	size_t shards = ds ? rf_dataset_shards(ds) : 0;
+	rf_dataset_close(&ds);
+	LT_CHECK(shards >= 20);
+
+	struct rlimit saved, rl;
+	LT_CHECK(getrlimit(RLIMIT_NOFILE, &saved) == 0);
+	uint64_t have = fds_open();
+	if (have == 0 || saved.rlim_cur == RLIM_INFINITY || saved.rlim_cur < have + shards) {
+		fprintf(stderr, "many shards: /proc/self/fd or the limit is unusable: skipped\n");
+		return;
+	}
+	/* Room for half the shards' descriptors only. */
+	rl = saved;
+	rl.rlim_cur = have + shards / 2;
+	LT_CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+	const char *paths[1];
+	rf_config cfg;
+	base_config(&cfg, paths, "many-*.rfs");
+	rf_loader *ld;
+	int rc = rf_loader_open(&ld, &cfg);
+	LT_CHECK(rc == 0);
+	if (rc == 0) {
+		uint64_t samples;
+		LT_CHECK(drain(ld, &samples) == 0);
+		LT_CHECK(samples == 3000);
+		rf_loader_close(&ld);
+	} else {
+		fprintf(stderr, "many shards: %s\n", rf_loader_last_open_error());
+		rf_loader_close(&ld);
+	}
+	struct rlimit now;
+	LT_CHECK(getrlimit(RLIMIT_NOFILE, &now) == 0);
+	LT_CHECK(now.rlim_cur >= have + 2 * shards);
+
+	/* A hard limit too low: a clear error at open, nothing left open. */
+	rl.rlim_cur = rl.rlim_max = have + shards / 2;
+	LT_CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+	rc = rf_loader_open(&ld, &cfg);
+	LT_CHECK(rc == -EMFILE && ld == NULL);
+	LT_CHECK(fds_open() == have);
+	const char *msg = rf_loader_last_open_error();
+	fprintf(stderr, "many shards, hard limit: %s\n", msg);
+	LT_CHECK(strstr(msg, "hard open-file limit") != NULL);
+	/* Raising the hard limit again needs CAP_SYS_RESOURCE; without it the
+	 * rest of the test needs few descriptors. */
+	if (setrlimit(RLIMIT_NOFILE, &saved) < 0) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 int
 main(int argc, char **argv)
 {
@@ -329,6 +410,7 @@ main(int argc, char **argv)
 	test_try_next();
 	test_empty_and_auto();
 	test_bad_open();
+	test_many_shards();
 	lt_rmtree(dir);
 	if (use_cuda) {
 		struct rfemu_counters c;
