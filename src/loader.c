@@ -2638,6 +2638,9 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 	ld->chunks = rf_dataset_chunk_table(ld->ds);
 	ld->nchunks = rf_dataset_chunks(ld->ds);
 	ld->nshards = rf_dataset_shards(ld->ds);
+	/* The loader reads through the reader's descriptors or maps, never
+	 * through the index's: one descriptor per shard, not two. */
+	rf_dataset_close_files(ld->ds);
 
 	/* The fields, by name or all. */
 	uint32_t sel[RF_MAX_FIELDS], nsel = 0;

@@ -167,7 +167,8 @@ typedef struct rf_shard_info {
 	const char *path;      /* as opened; owned by the dataset */
 	int fd;                /* O_RDONLY|O_CLOEXEC buffered fd, owned by the
 	                          dataset: use pread only (no seek), never close.
-	                          Open the path again for O_DIRECT. */
+	                          Open the path again for O_DIRECT.  -1 after
+	                          rf_dataset_close_files. */
 	uint64_t file_size;
 	uint64_t header_end;   /* header size rounded up to 4096: first chunk offset */
 	uint64_t index_offset;
@@ -176,6 +177,12 @@ typedef struct rf_shard_info {
 	uint64_t first_sample; /* dataset-wide index of its sample 0 */
 	uint64_t nsamples;
 } rf_shard_info;
+
+/* Close every shard's descriptor, for an owner that reads the shards
+ * through descriptors of its own (the loader): a dataset of N shards then
+ * holds none instead of N.  A later rf_dataset_read or verify opens the
+ * shard it needs again.  Not thread-safe against readers of the dataset. */
+void rf_dataset_close_files(rf_dataset *ds);
 
 /* Returns 0 or -ERANGE. */
 int rf_dataset_shard_info(const rf_dataset *ds, size_t i, rf_shard_info *out);

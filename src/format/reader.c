@@ -569,6 +569,16 @@ fail:
 	return rc;
 }
 
+void
+rf_dataset_close_files(rf_dataset *ds)
+{
+	for (size_t i = 0; i < ds->nshards; i++) {
+		if (ds->shards[i].fd >= 0)
+			close(ds->shards[i].fd);
+		ds->shards[i].fd = -1;
+	}
+}
+
 RF_API void
 rf_dataset_close(rf_dataset **pds)
 {
@@ -576,11 +586,10 @@ rf_dataset_close(rf_dataset **pds)
 		return;
 	rf_dataset *ds = *pds;
 	*pds = NULL;
-	for (size_t i = 0; ds->shards && i < ds->nshards; i++) {
-		if (ds->shards[i].fd >= 0)
-			close(ds->shards[i].fd);
+	if (ds->shards)
+		rf_dataset_close_files(ds);
+	for (size_t i = 0; ds->shards && i < ds->nshards; i++)
 		free(ds->shards[i].path);
-	}
 	free(ds->shards);
 	free(ds->chunks);
 	free(ds->stored);
@@ -734,7 +743,12 @@ load_chunk(rf_dataset *ds, uint64_t chunk, int verify)
 	int rc = ensure(ds, &ds->stored, &ds->stored_cap, ci->stored_bytes);
 	if (rc < 0)
 		return rc;
-	rc = pread_full(ds->shards[ci->shard].fd, ds->stored, ci->stored_bytes, ci->offset,
+	struct shard *sh = &ds->shards[ci->shard];
+	if (sh->fd < 0 && (sh->fd = open(sh->path, O_RDONLY | O_CLOEXEC)) < 0) {
+		int e = -errno;
+		return rf_fail(&ds->diag, e, "%s: cannot open: %s", sh->path, rf_strerror(e));
+	}
+	rc = pread_full(sh->fd, ds->stored, ci->stored_bytes, ci->offset,
 			ctx.path, "a chunk", &ds->diag);
 	if (rc < 0) {
 		/* The index was checked against the file size at open: a short
