@@ -152,9 +152,8 @@ rf_log(const rf_diag *d, enum rf_log_level level, const char *fmt, ...)
 	d->log(d->log_user, level, buf);
 }
 
-/* Descriptors open in this process now, or 0 when /proc cannot tell. */
-static uint64_t
-open_fds(void)
+uint64_t
+rf_fds_open(void)
 {
 	DIR *dir = opendir("/proc/self/fd");
 	if (!dir)
@@ -177,7 +176,7 @@ rf_fd_reserve(uint64_t need, const char *what, rf_diag *d)
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
 		return 0;
-	uint64_t have = open_fds();
+	uint64_t have = rf_fds_open();
 	uint64_t want = have + need + SPARE;
 	if (want <= (uint64_t)rl.rlim_cur)
 		return 0;

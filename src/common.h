@@ -50,6 +50,9 @@ void rf_log(const rf_diag *d, enum rf_log_level level, const char *fmt, ...) RF_
  * and the soft limit is often 1024 while the hard limit is far higher. */
 int rf_fd_reserve(uint64_t need, const char *what, rf_diag *d);
 
+/* Descriptors open in this process now, or 0 when /proc cannot tell. */
+uint64_t rf_fds_open(void);
+
 /* Checked arithmetic: return 0 on success, -1 on overflow. */
 static inline int
 rf_mul_u64(uint64_t a, uint64_t b, uint64_t *out)

@@ -14,13 +14,13 @@
  * link), plus a device too small for the buffers (RF_EMEMPLAN), and zero
  * hazards and nothing left allocated at the end.
  */
-#include <dirent.h>
 #include <inttypes.h>
 #include <sys/resource.h>
 
 #include "lt.h"
 #include "../cuda-emulator/emulator.h"
 #include "format/format.h"
+#include "common.h"
 
 static struct rfemu_api emu;
 static int use_cuda;
@@ -317,20 +317,6 @@ test_empty_and_auto(void)
 	free(saved);
 }
 
-static uint64_t
-fds_open(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	if (!d)
-		return 0;
-	uint64_t n = 0;
-	const struct dirent *e;
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n;
-}
-
 /* Each shard keeps descriptors open (the index's and the reader's): a
  * dataset of many shards under a low soft limit must still stream whole. */
 static void
@@ -359,7 +345,7 @@ test_many_shards(void)
 
 	struct rlimit saved, rl;
 	LT_CHECK(getrlimit(RLIMIT_NOFILE, &saved) == 0);
-	uint64_t have = fds_open();
+	uint64_t have = rf_fds_open();
 	if (have == 0 || saved.rlim_cur == RLIM_INFINITY || saved.rlim_cur < have + shards) {
 		fprintf(stderr, "many shards: /proc/self/fd or the limit is unusable: skipped\n");
 		return;
@@ -377,7 +363,7 @@ test_many_shards(void)
 	if (rc == 0) {
 		/* One descriptor a shard (the reader's), not two, plus the
 		 * loader's few of its own (io_uring, wake-ups). */
-		uint64_t during = fds_open();
+		uint64_t during = rf_fds_open();
 		fprintf(stderr, "many shards: %" PRIu64 " descriptors open for %zu shards\n",
 			during - have, shards);
 		LT_CHECK(during <= have + shards + 16);
@@ -398,7 +384,7 @@ test_many_shards(void)
 	LT_CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
 	rc = rf_loader_open(&ld, &cfg);
 	LT_CHECK(rc == -EMFILE && ld == NULL);
-	LT_CHECK(fds_open() == have);
+	LT_CHECK(rf_fds_open() == have);
 	const char *msg = rf_loader_last_open_error();
 	fprintf(stderr, "many shards, hard limit: %s\n", msg);
 	LT_CHECK(strstr(msg, "hard open-file limit") != NULL);
