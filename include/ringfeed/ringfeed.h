@@ -431,12 +431,13 @@ typedef struct rf_batch {
  * checked against pinned_bytes and against the device's free memory before
  * anything large is allocated.
  *
- * Open files: the dataset keeps one read-only descriptor per shard, and the
- * reader one more (none in map mode).  When the open-file soft limit
- * (RLIMIT_NOFILE, often 1024) cannot hold them beside those already open
- * plus 64 spare, the soft limit is raised as far as needed, never past the
- * hard limit, and that is logged at RF_LOG_INFO; descriptors above 1023 do
- * not work with select(2).
+ * Open files: the reader keeps one read-only descriptor per shard (none in
+ * map mode, where each shard is mapped and its descriptor closed); while the
+ * dataset's index is read at open, one per shard is open too.  When the
+ * open-file soft limit (RLIMIT_NOFILE, often 1024) cannot hold them beside
+ * those already open plus 64 spare, the soft limit is raised as far as
+ * needed, never past the hard limit, and that is logged at RF_LOG_INFO;
+ * descriptors above 1023 do not work with select(2).
  *
  * Returns 0 and *out, or: -EINVAL / RF_EUSAGE for a bad config (unknown field
  * name, batch_size 0, no paths, config size from a newer header); what
