@@ -180,13 +180,18 @@ rf_fd_reserve(uint64_t need, const char *what, rf_diag *d)
 	uint64_t want = have + need + SPARE;
 	if (want <= (uint64_t)rl.rlim_cur)
 		return 0;
+	/* The spare is a wish: only the files themselves must fit. */
 	if (rl.rlim_max != RLIM_INFINITY && want > (uint64_t)rl.rlim_max)
+		want = (uint64_t)rl.rlim_max;
+	if (want < have + need)
 		return rf_fail(d, -EMFILE,
 			       "%s: %" PRIu64 " files to open beside the %" PRIu64
 			       " already open, above the hard open-file limit %" PRIu64
 			       " (raise it, as with ulimit -Hn, or pack fewer, larger shards)",
 			       what, need, have, (uint64_t)rl.rlim_max);
 	uint64_t old = (uint64_t)rl.rlim_cur;
+	if (want <= old)
+		return 0;
 	rl.rlim_cur = (rlim_t)want;
 	if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
 		int e = -errno;

@@ -232,6 +232,7 @@ struct rf_loader {
 	rf_plan_item *items; /* the plan batch being gathered */
 	uint32_t g_n, g_i;
 	uint64_t g_epoch, g_done;
+	uint32_t rank, world; /* of the plan, for messages */
 	rf_plan *splan;      /* the consumer's, for rf_loader_state_save */
 	/* Window shuffling: decoded chunks kept after their turn until the
 	 * items' keep_from passes them (gather only). */
@@ -764,6 +765,24 @@ push_direct(rf_loader *ld, uint64_t epoch, const rf_chunk_sections *sec, unsigne
 	return 0;
 }
 
+/* A variable field's region is full before its plan batch is.  With one
+ * rank the batch closes early and the rest of the plan batch makes the next
+ * one; with several, that would give this rank one batch more than the
+ * others, which then wait for it at the epoch's end (a distributed job
+ * hangs), so it is an error that says what to set. */
+static int
+early_close_error(rf_loader *ld, rf_diag *d, uint32_t part, uint64_t need)
+{
+	const rf_batch_part *p = &ld->layout.part[part];
+	return rf_fail(d, RF_EMEMPLAN,
+		       "rank %u of %u: batch %" PRIu64 " of epoch %" PRIu64 " needs more than the %"
+		       PRIu64 " bytes a batch has for field %s (at least %" PRIu64 "); closing it "
+		       "early would give this rank one batch more than the other ranks: raise "
+		       "var_bytes (twice that need leaves room)",
+		       ld->rank, ld->world, ld->g_done, ld->g_epoch, p->cap,
+		       ld->schema->fields[p->field].name, need);
+}
+
 /* Move the gather to `epoch` (the turn holder only): the previous epoch's
  * items are used up once a read of the next one has its turn. */
 static int
@@ -868,6 +887,8 @@ gather_step(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *sec,
 		/* The plan batch is complete, or a variable field's region is
 		 * full: close this batch (early, in the second case; the rest of
 		 * the plan batch starts the next one). */
+		if (added == 0 && ld->world > 1)
+			return early_close_error(ld, d, part, need);
 		if (ld->g_i >= ld->g_n || added == 0) {
 			if (ld->g_i >= ld->g_n)
 				ld->g_done++;
@@ -1019,6 +1040,8 @@ gather_step_window(rf_loader *ld, const struct lstep *st, const rf_chunk_section
 			return rf_fail(d, rc, "loader: assembling failed");
 		uint64_t keep_from = it[added ? added - 1 : 0].keep_from;
 		ld->g_i += added;
+		if (added == 0 && ld->world > 1)
+			return early_close_error(ld, d, part, need);
 		if (ld->g_i >= ld->g_n || added == 0) {
 			if (ld->g_i >= ld->g_n)
 				ld->g_done++;
@@ -2447,6 +2470,8 @@ open_plan(rf_loader *ld)
 				      &source, &ld->plan_diag);
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc, "%s", ld->plan_diag.msg);
+	ld->rank = pp.rank;
+	ld->world = pp.world;
 
 	uint64_t n = rf_dataset_samples(ld->ds);
 	if (n == 0 || ld->nchunks == 0) {

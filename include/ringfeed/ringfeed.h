@@ -322,8 +322,11 @@ typedef struct rf_config {
 	 * holds fewer than B samples (rf_batch.samples says how many) and the
 	 * rest start the next batch; order is unchanged.  A single value larger
 	 * than the region is an error (RF_EMEMPLAN) naming the sample and the
-	 * size to set here.  With world > 1, size it so that no batch closes
-	 * early: an early close gives that rank one batch more than the others.
+	 * size to set here.  With world > 1 an early close would give that rank
+	 * one batch more than the others, which would then wait for it at the
+	 * epoch's end, so there rf_loader_next returns RF_EMEMPLAN instead,
+	 * naming the rank, the batch, the field and the bytes it needs: size
+	 * var_bytes for the largest batch.
 	 */
 	uint64_t var_bytes;
 
@@ -462,7 +465,8 @@ RF_API const char *rf_loader_last_open_error(void);
  * last epoch (and on every later call); RF_EHELD without blocking when the
  * consumer already holds `depth` batches (release one first); or the error
  * that stopped the stream (RF_ECHECKSUM, RF_ECORRUPT, RF_ECODEC, -EIO,
- * RF_ECUDA, ...; the message names the shard, chunk and file offset).
+ * RF_ECUDA, ...; the message names the shard, chunk and file offset;
+ * RF_EMEMPLAN when, with world > 1, a batch needs more than var_bytes).
  * Batches before the failing chunk are delivered first.  After an error the
  * same code is returned by every later call.
  *

@@ -109,10 +109,11 @@ rf_assembly_add(rf_assembly *a, const rf_chunk_sections *sec, uint32_t lo, uint3
 		uint32_t j = 0;
 		while (j < k && so[lo + j + 1] - so[lo] <= room)
 			j++;
-		if (j == 0 && a->n == 0) {
-			*need = so[lo + 1] - so[lo];
+		if (j == 0) {
+			*need = a->used[i] + (so[lo + 1] - so[lo]);
 			*part = i;
-			return -E2BIG;
+			if (a->n == 0)
+				return -E2BIG;
 		}
 		k = j;
 	}

@@ -73,10 +73,12 @@ void rf_assembly_begin(rf_assembly *a, const rf_batch_layout *l, void *base);
  * Append samples [lo, hi) of a chunk whose sections were validated by
  * rf_chunk_layout (so every offset is in bounds).  Appends as many as fit:
  * up to B samples in all, and no more than the data capacity of any
- * variable field.  *added is the number appended.  Returns 0; or -E2BIG when
- * the batch is empty and sample lo alone overflows a variable field's
- * capacity (*added = 0; *need is the capacity that would hold it, *part the
- * part number); or -EINVAL for a bad range.
+ * variable field.  *added is the number appended.  When a variable field's
+ * room stops the batch before sample lo, *part is that part's number and
+ * *need the capacity that would have held sample lo too (what the batch
+ * holds of it plus lo's bytes).  Returns 0; or -E2BIG when the batch is empty
+ * and sample lo alone overflows a variable field's capacity (*added = 0,
+ * *need and *part as above); or -EINVAL for a bad range.
  */
 int rf_assembly_add(rf_assembly *a, const rf_chunk_sections *sec, uint32_t lo, uint32_t hi,
 		    uint32_t *added, uint64_t *need, uint32_t *part);

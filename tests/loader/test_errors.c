@@ -10,7 +10,9 @@
  * settings and a pinned budget too small fail at open with the memory
  * plan's message; a dataset of more shards than the open-file soft limit
  * allows opens by raising that limit, and fails with a message naming the
- * limit when the hard limit is too low.  Argument "cuda": the same on the cudart emulator (slow
+ * limit when the hard limit is too low; with world > 1 a batch that a
+ * variable field's region would close early is RF_EMEMPLAN, with one rank
+ * it closes early.  Argument "cuda": the same on the cudart emulator (slow
  * link), plus a device too small for the buffers (RF_EMEMPLAN), and zero
  * hazards and nothing left allocated at the end.
  */
@@ -317,6 +319,52 @@ test_empty_and_auto(void)
 	free(saved);
 }
 
+/* With world > 1 a batch that a variable field's region would close early
+ * is an error (it would give the rank one batch more than the others); with
+ * one rank the same batch closes early and the stream goes on. */
+static void
+test_early_close_ranks(void)
+{
+	LT_CHECK(lt_pack(dir, "var", 2000, 0, 4096, 0, 1) == 0);
+	for (int world = 1; world <= 2; world++) {
+		const char *paths[1];
+		rf_config cfg;
+		base_config(&cfg, paths, "var.rfs");
+		cfg.rank = 0;
+		cfg.world = world;
+		cfg.batch_size = 32;
+		cfg.var_bytes = 64; /* rounded up to 256: 32 values average 384 */
+		rf_loader *ld;
+		int rc = rf_loader_open(&ld, &cfg);
+		LT_CHECK(rc == 0);
+		if (rc) {
+			fprintf(stderr, "early close: %s\n", rf_loader_last_open_error());
+			continue;
+		}
+		const rf_batch *b;
+		uint64_t samples = 0, batches = 0;
+		while ((rc = rf_loader_next(ld, &b)) == 0 && b) {
+			LT_CHECK(rf_batch_wait(b, NULL) == 0);
+			LT_CHECK(lt_check_batch(b, b->first_sample) == 0);
+			samples += b->samples;
+			batches++;
+			LT_CHECK(rf_loader_release(ld, b, NULL) == 0);
+		}
+		if (world == 1) {
+			LT_CHECK(rc == 0 && samples == 2000);
+			LT_CHECK(batches > (2000 + 31) / 32); /* some closed early */
+		} else {
+			const char *msg = rf_loader_errmsg(ld);
+			fprintf(stderr, "early close, world 2: %s\n", msg);
+			LT_CHECK(rc == RF_EMEMPLAN);
+			LT_CHECK(strstr(msg, "rank 0 of 2") != NULL);
+			LT_CHECK(strstr(msg, "field tok") != NULL);
+			LT_CHECK(strstr(msg, "var_bytes") != NULL);
+		}
+		rf_loader_close(&ld);
+	}
+}
+
 /* Each shard keeps descriptors open (the index's and the reader's): a
  * dataset of many shards under a low soft limit must still stream whole. */
 static void
@@ -414,7 +462,8 @@ main(int argc, char **argv)
 	test_try_next();
 	test_empty_and_auto();
 	test_bad_open();
-	test_many_shards();
+	test_early_close_ranks();
+	test_many_shards(); /* last: it may leave the hard open-file limit lowered */
 	lt_rmtree(dir);
 	if (use_cuda) {
 		struct rfemu_counters c;
