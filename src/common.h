@@ -46,8 +46,9 @@ void rf_log(const rf_diag *d, enum rf_log_level level, const char *fmt, ...) RF_
  * (RLIMIT_NOFILE) cannot hold them beside the descriptors already open plus a
  * small spare, raise it as far as needed (never past the hard limit) and log
  * that at RF_LOG_INFO.  Returns 0, or -EMFILE with a message naming `what`
- * when even the hard limit cannot hold the files themselves.  Shards each keep a descriptor open,
- * and the soft limit is often 1024 while the hard limit is far higher. */
+ * when even the hard limit cannot hold the files themselves.  Shards each
+ * keep a descriptor open, and the soft limit is often 1024 while the hard
+ * limit is far higher. */
 int rf_fd_reserve(uint64_t need, const char *what, rf_diag *d);
 
 /* Descriptors open in this process now, or 0 when /proc cannot tell. */
