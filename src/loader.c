@@ -224,6 +224,9 @@ struct rf_loader {
 	int zero_copy;       /* host device: a batch is handed out in its ring
 	                        slot, no copy (see plan_memory) */
 	unsigned zc_held;    /* staging places held by device buffers */
+	int wake_defer;      /* wake_locked notes wake-ups in wake_due instead
+	                        of signalling; unlock_wake signals them (mu) */
+	unsigned wake_due;   /* WAKE_* bits */
 	int direct_ok;       /* one fixed field: batches inside a raw chunk are
 	                        copied straight from the read slot */
 
@@ -348,16 +351,59 @@ note_max(unsigned *mx, unsigned v)
 /* Append to the staged FIFO (mu held).  Its capacity is n_stage + 2: at
  * most n_stage batches (one per staging slot) plus the end and error
  * markers. */
+/*
+ * Wake-ups on the per-batch paths are signalled after mu is dropped: a
+ * thread woken while the signaller still holds mu runs only to block on mu
+ * again, two more context switches per batch on a machine with few cores.
+ * Between wake_defer = 1 and unlock_wake, wake_locked notes the wake-up;
+ * elsewhere it signals at once.  mu must stay held from wake_defer = 1 to
+ * unlock_wake (no wait, no unlock between), so that only that thread defers.
+ * The waiters re-check their condition under mu, so a signal after the
+ * unlock is never lost.
+ */
+enum { WAKE_CONS = 1u << 0, WAKE_STAGE = 1u << 1, WAKE_COPY = 1u << 2 };
+
+static void
+wake_locked(rf_loader *ld, unsigned which)
+{
+	if (ld->wake_defer) {
+		ld->wake_due |= which;
+		return;
+	}
+	if (which & WAKE_CONS)
+		pthread_cond_signal(&ld->cons_cv);
+	if (which & WAKE_STAGE)
+		pthread_cond_signal(&ld->stage_cv);
+	if (which & WAKE_COPY)
+		pthread_cond_signal(&ld->copy_cv);
+}
+
+static void
+unlock_wake(rf_loader *ld)
+{
+	unsigned due = ld->wake_due;
+	ld->wake_due = 0;
+	ld->wake_defer = 0;
+	pthread_mutex_unlock(&ld->mu);
+	if (due & WAKE_CONS)
+		pthread_cond_signal(&ld->cons_cv);
+	if (due & WAKE_STAGE)
+		pthread_cond_signal(&ld->stage_cv);
+	if (due & WAKE_COPY)
+		pthread_cond_signal(&ld->copy_cv);
+}
+
 static void
 sq_push_locked(rf_loader *ld, const struct staged *s)
 {
 	ld->sq[(ld->sq_head + ld->sq_len) % ld->sq_cap] = *s;
 	ld->sq_len++;
 	note_max(&ld->mx_staged, ld->sq_len);
-	pthread_cond_signal(&ld->copy_cv);
+	wake_locked(ld, WAKE_COPY);
 }
 
 static void stage_batch_locked(rf_loader *ld, const struct staged *s);
+static void stage_batch_unlock(rf_loader *ld, const struct staged *s);
 
 /* Stop the pipeline on an error (mu held).  The first error wins; it is
  * queued behind the batches already staged, so the consumer receives every
@@ -722,8 +768,7 @@ gather_push_batch(rf_loader *ld)
 		return;
 	}
 	s.index = ld->batch_counter++;
-	stage_batch_locked(ld, &s);
-	pthread_mutex_unlock(&ld->mu);
+	stage_batch_unlock(ld, &s);
 	ld->cur_slot = -1;
 }
 
@@ -760,8 +805,7 @@ push_direct(rf_loader *ld, uint64_t epoch, const rf_chunk_sections *sec, unsigne
 	ld->stage_held++;
 	ld->slot_refs[slot]++;
 	s.index = ld->batch_counter++;
-	stage_batch_locked(ld, &s);
-	pthread_mutex_unlock(&ld->mu);
+	stage_batch_unlock(ld, &s);
 	return 0;
 }
 
@@ -1321,19 +1365,21 @@ stage_freed_locked(rf_loader *ld)
 	unsigned spare = ld->n_stage - (ld->zero_copy ? ld->depth : 0);
 	unsigned mark = ld->n_stage - (spare / 2 > 0 ? spare / 2 : 1);
 	if (ld->stage_held <= mark)
-		pthread_cond_signal(&ld->stage_cv);
+		wake_locked(ld, WAKE_STAGE);
 }
 
 /* Zero-copy: give a released batch's slot back to the ring (mu held, the
- * consumer's work recorded at release is done).  Drops mu meanwhile. */
+ * consumer's work recorded at release is done).  Drops mu meanwhile.  With
+ * defer, the wake-ups from here on wait for the caller's unlock_wake. */
 static void
-zc_recycle_locked(rf_loader *ld, struct dbuf *b)
+zc_recycle_locked(rf_loader *ld, struct dbuf *b, int defer)
 {
 	struct staged src = b->src;
 	b->zc_src = 0;
 	pthread_mutex_unlock(&ld->mu);
 	staged_done(ld, &src);
 	pthread_mutex_lock(&ld->mu);
+	ld->wake_defer = defer;
 	ld->stage_held--;
 	ld->zc_held--;
 	stage_freed_locked(ld);
@@ -1361,7 +1407,7 @@ zc_ready_locked(rf_loader *ld, const struct staged *s)
 		ld->rq[(ld->rq_head + ld->rq_len) % ld->depth] = i;
 		ld->rq_len++;
 		note_max(&ld->mx_ready, ld->rq_len);
-		pthread_cond_signal(&ld->cons_cv);
+		wake_locked(ld, WAKE_CONS);
 		return 1;
 	}
 	return 0;
@@ -1373,6 +1419,15 @@ stage_batch_locked(rf_loader *ld, const struct staged *s)
 	if (ld->zero_copy && ld->sq_len == 0 && !ld->copy_failed && zc_ready_locked(ld, s))
 		return;
 	sq_push_locked(ld, s);
+}
+
+/* stage_batch_locked, then drop mu and wake whom it made ready. */
+static void
+stage_batch_unlock(rf_loader *ld, const struct staged *s)
+{
+	ld->wake_defer = 1;
+	stage_batch_locked(ld, s);
+	unlock_wake(ld);
 }
 
 /* Zero-copy: staged batches waiting for a free buffer become ready as soon
@@ -1425,7 +1480,7 @@ zc_reclaim_locked(rf_loader *ld)
 		}
 		b->state = DB_FREE;
 		if (b->zc_src)
-			zc_recycle_locked(ld, b);
+			zc_recycle_locked(ld, b, 0);
 		freed = 1;
 	}
 	zc_promote_locked(ld);
@@ -3195,13 +3250,14 @@ rf_loader_release(rf_loader *ld, const rf_batch *batch, void *stream)
 	b->state = done ? DB_FREE : DB_RELEASED;
 	ld->held--;
 	if (b->zc_src && done)
-		zc_recycle_locked(ld, b);
+		zc_recycle_locked(ld, b, 1);
+	ld->wake_defer = 1;
 	zc_promote_locked(ld);
 	/* The copy thread has something to do with a freed buffer only when
 	 * batches wait for one or its release is still pending. */
 	if (!ld->zero_copy || !done || ld->sq_len > 0)
-		pthread_cond_signal(&ld->copy_cv);
-	pthread_mutex_unlock(&ld->mu);
+		wake_locked(ld, WAKE_COPY);
+	unlock_wake(ld);
 	return rc < 0 ? rc : 0;
 }
 
