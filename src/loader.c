@@ -364,12 +364,8 @@ note_max(unsigned *mx, unsigned v)
 enum { WAKE_CONS = 1u << 0, WAKE_STAGE = 1u << 1, WAKE_COPY = 1u << 2 };
 
 static void
-wake_locked(rf_loader *ld, unsigned which)
+signal_cvs(rf_loader *ld, unsigned which)
 {
-	if (ld->wake_defer) {
-		ld->wake_due |= which;
-		return;
-	}
 	if (which & WAKE_CONS)
 		pthread_cond_signal(&ld->cons_cv);
 	if (which & WAKE_STAGE)
@@ -379,18 +375,22 @@ wake_locked(rf_loader *ld, unsigned which)
 }
 
 static void
+wake_locked(rf_loader *ld, unsigned which)
+{
+	if (ld->wake_defer)
+		ld->wake_due |= which;
+	else
+		signal_cvs(ld, which);
+}
+
+static void
 unlock_wake(rf_loader *ld)
 {
 	unsigned due = ld->wake_due;
 	ld->wake_due = 0;
 	ld->wake_defer = 0;
 	pthread_mutex_unlock(&ld->mu);
-	if (due & WAKE_CONS)
-		pthread_cond_signal(&ld->cons_cv);
-	if (due & WAKE_STAGE)
-		pthread_cond_signal(&ld->stage_cv);
-	if (due & WAKE_COPY)
-		pthread_cond_signal(&ld->copy_cv);
+	signal_cvs(ld, due);
 }
 
 static void
