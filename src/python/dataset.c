@@ -17,6 +17,9 @@
 typedef struct {
 	PyObject_HEAD
 	rf_dataset *ds;
+	/* Held around reads, which run without the GIL, and close: a dataset
+	 * handle serves one thread at a time. */
+	PyThread_type_lock lock;
 } DatasetObject;
 
 static PyObject *numpy_frombuffer;
@@ -38,7 +41,20 @@ static void
 dataset_dealloc(DatasetObject *self)
 {
 	rf_dataset_close(&self->ds);
+	if (self->lock)
+		PyThread_free_lock(self->lock);
 	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Take the dataset's lock; other threads run while this one waits. */
+static void
+dataset_lock(DatasetObject *self)
+{
+	if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
+		Py_BEGIN_ALLOW_THREADS
+		PyThread_acquire_lock(self->lock, WAIT_LOCK);
+		Py_END_ALLOW_THREADS
+	}
 }
 
 static int
@@ -88,40 +104,61 @@ value_shape(const rf_field *f, size_t len)
 	return t;
 }
 
-static PyObject *
-read_field(DatasetObject *self, uint64_t index, uint32_t fi, const rf_field *f)
+/* The bytes of field fi of sample `index` into a new bytearray, *out (lock
+ * held).  Nothing here runs Python code (no collection, no __del__ that could
+ * want the lock).  Returns 0, or the code and the message in msg. */
+static int
+read_field_bytes(DatasetObject *self, uint64_t index, uint32_t fi, const rf_field *f,
+		 PyObject **out, char *msg, size_t cap)
 {
-	size_t len = 0;
+	size_t len = 0, got = 0;
 	char probe[1];
-	int rc;
+	int rc = 0;
 
+	*out = NULL;
 	if (f->var_dim < 0) {
 		len = rf_field_item_bytes(f);
 	} else {
+		Py_BEGIN_ALLOW_THREADS
 		rc = rf_dataset_read(self->ds, index, fi, probe, 0, &len);
+		Py_END_ALLOW_THREADS
 		if (rc < 0 && rc != -ENOSPC)
-			return rfpy_raise(rc, "read", rf_dataset_errmsg(self->ds));
+			goto fail;
 	}
+	if (len > PY_SSIZE_T_MAX)
+		len = PY_SSIZE_T_MAX; /* fails below, as a short read */
 	PyObject *buf = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)len);
 	if (!buf)
-		return NULL;
-	size_t got = 0;
-	rc = rf_dataset_read(self->ds, index, fi, len ? PyByteArray_AS_STRING(buf) : probe, len,
-			     &got);
+		return -ENOMEM;
+	char *dst = len ? PyByteArray_AS_STRING(buf) : probe;
+	/* Reading, checking and decompressing a chunk take a while: other
+	 * threads run meanwhile (the lock keeps this dataset to this one). */
+	Py_BEGIN_ALLOW_THREADS
+	rc = rf_dataset_read(self->ds, index, fi, dst, len, &got);
+	Py_END_ALLOW_THREADS
 	if (rc < 0 || got != len) {
-		Py_DECREF(buf);
-		return rfpy_raise(rc < 0 ? rc : RF_ECORRUPT, "read", rf_dataset_errmsg(self->ds));
+		Py_DECREF(buf); /* a bytearray: frees memory, runs no code */
+		rc = rc < 0 ? rc : RF_ECORRUPT;
+		goto fail;
 	}
+	*out = buf;
+	return 0;
+fail:
+	snprintf(msg, cap, "%s", rf_dataset_errmsg(self->ds));
+	return rc;
+}
+
+/* The NumPy array of field f from its bytes. */
+static PyObject *
+field_array(PyObject *buf, const rf_field *f)
+{
 	PyObject *frombuffer = get_frombuffer();
-	if (!frombuffer) {
-		Py_DECREF(buf);
+	if (!frombuffer)
 		return NULL;
-	}
 	PyObject *arr = PyObject_CallFunction(frombuffer, "Os", buf, rfpy_numpy_dtype(f->dtype));
-	Py_DECREF(buf);
 	if (!arr)
 		return NULL;
-	PyObject *shape = value_shape(f, len);
+	PyObject *shape = value_shape(f, (size_t)PyByteArray_GET_SIZE(buf));
 	if (!shape) {
 		Py_DECREF(arr);
 		return NULL;
@@ -146,19 +183,45 @@ dataset_item(DatasetObject *self, Py_ssize_t i)
 		PyErr_SetString(PyExc_IndexError, "sample index out of range");
 		return NULL;
 	}
-	const rf_schema *s = rf_dataset_schema(self->ds);
-	PyObject *d = PyDict_New();
-	if (!d)
+	/* The schema is copied: another thread may close the dataset once
+	 * the lock is dropped. */
+	rf_schema s;
+	PyObject *bufs[RF_MAX_FIELDS] = {NULL};
+	char msg[512];
+	int rc = 0;
+
+	dataset_lock(self);
+	if (!self->ds) { /* closed by another thread meanwhile */
+		PyThread_release_lock(self->lock);
+		dataset_check(self);
 		return NULL;
-	for (uint32_t fi = 0; fi < s->nfields; fi++) {
-		PyObject *v = read_field(self, (uint64_t)i, fi, &s->fields[fi]);
-		if (!v || PyDict_SetItemString(d, s->fields[fi].name, v) < 0) {
+	}
+	s = *rf_dataset_schema(self->ds);
+	for (uint32_t fi = 0; fi < s.nfields && rc == 0; fi++)
+		rc = read_field_bytes(self, (uint64_t)i, fi, &s.fields[fi], &bufs[fi], msg, sizeof(msg));
+	PyThread_release_lock(self->lock);
+
+	PyObject *d = NULL;
+	if (rc == -ENOMEM && PyErr_Occurred())
+		goto out;
+	if (rc < 0) {
+		rfpy_raise(rc, "read", msg);
+		goto out;
+	}
+	if (!(d = PyDict_New()))
+		goto out;
+	for (uint32_t fi = 0; fi < s.nfields; fi++) {
+		PyObject *v = field_array(bufs[fi], &s.fields[fi]);
+		if (!v || PyDict_SetItemString(d, s.fields[fi].name, v) < 0) {
 			Py_XDECREF(v);
-			Py_DECREF(d);
-			return NULL;
+			Py_CLEAR(d);
+			goto out;
 		}
 		Py_DECREF(v);
 	}
+out:
+	for (uint32_t fi = 0; fi < RF_MAX_FIELDS; fi++)
+		Py_XDECREF(bufs[fi]);
 	return d;
 }
 
@@ -261,10 +324,18 @@ dataset_chunk_info(DatasetObject *self, PyObject *arg)
 			     "xxh3", (unsigned long long)ci.xxh3);
 }
 
+static void
+dataset_close_locked(DatasetObject *self)
+{
+	dataset_lock(self);
+	rf_dataset_close(&self->ds);
+	PyThread_release_lock(self->lock);
+}
+
 static PyObject *
 dataset_close(DatasetObject *self, PyObject *unused)
 {
-	rf_dataset_close(&self->ds);
+	dataset_close_locked(self);
 	Py_RETURN_NONE;
 }
 
@@ -279,7 +350,7 @@ dataset_enter(DatasetObject *self, PyObject *unused)
 static PyObject *
 dataset_exit(DatasetObject *self, PyObject *args)
 {
-	rf_dataset_close(&self->ds);
+	dataset_close_locked(self);
 	Py_RETURN_FALSE;
 }
 
@@ -358,6 +429,11 @@ rfpy_open(PyObject *self, PyObject *args, PyObject *kwargs)
 		return NULL;
 	}
 	obj->ds = ds;
+	obj->lock = PyThread_allocate_lock();
+	if (!obj->lock) {
+		Py_DECREF(obj);
+		return PyErr_NoMemory();
+	}
 	return (PyObject *)obj;
 }
 
@@ -610,9 +686,9 @@ rfpy_pack(PyObject *self, PyObject *args, PyObject *kwargs)
 	Py_ssize_t nsamples = -1;
 	PyObject *ret = NULL;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&O!|iKK:pack", kwlist,
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&O!|iO&O&:pack", kwlist,
 					 PyUnicode_FSConverter, &path_bytes, &PyDict_Type, &columns,
-					 &zstd, &chunk_bytes, &shard_bytes))
+					 &zstd, rfpy_u64, &chunk_bytes, rfpy_u64, &shard_bytes))
 		return NULL;
 	memset(&schema, 0, sizeof(schema));
 	Py_ssize_t nd = PyDict_GET_SIZE(columns);

@@ -106,13 +106,26 @@ typedef struct {
 	struct core *core;
 	const rf_batch *b;
 	void *stream;            /* the stream to release on: the consumer's last */
+	unsigned long stream_thread; /* who gave stream 2 (cudaStreamPerThread) */
 } BatchObject;
+
+/* DLPack's stream numbers that name CUDA's default streams. */
+#define RFPY_STREAM_LEGACY ((void *)(uintptr_t)1)
+#define RFPY_STREAM_PER_THREAD ((void *)(uintptr_t)2)
 
 static void
 batch_dealloc(BatchObject *self)
 {
+	void *stream = self->stream;
+
+	/* The per-thread default stream of the thread that gave it: dropped
+	 * on another thread, stream 2 would name that thread's stream.  The
+	 * legacy default stream orders after the work of every blocking
+	 * stream, the giver's per-thread stream included. */
+	if (stream == RFPY_STREAM_PER_THREAD && PyThread_get_thread_ident() != self->stream_thread)
+		stream = RFPY_STREAM_LEGACY;
 	if (self->core && self->b)
-		core_release(self->core, self->b, self->stream);
+		core_release(self->core, self->b, stream);
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -249,6 +262,11 @@ array_dlpack(ArrayObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
 	PyObject *stream = vals[0], *dl_device = vals[2], *copy = vals[3];
 	if (dl_device != Py_None) {
 		int dt, di;
+		if (!PyTuple_Check(dl_device)) {
+			PyErr_Format(PyExc_TypeError, "dl_device must be a (device_type, "
+				     "device_id) tuple, not %.100s", Py_TYPE(dl_device)->tp_name);
+			return NULL;
+		}
 		if (!PyArg_ParseTuple(dl_device, "ii:dl_device", &dt, &di))
 			return NULL;
 		if (dt != (int)dev.device_type || di != (int)dev.device_id) {
@@ -282,6 +300,7 @@ array_dlpack(ArrayObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
 			if (rc < 0)
 				return rfpy_raise(rc, "waiting for a batch", rf_loader_errmsg(batch->core->ld));
 			batch->stream = st;
+			batch->stream_thread = PyThread_get_thread_ident();
 		}
 	} else if (stream != Py_None) {
 		long long s = PyLong_AsLongLong(stream);
@@ -642,20 +661,28 @@ wait_next(LoaderObject *self, const rf_batch **out)
 
 	if (rc != -EAGAIN)
 		return rc;
-	self->busy = 1;
+	uint64_t gen = self->gen;
 	for (;;) {
 		/* The library counts this wait as stall time. */
+		self->busy = 1;
 		Py_BEGIN_ALLOW_THREADS
 		rc = rf_loader_next_timeout(c->ld, out, 20000000u);
 		Py_END_ALLOW_THREADS
+		self->busy = 0;
 		if (rc != -EAGAIN)
 			break;
-		if (PyErr_CheckSignals() < 0) {
-			rc = 1;
-			break;
+		/* Not busy meanwhile: a handler may use the loader (save
+		 * state_dict() on SIGTERM, say).  One that closed or reopened
+		 * it ends this wait, whose C loader may be gone. */
+		if (PyErr_CheckSignals() < 0)
+			return 1;
+		if (self->closed || self->core != c || self->gen != gen) {
+			PyErr_SetString(PyExc_RuntimeError,
+					"the loader was closed or reopened (by a signal handler) "
+					"while waiting for its next batch");
+			return 1;
 		}
 	}
-	self->busy = 0;
 	return rc;
 }
 
@@ -943,11 +970,12 @@ loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	PyObject *direct_arg = Py_None;
 	size_t npaths;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "On|$OsKKOOOnKpnsnOnpKp:Loader", kwlist,
-					 &paths_arg, &batch_size, &fields_arg, &shuffle, &seed,
-					 &epoch, &rank_arg, &world_arg, &device_arg, &depth,
-					 &pinned_bytes, &drop_last, &window, &pinning, &io_depth,
-					 &direct_arg, &decode_threads, &verify, &var_bytes, &map))
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "On|$OsO&O&OOOnO&pnsnOnpO&p:Loader",
+					 kwlist, &paths_arg, &batch_size, &fields_arg, &shuffle,
+					 rfpy_u64, &seed, rfpy_u64, &epoch, &rank_arg, &world_arg,
+					 &device_arg, &depth, rfpy_u64, &pinned_bytes, &drop_last,
+					 &window, &pinning, &io_depth, &direct_arg, &decode_threads,
+					 &verify, rfpy_u64, &var_bytes, &map))
 		return -1;
 	/* None: let the library choose (O_DIRECT unless the dataset fits in
 	 * a quarter of the available memory). */
@@ -1179,8 +1207,8 @@ loader_set_epoch(LoaderObject *self, PyObject *arg)
 	if (e == self->epoch && self->fresh)
 		Py_RETURN_NONE;
 	/* File order is the same in every epoch: at an epoch's start only
-	 * the number changes. */
-	if (self->fresh && self->shuffle == SHUFFLE_NONE) {
+	 * the number changes (not after a restore within an epoch). */
+	if (self->fresh && self->in_epoch == 0 && self->shuffle == SHUFFLE_NONE) {
 		uint64_t delta = e - self->epoch;
 		self->epoch = e;
 		self->core->epoch0 += delta;
@@ -1349,9 +1377,14 @@ loader_load_state_dict(LoaderObject *self, PyObject *state)
 	if (batch == 0)
 		Py_RETURN_NONE;
 	/* No position blob from the library: skip the batches already used
-	 * (they are read, not delivered). */
+	 * (they are read, not delivered).  Stopped midway (Ctrl-C, an error),
+	 * the loader is left to start the epoch over at the next pass, never
+	 * to go on from wherever the skip stopped. */
+	self->fresh = 0;
 	for (uint64_t k = 0; k < batch; k++) {
 		const rf_batch *b;
+		if (PyErr_CheckSignals() < 0)
+			return NULL;
 		int rc = wait_next(self, &b);
 		if (rc == 1)
 			return NULL;
@@ -1436,7 +1469,8 @@ static PyMethodDef loader_methods[] = {
 	 "some batches are still alive, as soon as the last of them is released."},
 	{"set_epoch", (PyCFunction)loader_set_epoch, METH_O,
 	 "set_epoch(e): the next pass iterates epoch e (the order depends on it when\n"
-	 "shuffling).  Passes advance the epoch by themselves; call it to jump."},
+	 "shuffling).  Passes advance the epoch by themselves; call it to jump.\n"
+	 "A pass running meanwhile ends: its next step raises RuntimeError."},
 	{"stats", (PyCFunction)loader_stats, METH_NOARGS,
 	 "The loader's counters (rf_stats) as a dict, plus `depth` (the batches that\n"
 	 "may be held) and `buffers` (the library's device buffers: depth + 1)."},
@@ -1510,9 +1544,19 @@ iter_next(IterObject *self)
 {
 	LoaderObject *ld = self->loader;
 
-	/* A newer pass, a restart or a restore ends this one. */
-	if (self->gen != ld->gen)
+	/* Finished: stays finished. */
+	if (self->gen == 0)
 		return NULL;
+	/* A newer pass, set_epoch or a restore ended this one midway: say so,
+	 * rather than end a training loop early in silence. */
+	if (self->gen != ld->gen) {
+		self->gen = 0;
+		PyErr_SetString(PyExc_RuntimeError,
+				"this pass over the loader was ended by set_epoch(), "
+				"load_state_dict() or a newer pass; start a new pass "
+				"(for batch in loader) to go on");
+		return NULL;
+	}
 	PyObject *d = loader_take(ld);
 	if (!d && PyErr_ExceptionMatches(PyExc_StopIteration)) {
 		PyErr_Clear();

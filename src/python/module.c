@@ -6,6 +6,8 @@
  */
 #include "module.h"
 
+#include <limits.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -65,6 +67,20 @@ path_to_bytes(PyObject *item, PyObject *list)
 	int rc = PyList_Append(list, b);
 	Py_DECREF(b);
 	return rc;
+}
+
+int
+rfpy_u64(PyObject *obj, void *out)
+{
+	PyObject *i = PyNumber_Index(obj); /* int, numpy integers, ... */
+	if (!i)
+		return 0;
+	unsigned long long v = PyLong_AsUnsignedLongLong(i);
+	Py_DECREF(i);
+	if (v == (unsigned long long)-1 && PyErr_Occurred())
+		return 0;
+	*(unsigned long long *)out = v;
+	return 1;
 }
 
 int
@@ -199,6 +215,10 @@ rfpy_strerror(PyObject *self, PyObject *arg)
 
 	if (code == -1 && PyErr_Occurred())
 		return NULL;
+	if (code < INT_MIN || code > INT_MAX) {
+		PyErr_Format(PyExc_OverflowError, "error code %ld is out of range", code);
+		return NULL;
+	}
 	return PyUnicode_FromString(rf_strerror((int)code));
 }
 

@@ -30,6 +30,11 @@ void rfpy_log(void *user, enum rf_log_level level, const char *msg);
  * PyMem_Free).  On failure sets an exception and returns -1. */
 int rfpy_paths(PyObject *arg, PyObject **out_list, const char ***out_paths, size_t *n);
 
+/* A PyArg "O&" converter into an unsigned long long: an integer (anything
+ * with __index__) in [0, 2^64), else OverflowError (a negative value or one
+ * too large) or TypeError, where the "K" format would wrap it silently. */
+int rfpy_u64(PyObject *obj, void *out);
+
 /* The DLPack type of a dtype (bytes as uint8, bf16 as kDLBfloat 16). */
 DLDataType rfpy_dl_dtype(enum rf_dtype dt);
 /* The NumPy dtype string of a dtype ("<f4"; bf16 as "<u2", its bits; bytes

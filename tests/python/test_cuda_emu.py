@@ -7,9 +7,11 @@
 # a non-blocking stream when its arrays are dropped is not overwritten: the
 # emulator's hazard counters stay zero); closing, an exception and the
 # collection of a live loader leave no device memory, pinned memory, stream
-# or event behind.
+# or event behind.  A batch given to a thread's per-thread default stream
+# (stream=2) and dropped on another thread is released after that work too.
 import gc
 import os
+import threading
 
 import ringfeed
 from rftest import (DL_DTYPES, Emulator, capsule_tensor, check, consume_capsule, kDLCUDA,
@@ -71,6 +73,34 @@ check(n == len(ld), "batches %d of %d" % (n, len(ld)))
 emu.stream_sync(stream)
 check(emu.counters().hazards_total == 0, "hazards: %r" % emu.hazards())
 ld.close()
+
+# Stream 2 is the per-thread default stream of the thread that gives it: a
+# batch consumed there and dropped on another thread must not be refilled
+# while the consumer's work still reads it.
+ld = ringfeed.Loader(p, B, **opts)
+it = iter(ld)
+batch = next(it)
+box = {}
+
+
+def consumer():
+    cap = batch["x"].__dlpack__(stream=2)
+    done = consume_capsule(cap)
+    emu.launch_reader(2, batch["x"].data_ptr, batch["x"].nbytes, 0.3)
+    box["done"] = done
+
+
+t = threading.Thread(target=consumer)
+t.start()
+t.join()
+del batch
+box.pop("done")()  # the last reference goes on this thread
+for _, b in zip(range(10), it):  # the loader refills its buffers meanwhile
+    pass
+del b, it
+ld.close()
+check(emu.counters().hazards_total == 0, "stream 2 released on another thread: %r"
+      % emu.hazards())
 
 # An exception mid-pass, and a loader collected while a capsule lives.
 ld = ringfeed.Loader(p, B, **opts)
