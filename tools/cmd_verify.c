@@ -80,8 +80,18 @@ cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* A regular file (not a pipe, which would block the open, nor a directory). */
+static int
+is_regular(const char *p)
+{
+	struct stat st;
+
+	return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 /* The same expansion rf_dataset_open applies: a file is itself, a directory
- * gives its *.rfs files sorted, anything else is a glob (matches sorted). */
+ * gives its regular *.rfs files whose names do not start with a dot, sorted,
+ * anything else is a glob (its regular files, sorted). */
 static int
 expand_path(path_list *l, const char *p)
 {
@@ -98,9 +108,16 @@ expand_path(path_list *l, const char *p)
 		while ((e = readdir(d))) {
 			size_t len = strlen(e->d_name);
 			char *full;
-			if (len < 4 || strcmp(e->d_name + len - 4, ".rfs") != 0)
+			if (len < 5 || strcmp(e->d_name + len - 4, ".rfs") != 0 ||
+			    e->d_name[0] == '.')
 				continue;
-			if (asprintf(&full, "%s/%s", p, e->d_name) < 0 || list_add(l, full) < 0) {
+			if (asprintf(&full, "%s/%s", p, e->d_name) < 0) {
+				closedir(d);
+				rf_cli_error("out of memory");
+				return -1;
+			}
+			if (is_regular(full) && list_add(l, full) < 0) {
+				free(full);
 				closedir(d);
 				rf_cli_error("out of memory");
 				return -1;
@@ -126,12 +143,17 @@ expand_path(path_list *l, const char *p)
 				globfree(&g);
 			return -1;
 		}
+		size_t first = l->n;
 		for (size_t i = 0; i < g.gl_pathc; i++)
-			if (list_add(l, g.gl_pathv[i]) < 0) {
+			if (is_regular(g.gl_pathv[i]) && list_add(l, g.gl_pathv[i]) < 0) {
 				globfree(&g);
 				return -1;
 			}
 		globfree(&g);
+		if (l->n == first) {
+			rf_cli_error("%s: no regular file matches", p);
+			return -1;
+		}
 	}
 	return 0;
 }
@@ -193,6 +215,10 @@ verify_shard(verify_state *vs, const char *path)
 	cfg.verify = 1;
 	if ((rc = rf_dataset_open(&ds, one, 1, &cfg)) < 0) {
 		const char *m = rf_dataset_last_open_error();
+		size_t pl = strlen(path);
+		/* The library's message names the file already: once is enough. */
+		if (m && strncmp(m, path, pl) == 0 && m[pl] == ':' && m[pl + 1] == ' ')
+			m += pl + 2;
 		problem(vs, path, m && *m ? m : rf_strerror(rc));
 		return 0;
 	}

@@ -202,7 +202,10 @@ typedef struct rf_dataset_config {
 RF_API void rf_dataset_config_init(rf_dataset_config *cfg);
 
 /* Open a dataset from `npaths` entries, each a shard file, a directory (its
- * *.rfs files, sorted) or a glob pattern (matches sorted).  Each shard's
+ * *.rfs regular files whose names do not start with a dot, sorted by byte
+ * value) or a glob pattern (its matches that are regular files, sorted); a
+ * shard named directly that is not a regular file (a pipe, say) is
+ * RF_EFORMAT, never a blocking open.  Each shard's
  * footer, header and index are read and validated; the data chunks are not
  * read.  `cfg` may be NULL for defaults.  Returns 0 and *out, or RF_EFORMAT,
  * RF_ECORRUPT, RF_ETRUNCATED (docs/format.md says which when), RF_ESCHEMA

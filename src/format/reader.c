@@ -195,7 +195,10 @@ expand(struct pathlist *pl, const char *p, rf_diag *d)
 	size_t from = pl->n;
 	int rc = 0;
 	for (size_t i = 0; i < g.gl_pathc && rc == 0; i++) {
-		if (stat(g.gl_pathv[i], &st) == 0 && S_ISDIR(st.st_mode))
+		/* Regular files only, as in a directory: a pipe or a device
+		 * that matches the pattern is not a shard (opening a pipe
+		 * would block). */
+		if (stat(g.gl_pathv[i], &st) == 0 && !S_ISREG(st.st_mode))
 			continue;
 		if (pl_add(pl, g.gl_pathv[i]) < 0)
 			rc = rf_fail(d, -ENOMEM, "%s: out of memory", p);
@@ -251,7 +254,9 @@ shard_load(struct shard *sh, rf_schema *schema, int have_schema, rf_chunk_info *
 	   uint64_t *nchunks, uint64_t *chunks_cap, uint32_t shard_no, rf_diag *d)
 {
 	const char *path = sh->path;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a pipe named as a shard must fail below, not block the
+	 * open until a writer comes.  Cleared once it is a regular file. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		return rf_fail(d, -errno, "%s: cannot open: %s", path, rf_strerror(-errno));
 	sh->fd = fd;
@@ -260,6 +265,9 @@ shard_load(struct shard *sh, rf_schema *schema, int have_schema, rf_chunk_info *
 		return rf_fail(d, -errno, "%s: fstat: %s", path, rf_strerror(-errno));
 	if (!S_ISREG(st.st_mode))
 		return rf_fail(d, RF_EFORMAT, "%s: not a regular file", path);
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
+		return rf_fail(d, -errno, "%s: fcntl: %s", path, rf_strerror(-errno));
 	uint64_t size = (uint64_t)st.st_size;
 	sh->file_size = size;
 
@@ -445,7 +453,8 @@ shard_load(struct shard *sh, rf_schema *schema, int have_schema, rf_chunk_info *
 			bad = "unknown codec";
 		else if (codec == RF_CODEC_NONE && stored != raw)
 			bad = "a raw chunk whose stored size differs from its raw size";
-		else if (codec == RF_CODEC_ZSTD && raw / ZSTD_MAX_EXPANSION > stored)
+		/* raw > stored x 32768, without the product (raw >= 1 here) */
+		else if (codec == RF_CODEC_ZSTD && (raw - 1) / ZSTD_MAX_EXPANSION >= stored)
 			bad = "raw size beyond what zstd can expand its stored bytes to";
 		else if (!all_zero(e + 37, 3) || !all_zero(e + 48, 16))
 			bad = "reserved bytes are not 0";

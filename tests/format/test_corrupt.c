@@ -429,6 +429,20 @@ crafted_zstd(const uint8_t *b, const struct layout *l)
 	rf_put_le64(entry(cp, l, 0) + 8, 4);
 	fix_index(cp, l);
 	expect_open(cp, l->size, RF_ECORRUPT);
+	/* The bound is exact: 32768 x stored bytes may be claimed, one byte
+	 * more may not. */
+	rf_put_le64(entry(cp, l, 0) + 16, 4 * 32768 + 1);
+	fix_index(cp, l);
+	expect_open(cp, l->size, RF_ECORRUPT);
+	CHECK(strstr(rf_dataset_last_open_error(), "zstd can expand") != NULL);
+	rf_put_le64(entry(cp, l, 0) + 16, 4 * 32768);
+	fix_index(cp, l);
+	t_spit(g_mut, cp, l->size);
+	rf_dataset *ds = NULL;
+	const char *paths[] = {g_mut};
+	if (rf_dataset_open(&ds, paths, 1, NULL) < 0)
+		CHECK(strstr(rf_dataset_last_open_error(), "zstd can expand") == NULL);
+	rf_dataset_close(&ds);
 	free(cp);
 }
 

@@ -4,7 +4,10 @@
 # bad values, mixed inputs, unknown commands); bad .npy inputs (Fortran
 # order, object dtype, big-endian, truncated data, trailing bytes,
 # mismatched lengths, not a .npy, bad field name) exit 1 with a clear message
-# and leave no output file; export of a missing field fails cleanly.
+# and leave no output file; export of a missing field fails cleanly.  A
+# directory or glob that also holds a pipe named *.rfs, a dot-file and a
+# subdirectory named *.rfs: info, verify and cat read its one shard and do not
+# block on the pipe; the pipe named alone is "not a regular file".
 import os
 
 import numpy as np
@@ -111,4 +114,23 @@ with TempDir() as tmp:
     rc, _, err = run("export", good, "--field", "a", "-o", npy, expect=1)
     check(not os.path.exists(npy), "export output left after a failure")
     check(not [f for f in os.listdir(tmp) if ".tmp." in f], "temporary files left behind")
+
+    # What a directory or a glob may hold beside its shards.
+    odd = os.path.join(tmp, "odd")
+    os.mkdir(odd)
+    run("pack", "-q", "-o", os.path.join(odd, "a.rfs"), "a=" + good, expect=0)
+    os.mkfifo(os.path.join(odd, "b.rfs"))
+    with open(os.path.join(odd, ".partial.rfs"), "wb") as f:
+        f.write(b"RFS" * 100)
+    os.mkdir(os.path.join(odd, "old.rfs"))
+    for args in (["info", odd], ["info", os.path.join(odd, "*.rfs")], ["verify", odd],
+                 ["verify", os.path.join(odd, "*.rfs")],
+                 ["cat", os.path.join(odd, "*.rfs"), "--field", "a", "--text"]):
+        rc, out_, err = run(*args, expect=0)
+        check("b.rfs" not in err + out_ and "partial" not in err + out_,
+              "%s: %r %r" % (args, out_[:200], err))
+    rc, out_, err = run("info", os.path.join(odd, "b.rfs"), expect=1)
+    check("not a regular file" in err, "a pipe named alone: %r" % err)
+    rc, out_, err = run("verify", os.path.join(odd, "b.rfs"), expect=1)
+    check("not a regular file" in err and err.count("b.rfs") == 1, "verify of a pipe: %r" % err)
 finish()
