@@ -107,6 +107,8 @@ struct staged {             /* a batch in its staging slot, or a marker */
 	uint32_t n;
 	uint64_t index, epoch, first;
 	uint64_t plan_done;  /* plan batches of its epoch complete with it */
+	uint32_t plan_part;  /* samples of the next plan batch in it and the
+	                        batches before it (closed early), else 0 */
 	uint64_t copy_bytes, payload;
 	uint64_t used[RF_MAX_FIELDS];
 	/* copy stage */
@@ -127,6 +129,7 @@ struct dbuf {               /* one device buffer and the batch it holds */
 	rf_batch_field *fields;
 	int64_t *host_off;  /* nvar x (B + 1) */
 	uint64_t plan_done; /* of the batch it holds (see struct staged) */
+	uint32_t plan_part;
 	/* Zero-copy (host device): the batch is its ring slot, given back
 	 * when the consumer has released it (see zc_recycle). */
 	int zc_src;         /* holds src's slot */
@@ -249,6 +252,9 @@ struct rf_loader {
 	uint64_t raw_cap;
 	int w_epoch_done;    /* the epoch's items are all gathered */
 	uint64_t deliv_epoch, deliv_done; /* position after the last batch handed out */
+	uint32_t deliv_part;  /* ... and samples of the next plan batch handed out */
+	uint32_t g_skip;      /* gather: samples of the first plan batch after a
+	                         resume that were handed out before the save */
 	/* Full shuffling: samples read one by one (see full_main).  Set at
 	 * open or by a resume; the full thread starts from f_next of r_epoch. */
 	int full_mode;
@@ -758,6 +764,8 @@ gather_push_batch(rf_loader *ld)
 	s.epoch = ld->cur_epoch;
 	s.first = ld->cur_first;
 	s.plan_done = ld->g_done;
+	/* Closed early: the rest of the plan batch comes in the next one. */
+	s.plan_part = ld->g_i < ld->g_n ? ld->g_i : 0;
 	s.copy_bytes = rf_assembly_bytes(&ld->asmb);
 	s.payload = rf_assembly_payload(&ld->asmb);
 	memcpy(s.used, ld->asmb.used, sizeof(s.used));
@@ -854,6 +862,15 @@ gather_refill(rf_loader *ld, uint32_t *n, rf_diag *d)
 			       rf_plan_errmsg(ld->gplan));
 	ld->g_n = *n;
 	ld->g_i = 0;
+	if (ld->g_skip && *n) {
+		/* The first batch after a resume inside a plan batch: its
+		 * first g_skip samples were handed out before the save. */
+		if (ld->g_skip >= *n)
+			return rf_fail(d, RF_ESTATE, "loader: resume: %u samples into a batch "
+				       "of %u", ld->g_skip, *n);
+		ld->g_i = ld->g_skip;
+		ld->g_skip = 0;
+	}
 	return 0;
 }
 
@@ -1229,6 +1246,7 @@ fill_batch(rf_loader *ld, struct dbuf *b, const struct staged *s)
 		}
 	}
 	b->plan_done = s->plan_done;
+	b->plan_part = s->plan_part;
 	b->pub.index = s->index;
 	b->pub.epoch = s->epoch;
 	b->pub.first_sample = s->first;
@@ -2425,6 +2443,7 @@ plan_seek_blob(rf_loader *ld, const void *blob, size_t len)
 	uint64_t start = rf_plan_tell(ld->gplan);
 	ld->r_epoch = ld->g_epoch = ld->deliv_epoch = lp->epoch;
 	ld->g_done = ld->deliv_done = start;
+	ld->g_skip = ld->deliv_part = rf_plan_state_part(ld->gplan);
 	ld->g_n = ld->g_i = 0;
 	ld->epoch_last = cfg->epochs ? lp->epoch + cfg->epochs : 0;
 	ld->r_nreads = rf_plan_reads(ld->rplan);
@@ -3115,6 +3134,7 @@ loader_next(rf_loader *ld, const rf_batch **out, uint64_t wait_ns)
 	note_max(&ld->mx_held, ld->held);
 	ld->deliv_epoch = b->pub.epoch;
 	ld->deliv_done = b->plan_done;
+	ld->deliv_part = b->plan_part;
 	ld->st_batches++;
 	ld->st_samples += b->pub.samples;
 	ld->st_bytes_delivered += b->pub.bytes;
@@ -3272,8 +3292,9 @@ rf_loader_state_save(rf_loader *ld, void *buf, size_t cap, size_t *len)
 	}
 	pthread_mutex_lock(&ld->mu);
 	uint64_t epoch = ld->deliv_epoch, done = ld->deliv_done;
+	uint32_t part = ld->deliv_part;
 	pthread_mutex_unlock(&ld->mu);
-	int rc = rf_plan_state_save_at(ld->splan, epoch, done, buf, cap, len);
+	int rc = rf_plan_state_save_part(ld->splan, epoch, done, part, buf, cap, len);
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc, "loader: saving the position (epoch %" PRIu64 ", batch %"
 			       PRIu64 ") failed: %s", epoch, done, rf_strerror(rc));
@@ -3296,10 +3317,13 @@ rf_loader_state_load(rf_loader *ld, const void *buf, size_t len)
 	/* Where the stream stands, to come back to if the blob is refused. */
 	uint8_t here[RF_PLAN_STATE_SIZE];
 	size_t here_len = 0;
-	int rc = rf_plan_state_save_at(ld->splan, ld->deliv_epoch, ld->deliv_done, here,
-				       sizeof(here), &here_len);
+	int rc = rf_plan_state_save_part(ld->splan, ld->deliv_epoch, ld->deliv_done,
+					 ld->deliv_part, here, sizeof(here), &here_len);
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc, "loader: saving the current position failed");
+	/* A refused blob leaves the stream as it was, its end included: the
+	 * way back through `here` would count `epochs` from here on. */
+	uint64_t epoch_last = ld->epoch_last, cfg_epoch = ld->cfg.epoch;
 	pipeline_stop(ld);
 	pipeline_reset(ld);
 	rc = plan_seek_blob(ld, buf, len);
@@ -3307,6 +3331,8 @@ rf_loader_state_load(rf_loader *ld, const void *buf, size_t len)
 		char msg[RF_ERRMSG_MAX];
 		snprintf(msg, sizeof(msg), "%s", ld->diag.msg);
 		plan_seek_blob(ld, here, here_len);
+		ld->epoch_last = epoch_last;
+		ld->cfg.epoch = cfg_epoch;
 		snprintf(ld->diag.msg, sizeof(ld->diag.msg), "%s", msg);
 	}
 	int src = start_threads(ld);

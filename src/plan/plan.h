@@ -357,7 +357,9 @@ int rf_plan_read_chunk(const rf_plan *plan, uint64_t j, uint64_t *chunk);
  *   40 u64 position (global samples consumed)
  *   48 u64 samples N           56 u64 chunks
  *   64 u32 mode   68 u32 window   72 u32 batch   76 u32 world
- *   80 u32 tail   84 u32 reserved (0)
+ *   80 u32 tail   84 u32 part: samples of the next batch already handed out
+ *                  (a batch closed early by a full variable-size region;
+ *                  0 otherwise, and always with world > 1 or full mode)
  *   88 u64 XXH3-64 of bytes [0, 88) */
 #define RF_PLAN_STATE_SIZE 96
 #define RF_PLAN_STATE_VERSION 1
@@ -373,6 +375,13 @@ int rf_plan_state_save(const rf_plan *plan, void *buf, size_t cap, size_t *len);
  * -ENOSPC as above; -ERANGE when batches > rf_plan_batches. */
 int rf_plan_state_save_at(const rf_plan *plan, uint64_t epoch, uint64_t batches, void *buf,
 			  size_t cap, size_t *len);
+/* The same, with `part` samples of batch `batches` handed out already (its
+ * first pieces, closed early); -ERANGE also when part >= the batch size. */
+int rf_plan_state_save_part(const rf_plan *plan, uint64_t epoch, uint64_t batches, uint32_t part,
+			    void *buf, size_t cap, size_t *len);
+/* After rf_plan_state_load: the `part` of the loaded blob (0 for one saved
+ * at a batch boundary), the samples of the cursor's batch to skip. */
+uint32_t rf_plan_state_part(const rf_plan *plan);
 
 /* Restore a position: the blob's seed, epoch, mode, window and tail replace
  * the plan's, the plan's rank, world and batch stay, and the cursor moves to

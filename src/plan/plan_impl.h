@@ -44,6 +44,7 @@ struct rf_plan {
 	unsigned bshift;
 	struct rf_plan_epoch ep;
 	uint64_t cursor;
+	uint32_t part;       /* of the last loaded state blob */
 };
 
 /* Build the epoch tables for pp (n, start, nchunks from plan) into *ep. */

@@ -27,7 +27,7 @@ enum {
 	OFF_BATCH = 72,
 	OFF_WORLD = 76,
 	OFF_TAIL = 80,
-	OFF_RESERVED = 84,
+	OFF_PART = 84,
 	OFF_XXH3 = 88,
 };
 
@@ -41,12 +41,26 @@ int
 rf_plan_state_save_at(const rf_plan *plan, uint64_t epoch, uint64_t batches, void *buf, size_t cap,
 		      size_t *len)
 {
+	return rf_plan_state_save_part(plan, epoch, batches, 0, buf, cap, len);
+}
+
+uint32_t
+rf_plan_state_part(const rf_plan *plan)
+{
+	return plan->part;
+}
+
+int
+rf_plan_state_save_part(const rf_plan *plan, uint64_t epoch, uint64_t batches, uint32_t part,
+			void *buf, size_t cap, size_t *len)
+{
 	*len = RF_PLAN_STATE_SIZE;
 	if (cap < RF_PLAN_STATE_SIZE)
 		return -ENOSPC;
 	/* The geometry, hence the position of a batch count, is the same in
 	 * every epoch. */
-	if (batches > plan->ep.geom.nbatches)
+	if (batches > plan->ep.geom.nbatches || (part && (batches == plan->ep.geom.nbatches ||
+							  part >= plan->pp.batch)))
 		return -ERANGE;
 	uint8_t *b = buf;
 	const rf_plan_params *pp = &plan->pp;
@@ -65,6 +79,7 @@ rf_plan_state_save_at(const rf_plan *plan, uint64_t epoch, uint64_t batches, voi
 	rf_put_le32(b + OFF_BATCH, pp->batch);
 	rf_put_le32(b + OFF_WORLD, pp->world);
 	rf_put_le32(b + OFF_TAIL, (uint32_t)pp->tail);
+	rf_put_le32(b + OFF_PART, part);
 	rf_put_le64(b + OFF_XXH3, XXH3_64bits(b, OFF_XXH3));
 	return 0;
 }
@@ -105,12 +120,17 @@ rf_plan_state_load(rf_plan *plan, const void *buf, size_t len)
 			       (unsigned long long)plan->nchunks);
 	uint32_t mode = rf_le32(b + OFF_MODE), window = rf_le32(b + OFF_WINDOW);
 	uint32_t batch = rf_le32(b + OFF_BATCH), world = rf_le32(b + OFF_WORLD);
-	uint32_t tail = rf_le32(b + OFF_TAIL), reserved = rf_le32(b + OFF_RESERVED);
+	uint32_t tail = rf_le32(b + OFF_TAIL), part = rf_le32(b + OFF_PART);
 	if (mode > RF_PLAN_FULL || tail > RF_PLAN_KEEP || window == 0 || batch == 0 || world == 0 ||
-	    reserved != 0)
+	    part >= batch || (part && (world != 1 || mode == RF_PLAN_FULL)))
 		return rf_fail(d, RF_ESTATE, "resume state: a field is out of range (mode %u, tail %u, "
-			       "window %u, batch %u, world %u, reserved %u)", mode, tail, window, batch,
-			       world, reserved);
+			       "window %u, batch %u, world %u, part %u)", mode, tail, window, batch,
+			       world, part);
+	/* Within a batch, only where it was saved: one rank, the same batch. */
+	if (part && pp.world != 1)
+		return rf_fail(d, RF_ESTATE, "resume state: saved %u samples into a batch closed "
+			       "early (by a full variable-size region) with one rank; it resumes "
+			       "with one rank only, not %u", part, pp.world);
 	uint64_t G = (uint64_t)world * batch, myG = (uint64_t)pp.world * pp.batch;
 	if (G != myG)
 		return rf_fail(d, RF_ESTATE, "resume state: global batch %u x %u = %llu at save, "
@@ -138,9 +158,16 @@ rf_plan_state_load(rf_plan *plan, const void *buf, size_t len)
 	int rc = rf_plan_epoch_build(plan, &pp, &ep);
 	if (rc < 0)
 		return rf_fail(d, rc, "resume state: out of memory for the epoch's tables");
+	uint64_t cursor = position <= nfull * G ? position / G : ep.geom.nbatches;
+	if (part && cursor >= ep.geom.nbatches) {
+		rf_plan_epoch_free(&ep);
+		return rf_fail(d, RF_ESTATE, "resume state: %u samples into a batch past the "
+			       "epoch's end", part);
+	}
 	rf_plan_epoch_free(&plan->ep);
 	plan->ep = ep;
 	plan->pp = pp;
-	plan->cursor = position <= nfull * G ? position / G : ep.geom.nbatches;
+	plan->cursor = cursor;
+	plan->part = part;
 	return 0;
 }

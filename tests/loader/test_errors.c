@@ -322,6 +322,82 @@ test_empty_and_auto(void)
 /* With world > 1 a batch that a variable field's region would close early
  * is an error (it would give the rank one batch more than the others); with
  * one rank the same batch closes early and the stream goes on. */
+/* A refused rf_loader_state_load leaves the stream where it was, its end
+ * included (epochs = 2 stays two epochs). */
+static void
+test_refused_load(void)
+{
+	LT_CHECK(lt_pack(dir, "two", 320, 0, 4096, 0, 0) == 0);
+	const char *paths[1];
+	rf_config cfg;
+	base_config(&cfg, paths, "two.rfs");
+	cfg.epochs = 2; /* 2 x 20 batches of 16 */
+	rf_loader *ld;
+	LT_CHECK(rf_loader_open(&ld, &cfg) == 0);
+	if (!ld)
+		return;
+	const rf_batch *b;
+	uint64_t n = 0, next = 0;
+	for (; n < 15 && rf_loader_next(ld, &b) == 0 && b; n++) {
+		next = b->first_sample + b->samples;
+		LT_CHECK(rf_loader_release(ld, b, NULL) == 0);
+	}
+	uint8_t junk[RF_STATE_MAX];
+	memset(junk, 0x5a, sizeof(junk));
+	LT_CHECK(rf_loader_state_load(ld, junk, 96) == RF_ESTATE);
+	LT_CHECK(strstr(rf_loader_errmsg(ld), "magic") != NULL);
+	int first = 1;
+	while (rf_loader_next(ld, &b) == 0 && b) {
+		if (first)
+			LT_CHECK(b->first_sample == next);
+		first = 0;
+		n++;
+		LT_CHECK(rf_loader_release(ld, b, NULL) == 0);
+	}
+	if (n != 40)
+		fprintf(stderr, "refused load: %" PRIu64 " batches in all, not 40\n", n);
+	LT_CHECK(n == 40);
+	rf_loader_close(&ld);
+}
+
+/* Save ld's position and open a loader from it with `world` ranks: with one
+ * its first batch starts at sample `want`; with more the blob is refused
+ * (RF_ESTATE), as a position inside a batch of one rank.  1 when so. */
+static int
+resume_starts_at(const rf_config *cfg0, rf_loader *ld, uint64_t want, int32_t world)
+{
+	uint8_t blob[RF_STATE_MAX];
+	size_t len = 0;
+	if (rf_loader_state_save(ld, blob, sizeof(blob), &len) != 0)
+		return 0;
+	rf_config cfg = *cfg0;
+	cfg.resume = blob;
+	cfg.resume_len = len;
+	cfg.world = world;
+	cfg.batch_size = cfg0->batch_size / (uint32_t)world;
+	rf_loader *r;
+	int rc = rf_loader_open(&r, &cfg);
+	if (world > 1) {
+		if (rc == 0)
+			rf_loader_close(&r);
+		return rc == RF_ESTATE && strstr(rf_loader_last_open_error(), "one rank") != NULL;
+	}
+	if (rc != 0) {
+		fprintf(stderr, "resume at %" PRIu64 ": %s\n", want, rf_loader_last_open_error());
+		return 0;
+	}
+	const rf_batch *b;
+	int ok = rf_loader_next(r, &b) == 0 && b && b->first_sample == want &&
+		 rf_batch_wait(b, NULL) == 0 && lt_check_batch(b, b->first_sample) == 0;
+	if (!ok)
+		fprintf(stderr, "resume at %" PRIu64 ": first batch starts at %" PRIu64 "\n", want,
+			b ? b->first_sample : UINT64_MAX);
+	if (b)
+		rf_loader_release(r, b, NULL);
+	rf_loader_close(&r);
+	return ok;
+}
+
 static void
 test_early_close_ranks(void)
 {
@@ -342,14 +418,25 @@ test_early_close_ranks(void)
 			continue;
 		}
 		const rf_batch *b;
-		uint64_t samples = 0, batches = 0;
+		uint64_t samples = 0, batches = 0, partial_saves = 0;
 		while ((rc = rf_loader_next(ld, &b)) == 0 && b) {
 			LT_CHECK(rf_batch_wait(b, NULL) == 0);
 			LT_CHECK(lt_check_batch(b, b->first_sample) == 0);
 			samples += b->samples;
 			batches++;
+			uint64_t next = b->first_sample + b->samples;
+			int partial = next % 32 != 0 && next < 2000;
 			LT_CHECK(rf_loader_release(ld, b, NULL) == 0);
+			/* A position saved after a batch closed early resumes at
+			 * the sample after it: none twice, none lost. */
+			if (partial && partial_saves < 6) {
+				partial_saves++;
+				LT_CHECK(resume_starts_at(&cfg, ld, next, 1));
+				LT_CHECK(resume_starts_at(&cfg, ld, next, 2)); /* refused */
+			}
 		}
+		if (world == 1)
+			LT_CHECK(partial_saves == 6);
 		if (world == 1) {
 			LT_CHECK(rc == 0 && samples == 2000);
 			LT_CHECK(batches > (2000 + 31) / 32); /* some closed early */
@@ -463,6 +550,7 @@ main(int argc, char **argv)
 	test_empty_and_auto();
 	test_bad_open();
 	test_early_close_ranks();
+	test_refused_load();
 	test_many_shards(); /* last: it may leave the hard open-file limit lowered */
 	lt_rmtree(dir);
 	if (use_cuda) {
