@@ -531,7 +531,8 @@ RF_API void rf_loader_close(rf_loader **ld);
  * Save the position after the last batch rf_loader_next has handed out
  * (batches still in the pipeline do not count) into buf: a blob of a few
  * dozen bytes naming the dataset (a fingerprint of its chunks), the order
- * (shuffle, seed, epoch, batch size, world size) and the samples consumed,
+ * (shuffle, seed, epoch, batch size, world size) and the samples consumed
+ * (after a batch closed early, those of its batch already handed out too),
  * little-endian, checksummed, portable between machines.  Save on every rank
  * after the same batch (the blob does not depend on the rank: rank 0's is
  * enough).  Consumer thread.  Returns 0 and *len; -ENOSPC when cap is too
@@ -548,8 +549,10 @@ RF_API int rf_loader_state_save(rf_loader *ld, void *buf, size_t cap, size_t *le
  * batch that would have followed the last one handed out before the save,
  * without reading the skipped data.  The blob's shuffle, seed and epoch
  * replace the loader's; `epochs` counts from the saved epoch.  The world size
- * may differ from the one at the save when world x batch_size is the same.
- * Batches already read ahead are discarded (the pipeline restarts), so call
+ * may differ from the one at the save when world x batch_size is the same;
+ * a position saved after a batch closed early (var_bytes) lies inside a
+ * batch: it resumes with one rank, the next batch holding the rest of that
+ * batch's samples.  Batches already read ahead are discarded (the pipeline restarts), so call
  * it right after rf_loader_open, or set rf_config.resume instead, which
  * reads nothing twice.  The consumer must hold no batch.
  * Returns 0; RF_ESTATE for a blob that is corrupt or from another dataset,
