@@ -2430,6 +2430,13 @@ plan_seek_blob(rf_loader *ld, const void *blob, size_t len)
 		return rf_fail(&ld->diag, RF_ESTATE, "loader: resume: the saved shuffle mode %s "
 			       "cannot continue in this loader (open it with that shuffle mode)",
 			       rf_plan_mode_name(lp->mode));
+	if (ld->window_mode && lp->window > ld->window)
+		return rf_fail(&ld->diag, RF_ESTATE, "loader: resume: the position was saved with "
+			       "a window of %u chunks, this loader holds %u: open it with window = "
+			       "%u (and pinned_bytes for it)", lp->window, ld->window, lp->window);
+	if (cfg->epochs && lp->epoch > UINT64_MAX - cfg->epochs)
+		return rf_fail(&ld->diag, RF_ESTATE, "loader: resume: saved epoch %" PRIu64
+			       " + epochs %u overflows the epoch counter", lp->epoch, cfg->epochs);
 	rc = rf_plan_state_load(ld->rplan, blob, len);
 	if (rc == 0)
 		rc = rf_plan_state_load(ld->splan, blob, len);
@@ -2486,9 +2493,10 @@ window_setup(rf_loader *ld, uint32_t *window)
 	uint32_t w = ld->cfg.window ? ld->cfg.window : (wdef < max_w ? wdef : max_w);
 	if (w < 1 || w > max_w)
 		return rf_fail(&ld->diag, RF_EMEMPLAN,
-			       "memory plan: window shuffling with a window of %u chunks needs %u read "
-			       "slots but pinned_bytes %" PRIu64 " gives %u (of %" PRIu64 " bytes): "
-			       "raise pinned_bytes or lower window", w ? w : 2, (w ? w : 2) + 2,
+			       "memory plan: window shuffling with a window of %u chunks needs %"
+			       PRIu64 " read slots but pinned_bytes %" PRIu64 " gives %u (of %" PRIu64
+			       " bytes): raise pinned_bytes or lower window", w ? w : 2,
+			       (uint64_t)(w ? w : 2) + 2,
 			       ld->cfg.pinned_bytes, ld->n_read, ld->slot_bytes);
 	ld->window_mode = 1;
 	ld->window = w;
@@ -2721,6 +2729,11 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 		cfg->decode_threads = 64;
 	if (cfg->io_depth == 0)
 		cfg->io_depth = 32;
+	if (cfg->io_depth > RF_IO_DEPTH_MAX) /* what a ring is allocated for at open */
+		cfg->io_depth = RF_IO_DEPTH_MAX;
+	if (cfg->epochs && cfg->epoch > UINT64_MAX - cfg->epochs)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: epoch %" PRIu64 " + epochs %u "
+			       "overflows the epoch counter", cfg->epoch, cfg->epochs);
 	ld->depth = cfg->depth;
 
 	rf_dataset_config dcfg;
@@ -3206,8 +3219,11 @@ rf_batch_field_read(const rf_batch *batch, uint32_t field, void *dst, uint64_t c
 	const struct dbuf *cb = (const struct dbuf *)(const void *)batch;
 	rf_loader *ld = cb->ld;
 	struct dbuf *b = batch_dbuf(ld, batch);
-	if (!b || field >= batch->nfields)
+	if (!b)
 		return -EINVAL;
+	if (field >= batch->nfields)
+		return rf_fail(&ld->diag, -EINVAL, "loader: reading field %u of a batch of %u "
+			       "fields", field, batch->nfields);
 	pthread_mutex_lock(&ld->mu);
 	int held = b->state == DB_HELD;
 	pthread_mutex_unlock(&ld->mu);
@@ -3215,7 +3231,9 @@ rf_batch_field_read(const rf_batch *batch, uint32_t field, void *dst, uint64_t c
 		return rf_fail(&ld->diag, -EINVAL, "loader: reading a batch not held");
 	const rf_batch_field *f = &batch->fields[field];
 	if (cap < f->bytes)
-		return -ENOSPC;
+		return rf_fail(&ld->diag, -ENOSPC, "loader: field %s of batch %" PRIu64 " has %"
+			       PRIu64 " bytes, more than the %" PRIu64 " given", f->name,
+			       batch->index, f->bytes, cap);
 	if (f->bytes == 0)
 		return 0;
 	const struct rf_device_ops *ops = ld->dev->ops;
@@ -3233,7 +3251,8 @@ rf_loader_release(rf_loader *ld, const rf_batch *batch, void *stream)
 {
 	struct dbuf *b = batch_dbuf(ld, batch);
 	if (!b)
-		return -EINVAL;
+		return ld ? rf_fail(&ld->diag, -EINVAL, "loader: releasing %s, not a batch of "
+				    "this loader", batch ? "a pointer" : "NULL") : -EINVAL;
 	/* Claim the batch in the same critical section that checks it:
 	 * two threads releasing it at once must not both pass (held would
 	 * be decremented twice and wrap). */
@@ -3304,8 +3323,10 @@ rf_loader_state_save(rf_loader *ld, void *buf, size_t cap, size_t *len)
 RF_API int
 rf_loader_state_load(rf_loader *ld, const void *buf, size_t len)
 {
-	if (!ld || !buf)
+	if (!ld)
 		return -EINVAL;
+	if (!buf)
+		return rf_fail(&ld->diag, -EINVAL, "loader: loading a position from NULL");
 	if (!ld->gplan)
 		return rf_fail(&ld->diag, RF_ESTATE, "loader: an empty dataset has no position to load");
 	pthread_mutex_lock(&ld->mu);

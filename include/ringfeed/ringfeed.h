@@ -236,6 +236,9 @@ enum rf_pinning {
 	RF_PINNING_TRANSIENT = 1,
 };
 
+/* The most reads a loader keeps in flight (rf_config.io_depth). */
+#define RF_IO_DEPTH_MAX 4096
+
 /*
  * Loader settings.  Initialise with rf_config_init() and change what you
  * need; fields added in later versions go into `reserved`, so a program built
@@ -296,7 +299,8 @@ typedef struct rf_config {
 	uint64_t pinned_bytes;       /* page-locked host budget; default 256 MiB */
 	enum rf_pinning pinning;     /* default RF_PINNING_RING */
 
-	uint32_t io_depth;           /* reads in flight; default 32 (map: unused) */
+	uint32_t io_depth;           /* reads in flight; default 32, at most
+	                                RF_IO_DEPTH_MAX (more is that) (map: unused) */
 	int direct;                  /* 1: O_DIRECT reads that bypass the page cache;
 	                                0: buffered; -1 (default): O_DIRECT unless the
 	                                dataset's stored bytes are at most a quarter of

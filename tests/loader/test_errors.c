@@ -322,6 +322,54 @@ test_empty_and_auto(void)
 /* With world > 1 a batch that a variable field's region would close early
  * is an error (it would give the rank one batch more than the others); with
  * one rank the same batch closes early and the stream goes on. */
+/* Misuse answered with a code and a message: an epoch counter that would
+ * overflow, a field read into too small a buffer, releasing NULL, and a
+ * position saved with a larger window than the loader holds. */
+static void
+test_misuse_messages(void)
+{
+	LT_CHECK(lt_pack(dir, "mis", 640, 0, 4096, 0, 0) == 0);
+	const char *paths[1];
+	rf_config cfg;
+	base_config(&cfg, paths, "mis.rfs");
+	rf_loader *ld = NULL;
+	cfg.epoch = UINT64_MAX;
+	cfg.epochs = 1;
+	LT_CHECK(rf_loader_open(&ld, &cfg) == RF_EUSAGE);
+	LT_CHECK(strstr(rf_loader_last_open_error(), "overflows") != NULL);
+
+	base_config(&cfg, paths, "mis.rfs");
+	cfg.shuffle = RF_SHUFFLE_WINDOW;
+	cfg.window = 8;
+	LT_CHECK(rf_loader_open(&ld, &cfg) == 0);
+	if (!ld)
+		return;
+	const rf_batch *b;
+	LT_CHECK(rf_loader_next(ld, &b) == 0 && b);
+	uint8_t small[8];
+	LT_CHECK(rf_batch_field_read(b, 0, small, sizeof(small)) == -ENOSPC);
+	LT_CHECK(strstr(rf_loader_errmsg(ld), "more than the 8 given") != NULL);
+	LT_CHECK(rf_batch_field_read(b, 99, small, sizeof(small)) == -EINVAL);
+	LT_CHECK(strstr(rf_loader_errmsg(ld), "field 99") != NULL);
+	LT_CHECK(rf_loader_release(ld, b, NULL) == 0);
+	LT_CHECK(rf_loader_release(ld, NULL, NULL) == -EINVAL);
+	LT_CHECK(strstr(rf_loader_errmsg(ld), "NULL") != NULL);
+	for (int i = 0; i < 5 && rf_loader_next(ld, &b) == 0 && b; i++)
+		LT_CHECK(rf_loader_release(ld, b, NULL) == 0);
+	uint8_t blob[RF_STATE_MAX];
+	size_t len = 0;
+	LT_CHECK(rf_loader_state_save(ld, blob, sizeof(blob), &len) == 0);
+	rf_loader_close(&ld);
+	cfg.window = 2;
+	cfg.resume = blob;
+	cfg.resume_len = len;
+	LT_CHECK(rf_loader_open(&ld, &cfg) == RF_ESTATE);
+	LT_CHECK(strstr(rf_loader_last_open_error(), "window of 8") != NULL);
+	cfg.window = 8;
+	LT_CHECK(rf_loader_open(&ld, &cfg) == 0);
+	rf_loader_close(&ld);
+}
+
 /* A refused rf_loader_state_load leaves the stream where it was, its end
  * included (epochs = 2 stays two epochs). */
 static void
@@ -551,6 +599,7 @@ main(int argc, char **argv)
 	test_bad_open();
 	test_early_close_ranks();
 	test_refused_load();
+	test_misuse_messages();
 	test_many_shards(); /* last: it may leave the hard open-file limit lowered */
 	lt_rmtree(dir);
 	if (use_cuda) {
