@@ -126,7 +126,9 @@ RF_API int rf_dtype_parse(const char *name, enum rf_dtype *out);
  * functions (rf_loader_next, try_next, release, stats, errmsg, rf_batch_wait)
  * are meant for one consumer thread at a time: calling them from several
  * threads at once is safe but the order of delivery between those threads is
- * unspecified.  The log callback is called from any of the loader's threads.
+ * unspecified.  rf_loader_close must not overlap any other call on the same
+ * loader (a consumer waiting in rf_loader_next included): stop the consumer
+ * first.  The log callback is called from any of the loader's threads.
  *
  * Ownership.  The loader owns every rf_batch and every byte it points to.  A
  * batch returned by rf_loader_next stays valid, and its device buffer is not
@@ -281,7 +283,9 @@ typedef struct rf_config {
 	 * disjoint samples and the same number of batches on every rank.
 	 * -1 (default): from the launcher's environment (RANK/WORLD_SIZE,
 	 * OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE, SLURM_PROCID/NTASKS), else
-	 * rank 0 of 1. */
+	 * rank 0 of 1.  A pair half set is ignored with a warning; a world
+	 * above 1 with neither a rank nor a launcher's is RF_EUSAGE (every
+	 * process would read rank 0's share). */
 	int32_t rank, world;
 	/* Resume: a blob from rf_loader_state_save (resume_len bytes), or
 	 * NULL.  The stream starts with the batch that would have followed

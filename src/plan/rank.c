@@ -63,6 +63,10 @@ rf_plan_resolve_rank(int64_t cfg_rank, int64_t cfg_world, rf_plan_getenv_fn gete
 		for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; i++) {
 			const char *rs = getenv_fn(user, launchers[i].rank);
 			const char *ws = getenv_fn(user, launchers[i].world);
+			if (!rs != !ws)
+				rf_log(d, RF_LOG_WARN, "%s is set but %s is not: that pair is ignored",
+				       rs ? launchers[i].rank : launchers[i].world,
+				       rs ? launchers[i].world : launchers[i].rank);
 			if (!rs || !ws)
 				continue;
 			if (parse_count(rs, &r) < 0 || parse_count(ws, &w) < 0)
@@ -80,8 +84,15 @@ rf_plan_resolve_rank(int64_t cfg_rank, int64_t cfg_world, rf_plan_getenv_fn gete
 			break;
 		}
 	}
-	if ((cfg_rank >= 0) != (cfg_world >= 0) && src[0] == 'd')
+	if ((cfg_rank >= 0) != (cfg_world >= 0) && src[0] == 'd') {
+		/* Every process would take rank 0's share. */
+		if (cfg_world > 1)
+			return rf_fail(d, RF_EUSAGE, "world size %lld configured without a rank, and "
+				       "no launcher variable gives one (RANK, OMPI_COMM_WORLD_RANK, "
+				       "PMI_RANK, SLURM_PROCID): set the rank too",
+				       (long long)cfg_world);
 		src = "config+default";
+	}
 	if (cfg_rank >= 0)
 		r = (uint32_t)cfg_rank;
 	if (cfg_world >= 0)

@@ -92,6 +92,7 @@ main(void)
 	refuse(-2, 4, none, "rank -2");
 	refuse(0, -7, none, "world -7");
 	refuse(1, -1, none, "rank 1 without a world");
+	refuse(-1, 4, none, "world 4 without a rank");
 	refuse(9, -1, torch, "configured rank 9 in an 8-rank world");
 	const char *bad[][5] = {
 		{"RANK", "8", "WORLD_SIZE", "8", NULL},
