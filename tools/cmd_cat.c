@@ -190,11 +190,12 @@ read_state(const char *path, uint8_t *buf, size_t cap, size_t *len)
 		return -1;
 	}
 	size_t n = fread(buf, 1, cap, f);
-	int bad = ferror(f) || fgetc(f) != EOF;
+	int err = ferror(f) ? errno : 0;
+	int bad = err || fgetc(f) != EOF;
 	fclose(f);
 	if (bad || n == 0) {
 		rf_cli_error("--state-in %s: not a saved position (%s)", path,
-			     n == 0 ? "empty" : "too long or unreadable");
+			     err ? strerror(err) : n == 0 ? "empty" : "longer than a position");
 		return -1;
 	}
 	*len = n;

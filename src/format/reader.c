@@ -179,6 +179,8 @@ expand(struct pathlist *pl, const char *p, rf_diag *d)
 		return pl_add(pl, p) < 0 ? rf_fail(d, -ENOMEM, "%s: out of memory", p) : 0;
 	}
 	int e = errno;
+	if (!*p)
+		return rf_fail(d, -ENOENT, "a dataset path is empty");
 	if (!strpbrk(p, "*?[")) {
 		return rf_fail(d, -e, "%s: %s", p, rf_strerror(-e));
 	}
