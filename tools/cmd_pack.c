@@ -77,6 +77,8 @@ typedef struct input_file {
 	uint64_t tail;             /* llm.c: tokens dropped at the end */
 	size_t released;           /* bytes of the mapping given back so far */
 	size_t advised;            /* bytes of the mapping read ahead so far */
+	dev_t dev;                 /* the file's identity, to tell it from the output */
+	ino_t ino;
 } input_file;
 
 typedef struct pack_job {
@@ -230,15 +232,18 @@ parse_args(pack_opts *o, int argc, char **argv)
 					PACK_USAGE, "%s: '%s' is not a size%s",
 					c == OPT_CHUNK ? "--chunk-bytes" : "--shard-bytes", optarg,
 					rc == -ERANGE ? " (too large)" : " such as 4096, 64K, 4M, 1G");
+			if (c == OPT_CHUNK && v > (1ull << 32))
+				return rf_cli_usage_error(PACK_USAGE, "--chunk-bytes: '%s' is more "
+							  "than 4G, the most a chunk holds", optarg);
 			if (c == OPT_CHUNK)
 				o->chunk_bytes = v;
 			else
 				o->shard_bytes = v;
 			break;
 		case 'j':
-			if (rf_cli_parse_uint(optarg, 1, 1024, &v) < 0)
+			if (rf_cli_parse_uint(optarg, 1, 256, &v) < 0)
 				return rf_cli_usage_error(PACK_USAGE,
-							  "-j: '%s' is not a thread count in 1..1024",
+							  "-j: '%s' is not a thread count in 1..256",
 							  optarg);
 			o->threads = (unsigned)v;
 			break;
@@ -261,10 +266,10 @@ parse_args(pack_opts *o, int argc, char **argv)
 			o->llmc_glob = optarg;
 			break;
 		case OPT_SEQ:
-			/* T + 1 u32 tokens must fit a value (2^40 bytes). */
-			if (rf_cli_parse_uint(optarg, 1, (1ull << 36), &v) < 0)
+			/* T + 1 u32 tokens must fit a chunk (2^32 bytes). */
+			if (rf_cli_parse_uint(optarg, 1, (1ull << 30) - 2, &v) < 0)
 				return rf_cli_usage_error(PACK_USAGE,
-							  "--seq-len: '%s' is not a length >= 1",
+							  "--seq-len: '%s' is not a length in 1..1073741822",
 							  optarg);
 			o->seq_len = v;
 			break;
@@ -289,7 +294,7 @@ parse_args(pack_opts *o, int argc, char **argv)
 						  argv[i]);
 		o->inputs[o->ninputs++] = argv[i];
 	}
-	if (!o->out)
+	if (!o->out || !*o->out)
 		return rf_cli_usage_error(PACK_USAGE, "missing -o OUT.rfs");
 	if (o->mode == MODE_NONE)
 		return rf_cli_usage_error(PACK_USAGE, "no input given");
@@ -308,6 +313,70 @@ parse_args(pack_opts *o, int argc, char **argv)
 	return 0;
 }
 
+/* 1 when path names the same file as one of the inputs (which the pack
+ * would replace). */
+static int
+is_input(const struct pack_job *j, const char *path)
+{
+	struct stat st;
+
+	if (stat(path, &st) < 0)
+		return 0;
+	for (size_t i = 0; i < j->nfiles; i++)
+		if (j->files[i].dev == st.st_dev &&
+		    j->files[i].ino == st.st_ino)
+			return 1;
+	return 0;
+}
+
+/* The output, or one of its shards, is an input: refuse before writing. */
+static int
+check_output(const struct pack_job *j)
+{
+	const char *out = j->opt.out;
+	size_t len = strlen(out);
+	int base = (int)(len >= 4 && strcmp(out + len - 4, ".rfs") == 0 ? len - 4 : len);
+	char name[4096];
+
+	if (is_input(j, out)) {
+		rf_cli_error("-o %s is one of the inputs: packing would replace it", out);
+		return -1;
+	}
+	for (unsigned i = 0; i < 100000; i++) {
+		if (snprintf(name, sizeof name, "%.*s-%05u.rfs", base, out, i) >= (int)sizeof name ||
+		    access(name, F_OK) < 0)
+			break;
+		if (is_input(j, name)) {
+			rf_cli_error("%s, a shard name of -o %s, is one of the inputs: packing would "
+				     "replace or remove it", name, out);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The bytes of what a closed writer left at `out`: the file, or its shards
+ * "OUT-00000.rfs", ... (the names <ringfeed/dataset.h> gives them). */
+static uint64_t
+written_bytes(const char *out, int sharded)
+{
+	struct stat st;
+	uint64_t sum = 0;
+
+	if (!sharded)
+		return stat(out, &st) == 0 ? (uint64_t)st.st_size : 0;
+	size_t len = strlen(out);
+	int base = (int)(len >= 4 && strcmp(out + len - 4, ".rfs") == 0 ? len - 4 : len);
+	for (unsigned i = 0; i < 100000; i++) {
+		char name[4096];
+		if (snprintf(name, sizeof name, "%.*s-%05u.rfs", base, out, i) >= (int)sizeof name ||
+		    stat(name, &st) < 0)
+			break;
+		sum += (uint64_t)st.st_size;
+	}
+	return sum;
+}
+
 /* --------------------------------------------------------------- inputs */
 
 static int
@@ -317,7 +386,8 @@ map_input(input_file *f, const char *path)
 	int fd;
 
 	f->path = path;
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+	/* O_NONBLOCK: a pipe is refused below instead of blocking the open. */
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0) {
 		rf_cli_error("%s: %s", path, strerror(errno));
 		return -1;
 	}
@@ -326,6 +396,8 @@ map_input(input_file *f, const char *path)
 		close(fd);
 		return -1;
 	}
+	f->dev = st.st_dev;
+	f->ino = st.st_ino;
 	f->map_len = (size_t)st.st_size;
 	if (f->map_len) {
 		void *m = mmap(NULL, f->map_len, PROT_READ, MAP_SHARED, fd, 0);
@@ -789,6 +861,10 @@ rf_cmd_pack(int argc, char **argv)
 	}
 	if (rc < 0)
 		goto out;
+	if (check_output(j) < 0) {
+		status = RF_CLI_USAGE;
+		goto out;
+	}
 
 	rf_writer_config_init(&cfg);
 	cfg.zstd_level = j->opt.zstd_level;
@@ -829,7 +905,6 @@ rf_cmd_pack(int argc, char **argv)
 	}
 	rf_cli_progress_update(&j->progress, j->in_bytes);
 	{
-		uint64_t stored = rf_writer_bytes(j->w);
 		uint64_t samples = rf_writer_samples(j->w);
 		rf_cli_progress_finish(&j->progress);
 		log_last_error[0] = 0;
@@ -841,6 +916,7 @@ rf_cmd_pack(int argc, char **argv)
 			goto out;
 		}
 		double el = rf_cli_now() - t0;
+		uint64_t stored = written_bytes(j->opt.out, j->opt.shard_bytes != 0);
 		rf_cli_note(1, "%" PRIu64 " samples, %s in, %s stored, %.1f s (%s/s) -> %s%s", samples,
 			    rf_cli_fmt_bytes(a, sizeof a, (double)j->in_bytes),
 			    rf_cli_fmt_bytes(b, sizeof b, (double)stored), el,

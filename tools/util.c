@@ -284,6 +284,7 @@ rf_cli_signals_install(void)
 	sa.sa_flags = SA_RESTART;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL); /* a closed terminal: stop as for Ctrl-C */
 }
 
 int

@@ -222,6 +222,11 @@ shard_open(rf_writer *w)
 		w->shards_cap = cap;
 	}
 	struct wshard *s = &w->shards[w->nshards];
+	/* Five digits: a reader sorts names by byte, and out-100000.rfs would
+	 * sort before out-10001.rfs. */
+	if (w->sharded && w->nshards > 99999)
+		return rf_fail(&w->diag, RF_EUSAGE, "%s: more than 100000 shards: raise the "
+			       "shard size", w->path);
 	if (w->sharded) {
 		size_t len = strlen(w->path);
 		int base = (int)(len >= 4 && strcmp(w->path + len - 4, ".rfs") == 0 ? len - 4 : len);
@@ -1112,9 +1117,15 @@ static int
 is_shard(const char *path)
 {
 	char head[RF_FMT_MAGIC_LEN];
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	/* O_NONBLOCK: a pipe by that name must not block the open. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
 		return 0;
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return 0;
+	}
 	ssize_t n = read(fd, head, sizeof head);
 	close(fd);
 	return n == (ssize_t)sizeof head && memcmp(head, RF_FMT_MAGIC, sizeof head) == 0;

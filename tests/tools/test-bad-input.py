@@ -7,7 +7,11 @@
 # and leave no output file; export of a missing field fails cleanly.  A
 # directory or glob that also holds a pipe named *.rfs, a dot-file and a
 # subdirectory named *.rfs: info, verify and cat read its one shard and do not
-# block on the pipe; the pipe named alone is "not a regular file".
+# block on the pipe; the pipe named alone is "not a regular file".  pack
+# refuses a pipe as input (exit 1), an output that is one of its inputs or
+# whose shard names are (exit 2, the input intact), -j above 256, a chunk
+# above 4G and an empty -o (exit 2); its summary's "stored" is the size of
+# what it wrote.
 import os
 
 import numpy as np
@@ -133,4 +137,41 @@ with TempDir() as tmp:
     check("not a regular file" in err, "a pipe named alone: %r" % err)
     rc, out_, err = run("verify", os.path.join(odd, "b.rfs"), expect=1)
     check("not a regular file" in err and err.count("b.rfs") == 1, "verify of a pipe: %r" % err)
+
+    # pack's refusals of its inputs and output.
+    rc, _, err = run("pack", "-q", "-o", os.path.join(tmp, "p.rfs"),
+                     "a=" + os.path.join(odd, "b.rfs"), expect=1)
+    check("not a regular file" in err, "a pipe as pack input: %r" % err)
+    same = os.path.join(tmp, "same.npy")
+    np.save(same, np.arange(10, dtype="<i4"))
+    before = open(same, "rb").read()
+    rc, _, err = run("pack", "-q", "-o", same, "a=" + same, expect=2)
+    check("one of the inputs" in err and open(same, "rb").read() == before,
+          "output == input: %r" % err)
+    shard1 = os.path.join(tmp, "sh-00001.rfs")
+    np.save(shard1 + ".npy", np.arange(10, dtype="<i4"))
+    os.rename(shard1 + ".npy", shard1)
+    run("pack", "-q", "-o", os.path.join(tmp, "sh-00000.rfs"), "a=" + good, expect=0)
+    rc, _, err = run("pack", "-q", "-o", os.path.join(tmp, "sh.rfs"), "--shard-bytes", "8K",
+                     "a=" + shard1, expect=2)
+    check("one of the inputs" in err and os.path.exists(shard1), "a shard name as input: %r" % err)
+    for args in (["-j", "300"], ["--chunk-bytes", "5G"]):
+        rc, _, err = run("pack", "-q", "-o", os.path.join(tmp, "p.rfs"), *args, "a=" + good,
+                         expect=2)
+        check(args[0] in err, "%s: %r" % (args, err))
+    run("pack", "-q", "-o", "", "a=" + good, expect=2)
+    big = os.path.join(tmp, "big.npy")
+    np.save(big, np.arange(20000, dtype="<i4"))
+    for extra in ([], ["--shard-bytes", "16K", "--chunk-bytes", "4K"]):
+        rc, _, err = run("pack", "-o", os.path.join(tmp, "st.rfs"), *extra, "a=" + big, expect=0)
+        files = [f for f in os.listdir(tmp) if f.startswith("st") and f.endswith(".rfs")]
+        total = sum(os.path.getsize(os.path.join(tmp, f)) for f in files)
+        words = err.split()
+        stored = words[words.index("stored,") - 2:words.index("stored,")] if "stored," in words \
+            else []
+        check(stored and abs(float(stored[0]) * {"B": 1, "KiB": 1024, "MiB": 1 << 20}[stored[1]]
+                             - total) <= 0.01 * total + 64,
+              "summary %r against %d bytes written" % (err, total))
+        for f in files:
+            os.unlink(os.path.join(tmp, f))
 finish()
