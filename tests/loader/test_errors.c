@@ -319,9 +319,6 @@ test_empty_and_auto(void)
 	free(saved);
 }
 
-/* With world > 1 a batch that a variable field's region would close early
- * is an error (it would give the rank one batch more than the others); with
- * one rank the same batch closes early and the stream goes on. */
 /* Misuse answered with a code and a message: an epoch counter that would
  * overflow, a field read into too small a buffer, releasing NULL, and a
  * position saved with a larger window than the loader holds. */
@@ -446,6 +443,10 @@ resume_starts_at(const rf_config *cfg0, rf_loader *ld, uint64_t want, int32_t wo
 	return ok;
 }
 
+/* With world > 1 a batch that a variable field's region would close early
+ * is an error (it would give the rank one batch more than the others); with
+ * one rank the same batch closes early and the stream goes on, and a position saved
+ * after such a batch resumes at the sample after it. */
 static void
 test_early_close_ranks(void)
 {
