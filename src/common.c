@@ -113,6 +113,7 @@ rf_diag_init(rf_diag *d, rf_log_fn log, void *user)
 	d->msg[0] = '\0';
 	d->log = log;
 	d->log_user = user;
+	d->errors_quiet = 0;
 	d->min_level = RF_LOG_INFO;
 	const char *env = getenv("RINGFEED_LOG");
 	if (env) {
@@ -134,7 +135,7 @@ rf_fail(rf_diag *d, int code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(d->msg, sizeof d->msg, fmt, ap);
 	va_end(ap);
-	if (d->log)
+	if (d->log && !d->errors_quiet)
 		d->log(d->log_user, RF_LOG_ERROR, d->msg);
 	return code;
 }

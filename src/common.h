@@ -29,6 +29,8 @@ typedef struct rf_diag {
 	rf_log_fn log;
 	void *log_user;
 	int min_level; /* messages above this level are dropped; RINGFEED_LOG */
+	int errors_quiet; /* rf_fail records without logging: the owner passes
+	                     the message on through its own diag, which logs */
 } rf_diag;
 
 /* Initialise from a logger; reads RINGFEED_LOG (error|warn|info|debug) for

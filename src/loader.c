@@ -2548,6 +2548,7 @@ open_plan(rf_loader *ld)
 	pp.fingerprint = fp;
 	const char *source = "";
 	rf_diag_init(&ld->plan_diag, cfg->log, cfg->log_user);
+	ld->plan_diag.errors_quiet = 1; /* each failure is passed on through ld->diag */
 	rc = rf_plan_resolve_rank(cfg->rank, cfg->world, NULL, NULL, &pp.rank, &pp.world,
 				      &source, &ld->plan_diag);
 	if (rc < 0)
@@ -3347,6 +3348,9 @@ rf_loader_state_load(rf_loader *ld, const void *buf, size_t len)
 	uint64_t epoch_last = ld->epoch_last, cfg_epoch = ld->cfg.epoch;
 	pipeline_stop(ld);
 	pipeline_reset(ld);
+	/* rf_batch.index counts batches handed out: the ones read ahead and
+	 * dropped here were not. */
+	ld->batch_counter = ld->st_batches;
 	rc = plan_seek_blob(ld, buf, len);
 	if (rc < 0) {
 		char msg[RF_ERRMSG_MAX];

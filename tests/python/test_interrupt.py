@@ -40,9 +40,10 @@ ld.close()
 def in_wait(handler, latency="600ms"):
     """next() on a fresh pass of a loader whose copies take `latency`, with
     SIGUSR1 calling handler(loader) 0.2 s into the wait."""
+    # The latency first: a copy issued before it would be done at once.
+    emu.set_option("RINGFEED_EMU_LATENCY", latency)
     lo = ringfeed.Loader(p, 8, device="cuda", pinned_bytes=1 << 20, decode_threads=1)
     old = signal.signal(signal.SIGUSR1, lambda *_: handler(lo))
-    emu.set_option("RINGFEED_EMU_LATENCY", latency)
     t = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGUSR1))
     it = iter(lo)
     t.start()
