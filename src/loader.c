@@ -2785,6 +2785,19 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 	if (cfg->map && cfg->direct == 1)
 		return rf_fail(&ld->diag, RF_EUSAGE, "loader: map = 1 reads through the page "
 			       "cache: it cannot be combined with direct = 1");
+	/* A saved position continues in its own order: its shuffle mode (and
+	 * window, unless one is set) shape the loader, so they are taken
+	 * before it is laid out.  A blob that is not whole is refused when it
+	 * is loaded, with the reason. */
+	enum rf_plan_mode rmode;
+	uint32_t rwin;
+	if (cfg->resume && rf_plan_state_peek(cfg->resume, cfg->resume_len, &rmode, &rwin) == 0) {
+		cfg->shuffle = rmode == RF_PLAN_CHUNKS   ? RF_SHUFFLE_CHUNKS
+			       : rmode == RF_PLAN_WINDOW ? RF_SHUFFLE_WINDOW
+			       : rmode == RF_PLAN_FULL   ? RF_SHUFFLE_FULL : RF_SHUFFLE_NONE;
+		if (rmode == RF_PLAN_WINDOW && cfg->window == 0)
+			cfg->window = rwin;
+	}
 	ld->full_mode = cfg->shuffle == RF_SHUFFLE_FULL;
 	ld->map_mode = cfg->map && !ld->full_mode;
 	if (ld->map_mode)

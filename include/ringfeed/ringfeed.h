@@ -291,8 +291,9 @@ typedef struct rf_config {
 	 * NULL.  The stream starts with the batch that would have followed
 	 * the last one handed out before the save, reading none of the
 	 * skipped data; the blob's shuffle, seed and epoch replace the
-	 * settings above, and `epochs` counts from the saved epoch.  The blob
-	 * is copied at open. */
+	 * settings above (and its window, when `window` is 0; a window set
+	 * smaller than the blob's is RF_ESTATE), and `epochs` counts from the
+	 * saved epoch.  The blob is copied at open. */
 	const void *resume;
 	size_t resume_len;
 

@@ -379,6 +379,11 @@ int rf_plan_state_save_at(const rf_plan *plan, uint64_t epoch, uint64_t batches,
  * first pieces, closed early); -ERANGE also when part >= the batch size. */
 int rf_plan_state_save_part(const rf_plan *plan, uint64_t epoch, uint64_t batches, uint32_t part,
 			    void *buf, size_t cap, size_t *len);
+/* The shuffle mode and window of a blob that is whole (magic, version, size,
+ * checksum), without a plan: 0, or RF_ESTATE (nothing set).  The rest is
+ * checked when it is loaded. */
+int rf_plan_state_peek(const void *buf, size_t len, enum rf_plan_mode *mode, uint32_t *window);
+
 /* After rf_plan_state_load: the `part` of the loaded blob (0 for one saved
  * at a batch boundary), the samples of the cursor's batch to skip. */
 uint32_t rf_plan_state_part(const rf_plan *plan);

@@ -85,6 +85,21 @@ rf_plan_state_save_part(const rf_plan *plan, uint64_t epoch, uint64_t batches, u
 }
 
 int
+rf_plan_state_peek(const void *buf, size_t len, enum rf_plan_mode *mode, uint32_t *window)
+{
+	const uint8_t *b = buf;
+	if (!buf || len != RF_PLAN_STATE_SIZE || memcmp(b + OFF_MAGIC, state_magic, 8) != 0 ||
+	    rf_le32(b + OFF_VERSION) != RF_PLAN_STATE_VERSION ||
+	    rf_le32(b + OFF_SIZE) != RF_PLAN_STATE_SIZE ||
+	    XXH3_64bits(b, OFF_XXH3) != rf_le64(b + OFF_XXH3) ||
+	    rf_le32(b + OFF_MODE) > RF_PLAN_FULL)
+		return RF_ESTATE;
+	*mode = (enum rf_plan_mode)rf_le32(b + OFF_MODE);
+	*window = rf_le32(b + OFF_WINDOW);
+	return 0;
+}
+
+int
 rf_plan_state_load(rf_plan *plan, const void *buf, size_t len)
 {
 	rf_diag *d = plan->diag;
