@@ -129,7 +129,9 @@ bench_compute(const bench_opts *o, bench_result *res)
 	}
 
 	res->binding = -1;
-	for (int k = 0; k < BENCH_NLIMITS; k++) {
+	/* Interrupted, the limits are partly measured or not at all: none
+	 * of them is reported as the binding one. */
+	for (int k = 0; k < BENCH_NLIMITS && !res->interrupted; k++) {
 		const bench_limit *l = &res->limits[k];
 		if (!l->applies || l->samples_per_s <= 0)
 			continue;
@@ -246,7 +248,7 @@ bench_print_table(FILE *f, const bench_opts *o, const bench_result *res)
 			l->note ? l->note : "", thr);
 	}
 	fprintf(f, "\n");
-	if (res->binding >= 0 && res->batches)
+	if (res->binding >= 0 && res->batches && !res->interrupted)
 		fprintf(f, "efficiency: %.2f (loader / %s)\n", res->efficiency,
 			res->limits[res->binding].label);
 	else

@@ -656,6 +656,8 @@ rf_cmd_bench(int argc, char **argv)
 	res.failed = rc < 0;
 	if (!res.interrupted)
 		run_limits(&o, ds, &res);
+	if (rf_cli_interrupted()) /* also while the limits were measured */
+		res.interrupted = true;
 	bench_compute(&o, &res);
 	if (o.json)
 		bench_print_json(stdout, &o, &res);

@@ -475,6 +475,12 @@ rf_cmd_cat(int argc, char **argv)
 		if (errno != EPIPE) {
 			rf_cli_error("writing to stdout: %s", strerror(errno));
 			status = RF_CLI_FAIL;
+		} else if (state_out) {
+			/* The reader went away: the batches it did not get must
+			 * not count as consumed in a saved position. */
+			rf_cli_error("stdout was closed before the end: the position is not saved "
+				     "to %s", state_out);
+			status = RF_CLI_FAIL;
 		}
 	}
 	if (status == RF_CLI_OK && state_out) {

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -154,19 +155,36 @@ rf_cmd_export(int argc, char **argv)
 			     item);
 		goto out;
 	}
+	/* The result is renamed over OUT: only a regular file (or nothing)
+	 * may be there, and it keeps its permissions.  A device, a pipe or a
+	 * link would be replaced by a file, not written through. */
+	struct stat ost;
+	mode_t mode = 0666;
+	if (lstat(out, &ost) == 0) {
+		if (!S_ISREG(ost.st_mode)) {
+			rf_cli_error("-o %s: %s; give a regular file's path", out,
+				     S_ISLNK(ost.st_mode) ? "a symbolic link" : "not a regular file");
+			goto out;
+		}
+		mode = ost.st_mode & 07777;
+	}
+	rf_cli_signals_install(); /* before the temporary file exists */
 	if (asprintf(&tmp, "%s.tmp.%ld", out, (long)getpid()) < 0) {
 		tmp = NULL;
 		rf_cli_error("out of memory");
 		goto out;
 	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
 	if (fd < 0) {
 		rf_cli_error("%s: %s", tmp, strerror(errno));
 		free(tmp);
 		tmp = NULL; /* nothing to remove */
 		goto out;
 	}
-	rf_cli_signals_install();
+	if (mode != 0666 && fchmod(fd, mode) < 0) { /* the umask may have narrowed it */
+		rf_cli_error("%s: %s", tmp, strerror(errno));
+		goto out;
+	}
 	if ((rc = write_all(fd, hdr, (size_t)hlen)) < 0) {
 		rf_cli_error("%s: %s", tmp, strerror(-rc));
 		goto out;

@@ -406,10 +406,27 @@ rf_cli_json_str(FILE *f, const char *s)
 		case '\t': fputs("\\t", f); break;
 		case '\r': fputs("\\r", f); break;
 		default:
-			if (*p < 0x20)
+			if (*p < 0x20) {
 				fprintf(f, "\\u%04x", *p);
-			else
+			} else if (*p < 0x80) {
 				fputc(*p, f);
+			} else {
+				/* UTF-8 passes; a byte that does not start a
+				 * whole sequence (a path need not be UTF-8)
+				 * becomes U+FFFD, so the JSON stays valid. */
+				int n = *p >= 0xc2 && *p <= 0xdf   ? 1
+					: *p >= 0xe0 && *p <= 0xef ? 2
+					: *p >= 0xf0 && *p <= 0xf4 ? 3 : -1;
+				for (int i = 1; n > 0 && i <= n; i++)
+					if ((p[i] & 0xc0) != 0x80)
+						n = -1;
+				if (n < 0) {
+					fputs("\\ufffd", f);
+				} else {
+					fwrite(p, 1, (size_t)n + 1, f);
+					p += n;
+				}
+			}
 		}
 	}
 	fputc('"', f);

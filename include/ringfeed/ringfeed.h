@@ -557,7 +557,9 @@ RF_API int rf_loader_state_save(rf_loader *ld, void *buf, size_t cap, size_t *le
  * Continue from a saved position: the next rf_loader_next returns exactly the
  * batch that would have followed the last one handed out before the save,
  * without reading the skipped data.  The blob's shuffle, seed and epoch
- * replace the loader's; `epochs` counts from the saved epoch.  The world size
+ * replace the loader's (a window or full position needs a loader opened in
+ * that mode, with a window at least the blob's: rf_config.resume sets them
+ * up by itself); `epochs` counts from the saved epoch.  The world size
  * may differ from the one at the save when world x batch_size is the same;
  * a position saved after a batch closed early (var_bytes) lies inside a
  * batch: it resumes with one rank, the next batch holding the rest of that
