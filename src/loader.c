@@ -214,6 +214,7 @@ struct rf_loader {
 	struct staged *sq;   /* staged FIFO; its first sq_issued are being copied */
 	unsigned sq_cap, sq_head, sq_len, sq_issued;
 	int copy_failed;
+	int copy_lost;       /* a batch's copy failed: the later ones are dropped */
 
 	unsigned *rq;        /* ready FIFO of dbuf indices */
 	unsigned rq_head, rq_len;
@@ -1297,7 +1298,8 @@ pin_for_copy(rf_loader *ld, const struct staged *s)
 		if (s->direct)
 			ld->pin_refs[s->slot]--;
 		return rf_fail(&ld->copy_diag, rc, "loader: pinning slot %u (%" PRIu64 " bytes) "
-			       "failed: %s", s->slot, s->copy_bytes, ld->ring_diag.msg);
+			       "failed: %s", s->slot, s->copy_bytes,
+			       *ld->ring_diag.msg ? ld->ring_diag.msg : ld->dev_diag.msg);
 	}
 	return 0;
 }
@@ -1312,7 +1314,7 @@ unpin_after_copy(rf_loader *ld, const struct staged *s)
 	int rc = rf_ring_unpin(ld->ring, s->slot);
 	if (rc < 0)
 		return rf_fail(&ld->copy_diag, rc, "loader: unpinning slot %u failed: %s", s->slot,
-			       ld->ring_diag.msg);
+			       *ld->ring_diag.msg ? ld->ring_diag.msg : ld->dev_diag.msg);
 	return 0;
 }
 
@@ -1602,8 +1604,17 @@ copy_main(void *arg)
 			ld->sq_issued--;
 			ld->stage_held--;
 			stage_freed_locked(ld);
+			if (rc == 0 && ld->copy_lost) {
+				/* Issued before an earlier batch's copy failed to
+				 * complete: it comes after the error, so it is
+				 * dropped, never handed out in that batch's place. */
+				b->state = DB_FREE;
+				continue;
+			}
 			if (rc < 0) {
 				b->state = DB_FREE;
+				ld->copy_failed = 1; /* issue nothing more */
+				ld->copy_lost = 1;   /* and drop what was issued after it */
 				fail_locked(ld, rc, ld->copy_diag.msg);
 				if (!ld->final_code) {
 					ld->final_code = rc;
@@ -3013,6 +3024,7 @@ pipeline_reset(rf_loader *ld)
 	ld->read_held = ld->stage_held = ld->inflight = 0;
 	ld->sq_head = ld->sq_len = ld->sq_issued = 0;
 	ld->copy_failed = 0;
+	ld->copy_lost = 0;
 	ld->rq_head = ld->rq_len = 0;
 	ld->eos = ld->final_code = 0;
 	ld->final_msg[0] = 0;

@@ -116,9 +116,10 @@ rf_ring_open(rf_ring **out, size_t slot_bytes, unsigned nslots, rf_device *dev,
 		int ret = dev->ops->host_register(dev, r->base, r->bytes);
 		if (ret < 0) {
 			rf_ring_close(&r);
-			/* Keep the backend's detail, prefixed with the numbers. */
+			/* Keep the backend's detail (in the device's diag),
+			 * prefixed with the numbers. */
 			char detail[RF_ERRMSG_MAX];
-			memcpy(detail, diag->msg, sizeof detail);
+			memcpy(detail, dev->diag ? dev->diag->msg : diag->msg, sizeof detail);
 			return rf_fail(diag, ret,
 				       "ring: cannot page-lock the %zu-byte ring (%u slots of %zu "
 				       "bytes) for %s: %s; lower pinned_bytes or use pin mode "

@@ -102,6 +102,23 @@ ld.close()
 check(emu.counters().hazards_total == 0, "stream 2 released on another thread: %r"
       % emu.hazards())
 
+# Page-locked memory refused: the message carries the runtime's reason,
+# for the ring at open and for a slot pinned per batch.
+emu.set_option("RINGFEED_EMU_PINNED_LIMIT", "64K")
+for pinning, what in (("ring", "cannot page-lock"), ("transient", "pinning slot")):
+    err = None
+    try:
+        with ringfeed.Loader(p, B, pinning=pinning, **dict(opts, pinned_bytes=1 << 20)) as lo:
+            emu.set_option("RINGFEED_EMU_PINNED_LIMIT", "1K")
+            for _ in lo:
+                pass
+    except ringfeed.Error as e:
+        err = str(e)
+    emu.set_option("RINGFEED_EMU_PINNED_LIMIT", "64K")
+    check(err is not None and what in err and "cudaHostRegister" in err,
+          "page-locking refused (%s): %s" % (pinning, err))
+emu.set_option("RINGFEED_EMU_PINNED_LIMIT", "0")
+
 # An exception mid-pass, and a loader collected while a capsule lives.
 ld = ringfeed.Loader(p, B, **opts)
 try:
