@@ -305,8 +305,12 @@ cuda_stream_destroy(rf_device *dev, void *stream)
 	struct cuda_dev *cd = cd_of(dev);
 	if (!stream)
 		return 0;
-	untrack(cd, &cd->streams, stream);
-	CU_CHECK(cd, "cudaStreamDestroy", cd->api.p_cudaStreamDestroy(stream));
+	/* Tracked until it is gone: one that fails to go is retried at
+	 * close rather than leaked. */
+	cudaError_t e = cd->api.p_cudaStreamDestroy(stream);
+	if (e == cudaSuccess)
+		untrack(cd, &cd->streams, stream);
+	CU_CHECK(cd, "cudaStreamDestroy", e);
 	return 0;
 }
 
@@ -336,8 +340,12 @@ cuda_event_destroy(rf_device *dev, void *event)
 	struct cuda_dev *cd = cd_of(dev);
 	if (!event)
 		return 0;
-	untrack(cd, &cd->events, event);
-	CU_CHECK(cd, "cudaEventDestroy", cd->api.p_cudaEventDestroy(event));
+	/* Tracked until it is gone: one that fails to go is retried at
+	 * close rather than leaked. */
+	cudaError_t e = cd->api.p_cudaEventDestroy(event);
+	if (e == cudaSuccess)
+		untrack(cd, &cd->events, event);
+	CU_CHECK(cd, "cudaEventDestroy", e);
 	return 0;
 }
 
