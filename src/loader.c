@@ -2634,8 +2634,13 @@ open_io(rf_loader *ld)
 	rf_io_config_init(&icfg);
 	icfg.queue_depth = ld->qd;
 	icfg.direct = ld->cfg.direct;
-	icfg.region = rf_ring_base(ld->ring);
-	icfg.region_bytes = rf_ring_bytes(ld->ring);
+	/* Registered with io_uring, the ring's pages are locked for as long
+	 * as the loader lives: not with transient pinning, whose point is to
+	 * lock only the slots being copied. */
+	if (ld->cfg.pinning != RF_PINNING_TRANSIENT) {
+		icfg.region = rf_ring_base(ld->ring);
+		icfg.region_bytes = rf_ring_bytes(ld->ring);
+	}
 	int rc = rf_io_open(&ld->io, &icfg, &ld->io_diag);
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc, "%s", ld->io_diag.msg);

@@ -234,7 +234,9 @@ enum rf_pinning {
 	RF_PINNING_RING = 0,
 	/* Each staged batch is registered just before its copy and unregistered
 	 * when the copy has completed: for hosts where page-locked memory is
-	 * scarce.  Costs the registration on every batch. */
+	 * scarce.  Costs the registration on every batch; the reader's
+	 * buffers are then not registered with io_uring either (that too
+	 * would keep the whole ring locked). */
 	RF_PINNING_TRANSIENT = 1,
 };
 
