@@ -1806,7 +1806,6 @@ full_main(void *arg)
 	rf_plan_item *items = calloc(B, sizeof(*items));
 	unsigned bslots[64];
 	unsigned nb = 0;
-	int direct = rf_io_direct(ld->io);
 
 	pthread_mutex_lock(&ld->mu);
 	if (!fq || !rec || !items) {
@@ -1913,7 +1912,10 @@ full_main(void *arg)
 			uint8_t *target = dst;
 			uint64_t roff = off, rlen = vb;
 			r->bounce = NULL;
-			if (direct && ((off | vb | (uintptr_t)dst) & 4095)) {
+			/* Per file: some shards may refuse O_DIRECT (tmpfs)
+			 * while others take it. */
+			if (rf_io_file_direct(ld->io, ld->files[ci->shard]) &&
+			    ((off | vb | (uintptr_t)dst) & 4095)) {
 				roff = off & ~4095ull;
 				rlen = RF_ALIGN_UP(off + vb, 4096) - roff;
 				target = r->area;

@@ -90,7 +90,9 @@ rf_io_open(rf_io **out, const rf_io_config *cfg, rf_diag *diag)
 	piece &= ~(uint64_t)4095;
 	io->max_piece = piece && piece < RF_IO_MAX_PIECE ? (size_t)piece : RF_IO_MAX_PIECE;
 	const char *rd = getenv("RINGFEED_IO_REFUSE_DIRECT");
+	/* "1": every file; another string: the files whose path holds it. */
 	io->refuse_direct = rd && *rd && strcmp(rd, "0") != 0;
+	io->refuse_match = io->refuse_direct && strcmp(rd, "1") != 0 ? rd : NULL;
 
 	io->reqs = calloc(io->qd, sizeof *io->reqs);
 	io->free_stack = calloc(io->qd, sizeof *io->free_stack);
@@ -167,7 +169,7 @@ rf_io_add_file(rf_io *io, const char *path, int *file)
 
 	int fd = -1;
 	if (io->want_direct) {
-		if (io->refuse_direct) {
+		if (io->refuse_direct && (!io->refuse_match || strstr(path, io->refuse_match))) {
 			/* Test hook: behave as a file system that refuses
 			 * O_DIRECT (tmpfs before Linux 6.6, some FUSE). */
 			errno = EINVAL;
@@ -339,6 +341,12 @@ const char *
 rf_io_engine(const rf_io *io)
 {
 	return io->engine;
+}
+
+int
+rf_io_file_direct(const rf_io *io, int file)
+{
+	return file >= 0 && (unsigned)file < io->nfiles && io->files[file].direct;
 }
 
 int

@@ -26,7 +26,8 @@
  *  - RINGFEED_IO_FAIL_AT=offset: the piece of a read that covers this file
  *    offset (of any file) completes with -EIO, on both engines;
  *  - RINGFEED_IO_REFUSE_DIRECT=1: rf_io_add_file behaves as if the file
- *    system refused O_DIRECT (EINVAL), so the buffered fallback runs;
+ *    system refused O_DIRECT (EINVAL), so the buffered fallback runs; any
+ *    other string: only for the files whose path contains it;
  *  - RINGFEED_IO_MAX_PIECE=bytes: each request asks the kernel for at most
  *    this many bytes (rounded down to 4096), so reads complete in pieces
  *    through the short-read resubmission path.
@@ -88,5 +89,8 @@ unsigned rf_io_inflight(const rf_io *io);
 const char *rf_io_engine(const rf_io *io);
 /* 1 when every file so far is read with O_DIRECT. */
 int rf_io_direct(const rf_io *io);
+/* 1 when file `file` (from rf_io_add_file) is read with O_DIRECT: its reads
+ * need 4096-aligned buffers, offsets and lengths. */
+int rf_io_file_direct(const rf_io *io, int file);
 
 #endif

@@ -77,6 +77,7 @@ struct rf_io {
 	/* Test hooks (RINGFEED_IO_FAIL_AT, RINGFEED_IO_REFUSE_DIRECT). */
 	uint64_t fail_at;
 	int refuse_direct;
+	const char *refuse_match; /* refuse only paths containing it (NULL: all) */
 
 	/* io_uring engine. */
 	struct io_uring ring;

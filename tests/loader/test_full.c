@@ -135,6 +135,7 @@ open_full(const struct opts *o)
 	cfg.device = use_cuda ? RF_DEVICE_CUDA : RF_DEVICE_HOST;
 	cfg.pinned_bytes = 1 << 20;
 	cfg.io_depth = 16;
+	cfg.direct = getenv("LT_DIRECT") ? 1 : -1; /* small data: buffered by itself */
 	cfg.log = lt_log;
 	cfg.resume = o->resume;
 	cfg.resume_len = o->resume_len;
