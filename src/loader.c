@@ -3307,6 +3307,9 @@ rf_loader_release(rf_loader *ld, const rf_batch *batch, void *stream)
 		int src = ld->dev->ops->stream_sync(ld->dev, stream);
 		rf_fail(&ld->diag, rc, "loader: recording the release of batch %" PRIu64
 			" failed: %s", batch->index, ld->dev_diag.msg);
+		if (src == 0)
+			rf_log(&ld->diag, RF_LOG_WARN, "loader: released batch %" PRIu64 " after "
+			       "waiting for its stream instead", batch->index);
 		if (src < 0) {
 			pthread_mutex_lock(&ld->mu);
 			b->state = DB_HELD; /* still the consumer's */
@@ -3330,7 +3333,9 @@ rf_loader_release(rf_loader *ld, const rf_batch *batch, void *stream)
 	if (!ld->zero_copy || !done || ld->sq_len > 0)
 		wake_locked(ld, WAKE_COPY);
 	unlock_wake(ld);
-	return rc < 0 ? rc : 0;
+	/* Released, if only after a wait for the stream: the batch is gone
+	 * either way, and a caller must not release it again. */
+	return 0;
 }
 
 RF_API int

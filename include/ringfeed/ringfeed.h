@@ -525,7 +525,10 @@ RF_API int rf_batch_field_read(const rf_batch *batch, uint32_t field, void *dst,
  * is refilled only after that event has fired, so kernels queued on the
  * stream before this call may still read the batch.  The batch pointer is
  * invalid after this call.  Returns 0, -EINVAL for a batch not held by the
- * consumer, or RF_ECUDA.
+ * consumer, or RF_ECUDA when neither the event could be recorded nor the
+ * stream waited for: the batch is then still held (release it again, or
+ * close).  When only the event failed, the call waits for the stream,
+ * releases the batch, logs a warning and returns 0.
  */
 RF_API int rf_loader_release(rf_loader *ld, const rf_batch *batch, void *stream);
 
