@@ -2550,6 +2550,12 @@ open_plan(rf_loader *ld)
 		rc = window_setup(ld, &pp.window);
 		if (rc < 0)
 			return rc;
+		/* A window of every chunk holds the whole epoch: any larger W
+		 * is that same window, so it gets the same order (W from the
+		 * ring's size would otherwise make the order depend on depth
+		 * and the device for a small dataset). */
+		if (ld->nchunks && pp.window > ld->nchunks)
+			pp.window = (uint32_t)ld->nchunks;
 	}
 	pp.tail = cfg->drop_last ? RF_PLAN_DROP : RF_PLAN_KEEP;
 	/* The fingerprint names the content without reading it: every chunk's

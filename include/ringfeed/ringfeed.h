@@ -192,7 +192,8 @@ enum rf_device_kind {
 };
 
 /* The order of samples in an epoch: a pure function of (dataset, seed,
- * epoch, rank, world, mode); see also rf_config.rank / world. */
+ * epoch, rank, world, mode), and for window shuffling of the window W; see
+ * also rf_config.rank / world and rf_config.window. */
 enum rf_shuffle {
 	RF_SHUFFLE_NONE = 0,   /* file order (the default) */
 	RF_SHUFFLE_CHUNKS = 1, /* the chunks in a random order each epoch, the
@@ -278,8 +279,11 @@ typedef struct rf_config {
 	 * at most what the pinned ring can hold besides the reads in flight
 	 * (uncompressed chunks stay in their pinned read slots, or with map
 	 * where they lie in the map; compressed ones in W raw buffers of
-	 * ordinary memory).  A W the ring cannot hold
-	 * fails at open with RF_EMEMPLAN. */
+	 * ordinary memory), and at most the dataset's chunks.  A W the ring
+	 * cannot hold fails at open with RF_EMEMPLAN.  W is part of the
+	 * order: the default depends on pinned_bytes, depth and the device
+	 * when the ring binds it, so the ranks of one job should run with
+	 * the same settings, or set W. */
 	uint32_t window;
 	/* This process's share of every global batch of world x B samples:
 	 * disjoint samples and the same number of batches on every rank.

@@ -69,7 +69,9 @@
  *    all of them.  Elastic: a blob saved with world w x batch b loads into a
  *    plan with world w' x batch b' when w x b = w' x b'; the remaining global
  *    batches are then split w' ways, so the ranks of the new job together
- *    receive exactly the samples the old job had not consumed.
+ *    receive exactly the samples of the full global batches the old job had
+ *    not consumed; a last, partial global batch (tail KEEP) is shared out w'
+ *    ways, so the up to w' - 1 samples it drops are not those w would have.
  *
  * ---------------------------------------------------------- I/O planning
  *

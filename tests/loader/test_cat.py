@@ -6,8 +6,9 @@
 # --text exactly one line per sample, in order, for batch sizes that do and
 # do not divide the dataset (the last partial batch is kept), on the host
 # backend and, when the cudart emulator is given, with --device cuda in
-# both pin modes; and the exit status of bad usage (2) and of a missing
-# field (1).
+# both pin modes; the exit status of bad usage (2) and of a missing field
+# (1); and a default window shuffle whose order does not depend on --depth
+# (two ranks with different depths receive disjoint samples).
 # Usage: test_cat.py RINGFEED LT_PACK [EMULATOR]
 import os
 import subprocess
@@ -97,5 +98,23 @@ with tempfile.TemporaryDirectory(dir=".") as top:
     check(r.returncode == 2, "missing --field exits 2")
     r = cat([d, "--field", "a", "--pinned", "4K", "--batch", "1000"])
     check(r.returncode == 1 and b"memory plan" in r.stderr, "a pinned budget too small says so")
+
+    # The default window: the same order whatever the depth, so ranks of
+    # one job that differ in it still get disjoint samples.
+    w = top + "/w"
+    os.makedirs(w)
+    np.save(f"{top}/w.npy", np.arange(509, dtype=np.int64))
+    r = subprocess.run([ringfeed, "pack", "-q", "-o", f"{w}/w.rfs", "--chunk-bytes", "40",
+                        f"y={top}/w.npy"], capture_output=True)
+    check(r.returncode == 0, "pack of 102 small chunks")
+    win = [w, "--field", "y", "--text", "--device", "host", "--shuffle", "window",
+           "--seed", "2", "-q"]
+    outs = [cat(win + ["--batch", "64", "--depth", d]).stdout for d in ("1", "2", "4")]
+    check(outs[0] and outs[0] == outs[1] == outs[2], "default window order independent of depth")
+    ranks = [cat(win + ["--batch", "8", "--world", "2", "--rank", str(k), "--depth", d]).stdout
+             for k, d in ((0, "1"), (1, "2"))]
+    vals = [int(x) for o in ranks for x in o.split()]
+    # 31 global batches of 16, and the 13 left shared out 6 a rank.
+    check(len(vals) == 508 and len(set(vals)) == 508, "ranks of different depths are disjoint")
 
 sys.exit(1 if failures else 0)
