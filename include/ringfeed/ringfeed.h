@@ -569,7 +569,9 @@ RF_API int rf_loader_state_save(rf_loader *ld, void *buf, size_t cap, size_t *le
  * replace the loader's (a window or full position needs a loader opened in
  * that mode, with a window at least the blob's: rf_config.resume sets them
  * up by itself); `epochs` counts from the saved epoch.  The world size
- * may differ from the one at the save when world x batch_size is the same;
+ * may differ from the one at the save when world x batch_size is the same
+ * (the epoch's last, partial global batch, kept with drop_last = 0, is then
+ * shared out by the new world size: the few samples it leaves out differ);
  * a position saved after a batch closed early (var_bytes) lies inside a
  * batch: it resumes with one rank, the next batch holding the rest of that
  * batch's samples.  Batches already read ahead are discarded (the pipeline restarts), so call
