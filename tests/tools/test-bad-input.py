@@ -11,12 +11,15 @@
 # refuses a pipe as input (exit 1), an output that is one of its inputs or
 # whose shard names are (exit 2, the input intact), -j above 256, a chunk
 # above 4G and an empty -o (exit 2); its summary's "stored" is the size of
-# what it wrote.
+# what it wrote.  export will not rename over a link, a pipe or a device and
+# keeps a file's mode; info --json stays valid JSON for a path that is not
+# UTF-8; cat saves no position when its reader went away.
 import os
+import subprocess
 
 import numpy as np
 
-from clitest import TempDir, check, finish, run
+from clitest import EXE, TempDir, check, finish, run
 
 with TempDir() as tmp:
     # Help and version.
@@ -174,4 +177,49 @@ with TempDir() as tmp:
               "summary %r against %d bytes written" % (err, total))
         for f in files:
             os.unlink(os.path.join(tmp, f))
+    # export's output: not over a link or a pipe; an existing file keeps its mode.
+    ex = os.path.join(tmp, "ex.rfs")
+    run("pack", "-q", "-o", ex, "a=" + good, expect=0)
+    link = os.path.join(tmp, "link.npy")
+    os.symlink(good, link)
+    rc, _, err = run("export", ex, "--field", "a", "-o", link, expect=1)
+    check("symbolic link" in err and os.path.islink(link), "export over a link: %r" % err)
+    rc, _, err = run("export", ex, "--field", "a", "-o", os.path.join(odd, "b.rfs"), expect=1)
+    check("not a regular file" in err, "export over a pipe: %r" % err)
+    kept = os.path.join(tmp, "kept.npy")
+    open(kept, "wb").close()
+    os.chmod(kept, 0o600)
+    run("export", ex, "--field", "a", "-o", kept, expect=0)
+    check(os.stat(kept).st_mode & 0o777 == 0o600 and np.array_equal(np.load(kept), np.load(good)),
+          "export keeps the mode: %o" % (os.stat(kept).st_mode & 0o777))
+
+    # JSON of a path that is not UTF-8.
+    import json
+    bad = os.path.join(tmp.encode(), b"bad\xff\xfe")
+    os.mkdir(bad)
+    os.rename(ex, os.path.join(bad, b"ex.rfs"))
+    p = subprocess.run([EXE.encode(), b"info", b"--json", os.path.join(bad, b"ex.rfs")],
+                       capture_output=True)
+    try:
+        info = json.loads(p.stdout)
+    except ValueError as e:
+        info = None
+        check(False, "info --json of a non-UTF-8 path: %s" % e)
+    check(p.returncode == 0 and info is not None and "\ufffd" in json.dumps(info, ensure_ascii=False),
+          "the bad bytes as U+FFFD")
+
+    # cat into a pipe closed early: no position saved.
+    big = os.path.join(tmp, "seq.npy")
+    np.save(big, np.arange(200000, dtype="<i8"))
+    seq = os.path.join(tmp, "seq.rfs")
+    run("pack", "-q", "-o", seq, "y=" + big, expect=0)
+    st = os.path.join(tmp, "pos.st")
+    c = subprocess.Popen([EXE, "cat", seq, "--field", "y", "--batch", "100", "--batches", "1500",
+                          "--state-out", st], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    c.stdout.read(16)
+    c.stdout.close()
+    err = c.stderr.read().decode()
+    c.wait(timeout=60)
+    check(c.returncode == 1 and not os.path.exists(st) and "not saved" in err,
+          "cat into a closed pipe: %d %r" % (c.returncode, err))
 finish()
