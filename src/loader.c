@@ -2422,6 +2422,15 @@ start_threads(rf_loader *ld)
 	return 0;
 }
 
+/* The config's shuffle for a plan mode. */
+static enum rf_shuffle
+shuffle_of_mode(enum rf_plan_mode m)
+{
+	return m == RF_PLAN_CHUNKS   ? RF_SHUFFLE_CHUNKS
+	       : m == RF_PLAN_WINDOW ? RF_SHUFFLE_WINDOW
+	       : m == RF_PLAN_FULL   ? RF_SHUFFLE_FULL : RF_SHUFFLE_NONE;
+}
+
 /*
  * Position the plan cursors at a saved position (mu not needed: no pipeline
  * thread runs).  The blob's order (seed, epoch, mode) replaces the
@@ -2455,9 +2464,7 @@ plan_seek_blob(rf_loader *ld, const void *blob, size_t len)
 		rc = rf_plan_state_load(ld->splan, blob, len);
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc, "loader: resume: %s", ld->plan_diag.msg);
-	cfg->shuffle = lp->mode == RF_PLAN_CHUNKS   ? RF_SHUFFLE_CHUNKS
-		       : lp->mode == RF_PLAN_WINDOW ? RF_SHUFFLE_WINDOW
-		       : lp->mode == RF_PLAN_FULL   ? RF_SHUFFLE_FULL : RF_SHUFFLE_NONE;
+	cfg->shuffle = shuffle_of_mode(lp->mode);
 	cfg->seed = lp->seed;
 	cfg->epoch = lp->epoch;
 	uint64_t start = rf_plan_tell(ld->gplan);
@@ -2816,9 +2823,7 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 	enum rf_plan_mode rmode;
 	uint32_t rwin;
 	if (cfg->resume && rf_plan_state_peek(cfg->resume, cfg->resume_len, &rmode, &rwin) == 0) {
-		cfg->shuffle = rmode == RF_PLAN_CHUNKS   ? RF_SHUFFLE_CHUNKS
-			       : rmode == RF_PLAN_WINDOW ? RF_SHUFFLE_WINDOW
-			       : rmode == RF_PLAN_FULL   ? RF_SHUFFLE_FULL : RF_SHUFFLE_NONE;
+		cfg->shuffle = shuffle_of_mode(rmode);
 		if (rmode == RF_PLAN_WINDOW && cfg->window == 0)
 			cfg->window = rwin;
 	}

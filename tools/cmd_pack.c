@@ -329,13 +329,22 @@ is_input(const struct pack_job *j, const char *path)
 	return 0;
 }
 
+/* Shard i's name for output `out` ("OUT.rfs" gives "OUT-00000.rfs", ...,
+ * as <ringfeed/dataset.h> names them): 0, or -1 when it does not fit. */
+static int
+shard_name(char *name, size_t cap, const char *out, unsigned i)
+{
+	size_t len = strlen(out);
+	int base = (int)(len >= 4 && strcmp(out + len - 4, ".rfs") == 0 ? len - 4 : len);
+	int n = snprintf(name, cap, "%.*s-%05u.rfs", base, out, i);
+	return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
 /* The output, or one of its shards, is an input: refuse before writing. */
 static int
 check_output(const struct pack_job *j)
 {
 	const char *out = j->opt.out;
-	size_t len = strlen(out);
-	int base = (int)(len >= 4 && strcmp(out + len - 4, ".rfs") == 0 ? len - 4 : len);
 	char name[4096];
 
 	if (is_input(j, out)) {
@@ -343,8 +352,7 @@ check_output(const struct pack_job *j)
 		return -1;
 	}
 	for (unsigned i = 0; i < 100000; i++) {
-		if (snprintf(name, sizeof name, "%.*s-%05u.rfs", base, out, i) >= (int)sizeof name ||
-		    access(name, F_OK) < 0)
+		if (shard_name(name, sizeof name, out, i) < 0 || access(name, F_OK) < 0)
 			break;
 		if (is_input(j, name)) {
 			rf_cli_error("%s, a shard name of -o %s, is one of the inputs: packing would "
@@ -355,8 +363,7 @@ check_output(const struct pack_job *j)
 	return 0;
 }
 
-/* The bytes of what a closed writer left at `out`: the file, or its shards
- * "OUT-00000.rfs", ... (the names <ringfeed/dataset.h> gives them). */
+/* The bytes of what a closed writer left at `out`: the file, or its shards. */
 static uint64_t
 written_bytes(const char *out, int sharded)
 {
@@ -365,12 +372,9 @@ written_bytes(const char *out, int sharded)
 
 	if (!sharded)
 		return stat(out, &st) == 0 ? (uint64_t)st.st_size : 0;
-	size_t len = strlen(out);
-	int base = (int)(len >= 4 && strcmp(out + len - 4, ".rfs") == 0 ? len - 4 : len);
 	for (unsigned i = 0; i < 100000; i++) {
 		char name[4096];
-		if (snprintf(name, sizeof name, "%.*s-%05u.rfs", base, out, i) >= (int)sizeof name ||
-		    stat(name, &st) < 0)
+		if (shard_name(name, sizeof name, out, i) < 0 || stat(name, &st) < 0)
 			break;
 		sum += (uint64_t)st.st_size;
 	}

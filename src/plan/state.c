@@ -84,15 +84,38 @@ rf_plan_state_save_part(const rf_plan *plan, uint64_t epoch, uint64_t batches, u
 	return 0;
 }
 
+/* The blob is whole: magic, version, size and checksum.  0, or RF_ESTATE
+ * with the reason in d (when d is not NULL). */
+static int
+blob_whole(const uint8_t *b, size_t len, rf_diag *d)
+{
+#define REFUSE(...) (d ? rf_fail(d, RF_ESTATE, __VA_ARGS__) : RF_ESTATE)
+	if (!b || len < OFF_SIZE + 4)
+		return REFUSE("resume state: %zu bytes, too short for a state blob", len);
+	if (memcmp(b + OFF_MAGIC, state_magic, sizeof state_magic) != 0)
+		return REFUSE("resume state: bad magic (not a ringfeed state blob)");
+	uint32_t version = rf_le32(b + OFF_VERSION);
+	if (version != RF_PLAN_STATE_VERSION)
+		return REFUSE("resume state: version %u, this library reads version %u", version,
+			      RF_PLAN_STATE_VERSION);
+	uint32_t size = rf_le32(b + OFF_SIZE);
+	if (size != RF_PLAN_STATE_SIZE || len != size)
+		return REFUSE("resume state: %zu bytes given, blob says %u, version %u has %u", len,
+			      size, version, RF_PLAN_STATE_SIZE);
+	uint64_t sum = XXH3_64bits(b, OFF_XXH3), stored = rf_le64(b + OFF_XXH3);
+	if (sum != stored)
+		return REFUSE("resume state: checksum mismatch (stored %016llx, computed %016llx): "
+			      "the blob is corrupt", (unsigned long long)stored,
+			      (unsigned long long)sum);
+	return 0;
+#undef REFUSE
+}
+
 int
 rf_plan_state_peek(const void *buf, size_t len, enum rf_plan_mode *mode, uint32_t *window)
 {
 	const uint8_t *b = buf;
-	if (!buf || len != RF_PLAN_STATE_SIZE || memcmp(b + OFF_MAGIC, state_magic, 8) != 0 ||
-	    rf_le32(b + OFF_VERSION) != RF_PLAN_STATE_VERSION ||
-	    rf_le32(b + OFF_SIZE) != RF_PLAN_STATE_SIZE ||
-	    XXH3_64bits(b, OFF_XXH3) != rf_le64(b + OFF_XXH3) ||
-	    rf_le32(b + OFF_MODE) > RF_PLAN_FULL)
+	if (blob_whole(b, len, NULL) < 0 || rf_le32(b + OFF_MODE) > RF_PLAN_FULL)
 		return RF_ESTATE;
 	*mode = (enum rf_plan_mode)rf_le32(b + OFF_MODE);
 	*window = rf_le32(b + OFF_WINDOW);
@@ -104,22 +127,9 @@ rf_plan_state_load(rf_plan *plan, const void *buf, size_t len)
 {
 	rf_diag *d = plan->diag;
 	const uint8_t *b = buf;
-	if (!buf || len < OFF_SIZE + 4)
-		return rf_fail(d, RF_ESTATE, "resume state: %zu bytes, too short for a state blob", len);
-	if (memcmp(b + OFF_MAGIC, state_magic, sizeof state_magic) != 0)
-		return rf_fail(d, RF_ESTATE, "resume state: bad magic (not a ringfeed state blob)");
-	uint32_t version = rf_le32(b + OFF_VERSION);
-	if (version != RF_PLAN_STATE_VERSION)
-		return rf_fail(d, RF_ESTATE, "resume state: version %u, this library reads version %u",
-			       version, RF_PLAN_STATE_VERSION);
-	uint32_t size = rf_le32(b + OFF_SIZE);
-	if (size != RF_PLAN_STATE_SIZE || len != size)
-		return rf_fail(d, RF_ESTATE, "resume state: %zu bytes given, blob says %u, version %u has %u",
-			       len, size, version, RF_PLAN_STATE_SIZE);
-	uint64_t sum = XXH3_64bits(b, OFF_XXH3), stored = rf_le64(b + OFF_XXH3);
-	if (sum != stored)
-		return rf_fail(d, RF_ESTATE, "resume state: checksum mismatch (stored %016llx, computed %016llx): "
-			       "the blob is corrupt", (unsigned long long)stored, (unsigned long long)sum);
+	int rc = blob_whole(b, len, d);
+	if (rc < 0)
+		return rc;
 
 	rf_plan_params pp = plan->pp;
 	uint64_t fingerprint = rf_le64(b + OFF_FINGERPRINT);
@@ -170,7 +180,7 @@ rf_plan_state_load(rf_plan *plan, const void *buf, size_t len)
 			       (unsigned long long)G);
 
 	struct rf_plan_epoch ep;
-	int rc = rf_plan_epoch_build(plan, &pp, &ep);
+	rc = rf_plan_epoch_build(plan, &pp, &ep);
 	if (rc < 0)
 		return rf_fail(d, rc, "resume state: out of memory for the epoch's tables");
 	uint64_t cursor = position <= nfull * G ? position / G : ep.geom.nbatches;
