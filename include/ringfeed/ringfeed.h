@@ -631,7 +631,15 @@ typedef struct rf_stats {
 	int32_t in_place;
 	uint32_t decode_threads;     /* decode workers running (rf_config.decode_threads,
 	                                or the number chosen for 0) */
-	uint8_t reserved[56];
+	int32_t device_ordinal;      /* the CUDA device batches are delivered to, or
+	                                -1 for the host device */
+	uint32_t window;             /* chunks the window shuffle holds (W), else 0 */
+	uint32_t reserved0;          /* zero */
+	/* A hash of every input of the order (dataset fingerprint, shuffle,
+	 * seed, W, batch_size, world, drop_last): equal on every rank of one
+	 * job, so a job can assert its ranks agree on the order. */
+	uint64_t order_id;
+	uint8_t reserved[40];
 } rf_stats;
 
 /* Fill *st (st->size set by the caller; a smaller size from an older header
