@@ -7,6 +7,9 @@
  *   --raw FILE --field SPEC   fixed-size little-endian records
  *   --llmc GLOB --seq-len T   llm.c token shards, samples of T+1 tokens
  *
+ * With --shuffle SEED the samples are written in the order rf_pack_order
+ * gives, each read where it lies in the mapped inputs (feed_shuffled).
+ *
  * The inputs are mapped (mmap) and handed to rf_writer_add_columns in blocks
  * of a few MiB (two chunks), so packing raw data costs one copy into the
  * writer's chunk plus the write: the writer's threads do any compression.
@@ -42,7 +45,7 @@
 
 #define PACK_USAGE                                                                          \
 	"ringfeed pack -o OUT.rfs [--zstd LEVEL] [--chunk-bytes SIZE] [--shard-bytes SIZE]\n" \
-	"                     [-j THREADS] [-q|-v] (NAME=FILE.npy... | --raw FILE --field "  \
+	"                     [--shuffle SEED] [-j THREADS] [-q|-v] (NAME=FILE.npy... | --raw FILE --field "  \
 	"NAME:DTYPE[D0,...]... |\n"                                                           \
 	"                     --llmc GLOB --seq-len T)"
 
@@ -62,6 +65,8 @@ typedef struct pack_opts {
 	size_t nspecs;
 	const char *llmc_glob;
 	uint64_t seq_len;
+	int shuffle;               /* --shuffle given */
+	uint64_t seed;
 } pack_opts;
 
 /* One mapped input file. */
@@ -155,6 +160,23 @@ pack_help(void)
 		"      --zstd LEVEL       compress chunks with zstd 1..22 (0: store raw, default)\n"
 		"      --chunk-bytes SIZE target raw bytes per chunk (default 4M)\n"
 		"      --shard-bytes SIZE start a new shard when one would exceed SIZE\n"
+		"      --shuffle SEED     write the samples in a random order, a permutation\n"
+		"                         of all of them keyed by SEED (0..2^64-1; the same\n"
+		"                         SEED and inputs give the same bytes).  Use it when\n"
+		"                         the inputs are sorted (by class, as an image-folder\n"
+		"                         walk gives; by source or length): the loader's\n"
+		"                         chunks and window shuffles permute whole chunks and\n"
+		"                         mix samples only within a window, so a sorted\n"
+		"                         dataset still gives batches of few classes; shuffle\n"
+		"                         full mixes at any order but reads sample by sample.\n"
+		"                         Not needed for llm.c shards of shuffled documents.\n"
+		"                         Cost: each sample is read where it lies in the\n"
+		"                         mapped inputs, in random order; no copy of the\n"
+		"                         dataset is held.  Inputs that fit in half the RAM\n"
+		"                         are read ahead whole into the page cache first;\n"
+		"                         larger ones are read at the disk's random-read\n"
+		"                         speed (fine on an SSD, slow on a spinning disk or\n"
+		"                         a network file system).\n"
 		"  -j, --threads N        compression threads (default 1)\n"
 		"  -q, --quiet            no progress and no summary\n"
 		"  -v, --verbose          more messages (repeat for debug)\n"
@@ -174,6 +196,7 @@ enum {
 	OPT_FIELD,
 	OPT_LLMC,
 	OPT_SEQ,
+	OPT_SHUFFLE,
 };
 
 static int
@@ -201,6 +224,7 @@ parse_args(pack_opts *o, int argc, char **argv)
 		{"field", required_argument, NULL, OPT_FIELD},
 		{"llmc", required_argument, NULL, OPT_LLMC},
 		{"seq-len", required_argument, NULL, OPT_SEQ},
+		{"shuffle", required_argument, NULL, OPT_SHUFFLE},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -272,6 +296,14 @@ parse_args(pack_opts *o, int argc, char **argv)
 							  "--seq-len: '%s' is not a length in 1..1073741822",
 							  optarg);
 			o->seq_len = v;
+			break;
+		case OPT_SHUFFLE:
+			if (rf_cli_parse_uint(optarg, 0, UINT64_MAX, &v) < 0)
+				return rf_cli_usage_error(PACK_USAGE,
+							  "--shuffle: '%s' is not a seed in "
+							  "0..18446744073709551615", optarg);
+			o->shuffle = 1;
+			o->seed = v;
 			break;
 		case 'q':
 			rf_cli_verbosity = 0;
@@ -827,6 +859,141 @@ feed_llmc(pack_job *j)
 	return 0;
 }
 
+/* ------------------------------------------------------------- shuffled */
+
+/* Advice for reading the inputs in a random order, in place of map_input's
+ * MADV_SEQUENTIAL.  Inputs that fit in half the RAM are read ahead whole
+ * (one sequential pass over the disk, after which every random read is a
+ * page-cache hit); larger ones get MADV_RANDOM, so that a fault reads its
+ * own pages rather than a readahead window of neighbours that are needed
+ * much later, if ever, and would only push other pages out. */
+static void
+shuffle_advise(pack_job *j)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+	uint64_t ram = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : 0;
+	uint64_t total = 0;
+	int whole;
+
+	for (size_t i = 0; i < j->nfiles; i++)
+		total += j->files[i].map_len;
+	whole = total <= ram / 2;
+	for (size_t i = 0; i < j->nfiles; i++)
+		if (j->files[i].map)
+			madvise((void *)j->files[i].map, j->files[i].map_len,
+				whole ? MADV_WILLNEED : MADV_RANDOM);
+	rf_cli_note(2, "--shuffle: %s of input %s", whole ? "reading ahead" : "random reads",
+		    whole ? "(it fits in half the RAM)" : "(more than half the RAM)");
+}
+
+/* The file holding sample *idx of the concatenated inputs (--raw, --llmc),
+ * *idx becoming its index there.  first[i]: the samples before file i,
+ * first[nfiles]: all of them, *idx below that. */
+static const input_file *
+locate(const pack_job *j, const uint64_t *first, uint64_t *idx)
+{
+	size_t lo = 0, hi = j->nfiles;
+
+	/* first[lo] <= *idx, and hi == nfiles or first[hi] > *idx: the last
+	 * such lo holds the sample (an empty file has first[i] == first[i+1]
+	 * and is never the last). */
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (first[mid] <= *idx)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	*idx -= first[lo];
+	return &j->files[lo];
+}
+
+/* Every kind of input in the order of rf_pack_order: each block of output
+ * positions asks for its input samples and copies each from where it lies
+ * (mapped .npy columns, raw records, llm.c windows) into one buffer per
+ * field.  Memory: those buffers (a block) and the block's indices; the
+ * permutation itself is computed, never stored. */
+static int
+feed_shuffled(pack_job *j)
+{
+	uint32_t nf = j->schema.nfields;
+	uint64_t item[RF_MAX_FIELDS], fo[RF_MAX_FIELDS];
+	uint64_t rec = 0, per, in_rec;
+	uint64_t *first = NULL, *idx = NULL;
+	rf_column cols[RF_MAX_FIELDS];
+	int ret = -1;
+
+	for (uint32_t k = 0; k < nf; k++) {
+		item[k] = rf_field_item_bytes(&j->schema.fields[k]);
+		fo[k] = rec;
+		rec += item[k];
+	}
+	/* Input bytes a sample accounts for, for progress: an llm.c sample
+	 * shares its last token with the next one. */
+	in_rec = j->opt.mode == MODE_LLMC ? j->opt.seq_len * j->files[0].llmc.token_bytes : rec;
+	per = rec >= j->block_bytes ? 1 : j->block_bytes / rec;
+	if (per > j->samples && j->samples > 0)
+		per = j->samples;
+	idx = malloc(per * sizeof *idx);
+	first = malloc((j->nfiles + 1) * sizeof *first);
+	if (!idx || !first)
+		goto oom;
+	for (uint32_t k = 0; k < nf; k++)
+		if (!(j->fbuf[k] = malloc(per * item[k])))
+			goto oom;
+	first[0] = 0;
+	for (size_t i = 0; i < j->nfiles; i++)
+		first[i + 1] = first[i] + (j->opt.mode == MODE_NPY ? 0 : j->files[i].samples);
+	shuffle_advise(j);
+	for (uint64_t s = 0; s < j->samples; s += per) {
+		uint64_t n = j->samples - s < per ? j->samples - s : per;
+		int rc;
+
+		if (check_interrupt(j)) {
+			ret = 1;
+			goto out;
+		}
+		if ((rc = rf_pack_order(j->samples, j->opt.seed, s, n, idx)) < 0) {
+			rf_cli_error("--shuffle: %s", rf_strerror(rc));
+			goto out;
+		}
+		for (uint64_t r = 0; r < n; r++) {
+			uint64_t x = idx[r];
+			if (j->opt.mode == MODE_NPY) {
+				/* One file per field, all of the same samples. */
+				for (uint32_t k = 0; k < nf; k++)
+					memcpy(j->fbuf[k] + r * item[k], j->files[k].data + x * item[k],
+					       item[k]);
+				continue;
+			}
+			const input_file *f = locate(j, first, &x);
+			const unsigned char *src = j->opt.mode == MODE_LLMC
+				? f->data + x * j->opt.seq_len * f->llmc.token_bytes
+				: f->data + x * rec;
+			for (uint32_t k = 0; k < nf; k++)
+				memcpy(j->fbuf[k] + r * item[k], src + fo[k], item[k]);
+		}
+		for (uint32_t k = 0; k < nf; k++) {
+			cols[k].data = j->fbuf[k];
+			cols[k].offsets = NULL;
+		}
+		if ((rc = rf_writer_add_columns(j->w, n, cols)) < 0) {
+			ret = writer_failed(j, rc);
+			goto out;
+		}
+		j->done_bytes += n * in_rec;
+		rf_cli_progress_update(&j->progress, j->done_bytes);
+	}
+	ret = 0;
+	goto out;
+oom:
+	rf_cli_error("out of memory");
+out:
+	free(idx);
+	free(first);
+	return ret;
+}
+
 /* ------------------------------------------------------------------ main */
 
 int
@@ -894,7 +1061,8 @@ rf_cmd_pack(int argc, char **argv)
 		goto out;
 	}
 	rf_cli_progress_start(&j->progress, "packing", j->in_bytes);
-	switch (j->opt.mode) {
+	switch (j->opt.shuffle ? MODE_NONE : j->opt.mode) {
+	case MODE_NONE: rc = feed_shuffled(j); break; /* --shuffle: every kind */
 	case MODE_NPY: rc = feed_npy(j); break;
 	case MODE_RAW: rc = feed_raw(j); break;
 	default: rc = feed_llmc(j); break;

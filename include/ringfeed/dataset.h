@@ -187,6 +187,20 @@ RF_API const char *rf_writer_errmsg(const rf_writer *w);
  * valid until that thread's next rf_writer_open or rf_writer_close. */
 RF_API const char *rf_writer_last_error(void);
 
+/*
+ * The order of a shuffled pack (`ringfeed pack --shuffle SEED`,
+ * ringfeed.pack(..., shuffle=SEED)): out[i] = the input sample written at
+ * position first + i of a dataset of n samples packed with `seed`, for
+ * i < count.  A keyed permutation of [0, n) (a Feistel network with cycle
+ * walking, uniform over the orders), computed in O(1) memory: packing never
+ * holds a table of n entries.  Any program may call it to map a packed sample
+ * back to its input (the same n, seed and version give the same order; the
+ * order is part of the format's contract and does not change between
+ * versions).  Returns 0, or -EINVAL when first + count exceeds n.
+ */
+RF_API int rf_pack_order(uint64_t n, uint64_t seed, uint64_t first, uint64_t count,
+			 uint64_t *out);
+
 /* ----------------------------------------------------------------- reader */
 
 typedef struct rf_dataset rf_dataset;

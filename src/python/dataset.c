@@ -676,8 +676,11 @@ add_var(struct pack_col *c, rf_schema *schema, PyObject *list, PyObject *overrid
 PyObject *
 rfpy_pack(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-	static char *kwlist[] = {"path", "columns", "zstd", "chunk_bytes", "shard_bytes", NULL};
-	PyObject *path_bytes = NULL, *columns;
+	static char *kwlist[] = {"path", "columns", "zstd", "chunk_bytes", "shard_bytes",
+				 "shuffle", NULL};
+	PyObject *path_bytes = NULL, *columns, *shuffle = Py_None;
+	unsigned long long seed = 0;
+	uint64_t *order = NULL;
 	int zstd = 0;
 	unsigned long long chunk_bytes = 0, shard_bytes = 0;
 	struct pack_col *cols = NULL;
@@ -686,10 +689,24 @@ rfpy_pack(PyObject *self, PyObject *args, PyObject *kwargs)
 	Py_ssize_t nsamples = -1;
 	PyObject *ret = NULL;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&O!|iO&O&:pack", kwlist,
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&O!|iO&O&O:pack", kwlist,
 					 PyUnicode_FSConverter, &path_bytes, &PyDict_Type, &columns,
-					 &zstd, rfpy_u64, &chunk_bytes, rfpy_u64, &shard_bytes))
+					 &zstd, rfpy_u64, &chunk_bytes, rfpy_u64, &shard_bytes, &shuffle))
 		return NULL;
+	/* shuffle: None, or a seed (an int; True is refused rather than read
+	 * as seed 1). */
+	if (shuffle != Py_None && (PyBool_Check(shuffle) || !PyLong_Check(shuffle))) {
+		PyErr_SetString(PyExc_TypeError, "shuffle takes a seed: an int in 0..2**64-1, or None");
+		goto out;
+	}
+	if (shuffle != Py_None) {
+		seed = PyLong_AsUnsignedLongLong(shuffle);
+		if (seed == (unsigned long long)-1 && PyErr_Occurred()) {
+			PyErr_Clear();
+			PyErr_SetString(PyExc_ValueError, "shuffle: the seed must be in 0..2**64-1");
+			goto out;
+		}
+	}
 	memset(&schema, 0, sizeof(schema));
 	Py_ssize_t nd = PyDict_GET_SIZE(columns);
 	if (nd == 0 || nd > RF_MAX_FIELDS) {
@@ -731,6 +748,16 @@ rfpy_pack(PyObject *self, PyObject *args, PyObject *kwargs)
 			goto out;
 	}
 
+	if (shuffle != Py_None && nsamples > 0) {
+		/* The order: 8 bytes a sample beside inputs already in memory. */
+		order = PyMem_Malloc((size_t)nsamples * sizeof(*order));
+		if (!order) {
+			PyErr_NoMemory();
+			goto out;
+		}
+		rf_pack_order((uint64_t)nsamples, seed, 0, (uint64_t)nsamples, order);
+	}
+
 	struct pack_log plog = {{0}};
 	rf_writer_config wcfg;
 	rf_writer_config_init(&wcfg);
@@ -752,7 +779,8 @@ rfpy_pack(PyObject *self, PyObject *args, PyObject *kwargs)
 	if (rc < 0) {
 		snprintf(msg, sizeof(msg), "%s", plog.msg);
 	} else {
-		for (Py_ssize_t i = 0; i < nsamples && rc >= 0; i++) {
+		for (Py_ssize_t o = 0; o < nsamples && rc >= 0; o++) {
+			Py_ssize_t i = order ? (Py_ssize_t)order[o] : o;
 			for (size_t k = 0; k < ncols; k++) {
 				const struct pack_col *c = &cols[k];
 				if (c->var) {
@@ -782,6 +810,7 @@ rfpy_pack(PyObject *self, PyObject *args, PyObject *kwargs)
 	}
 	ret = PyLong_FromSsize_t(nsamples);
 out:
+	PyMem_Free(order);
 	if (cols)
 		pack_cols_free(cols, ncols);
 	Py_XDECREF(path_bytes);

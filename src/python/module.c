@@ -228,11 +228,15 @@ static PyMethodDef rfpy_methods[] = {
 	 "Open a dataset (a shard, a directory of shards, a glob, or a list of them)\n"
 	 "for random access: len(ds), ds[i] -> {name: numpy array}, ds.schema."},
 	{"pack", (PyCFunction)(void (*)(void))rfpy_pack, METH_VARARGS | METH_KEYWORDS,
-	 "pack(path, columns, zstd=0, chunk_bytes=4 MiB, shard_bytes=0) -> int\n\n"
+	 "pack(path, columns, zstd=0, chunk_bytes=4 MiB, shard_bytes=0, shuffle=None) -> int\n\n"
 	 "Write a dataset from {name: array} (first dimension = samples; any object\n"
 	 "with the buffer protocol, such as a NumPy array), {name: (array, dtype)} to\n"
 	 "name the dtype (\"bf16\" from uint16 bits, \"bytes\"), or {name: [array, ...]}\n"
 	 "for a variable-length field (one array per sample, varying along axis 0).\n"
+	 "shuffle=SEED writes the samples in a permuted order keyed by SEED (the\n"
+	 "order of `ringfeed pack --shuffle SEED`): use it when the arrays are sorted\n"
+	 "(by class, source or length), which the loader's chunks and window shuffles\n"
+	 "mix poorly.  It costs 8 bytes a sample for the order.\n"
 	 "Returns the number of samples written."},
 	{"version", rfpy_version, METH_NOARGS, "The library's version string."},
 	{"strerror", rfpy_strerror, METH_O, "The name of a library error code."},
