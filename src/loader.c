@@ -1232,6 +1232,12 @@ fill_batch(rf_loader *ld, struct dbuf *b, const struct staged *s)
 		for (uint32_t k = 0; k < f->rank; k++)
 			bf->shape[1 + k] = (int64_t)f->shape[k];
 		bf->var_dim = f->var_dim;
+		if (p->kind != RF_PART_COPY) {
+			/* rf_config.tokens: int32 [n, T] from [n, T + 1]. */
+			bf->name = p->kind == RF_PART_INPUTS ? "inputs" : "targets";
+			bf->dtype = RF_DTYPE_I32;
+			bf->shape[1] = (int64_t)(p->value_bytes / 4);
+		}
 		if (p->var) {
 			bf->shape[1 + f->var_dim] = 0;
 			bf->data = base + p->data_off;
@@ -2163,6 +2169,49 @@ choose_direct(rf_loader *ld)
 /* Staged batches wanted when the ring has room (see plan_memory). */
 #define RF_STAGE_DEEP 16
 
+/* rf_config.tokens: *tok is the selected field to split into int32 inputs
+ * and targets (UINT32_MAX: none), after the checks the header lists. */
+static int
+tokens_check(rf_loader *ld, const uint32_t *sel, uint32_t nsel, uint32_t *tok)
+{
+	const rf_config *cfg = &ld->cfg;
+	const char *ds = rf_dataset_shard_path(ld->ds, 0);
+	*tok = UINT32_MAX;
+	if (cfg->tokens == RF_TOKENS_STORED)
+		return 0;
+	if (cfg->tokens != RF_TOKENS_INPUTS_TARGETS)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: tokens = %d is not a token layout",
+			       (int)cfg->tokens);
+	if (ld->full_mode)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: the inputs/targets token layout is "
+			       "not available with shuffle full, which reads values straight into "
+			       "the batch: use shuffle window");
+	for (uint32_t i = 0; i < nsel; i++) {
+		const char *name = ld->schema->fields[sel[i]].name;
+		if (!strcmp(name, "tokens"))
+			*tok = i;
+		else if (!strcmp(name, "inputs") || !strcmp(name, "targets"))
+			return rf_fail(&ld->diag, RF_EUSAGE, "loader: the inputs/targets token layout "
+				       "names two fields 'inputs' and 'targets', but %s has a field '%s' "
+				       "too: leave it out (rf_config.fields)", ds, name);
+	}
+	if (*tok == UINT32_MAX)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: the inputs/targets token layout needs "
+			       "a loaded field named 'tokens' (as `ringfeed pack --llmc` writes); %s "
+			       "has none%s", ds, cfg->fields ? " among the fields selected" : "");
+	const rf_field *f = &ld->schema->fields[sel[*tok]];
+	if (f->var_dim >= 0 || f->rank != 1 || f->shape[0] < 2 || f->shape[0] - 1 > UINT32_MAX / 4 ||
+	    !(f->dtype == RF_DTYPE_U16 || f->dtype == RF_DTYPE_U32 || f->dtype == RF_DTYPE_I32))
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: the inputs/targets token layout needs "
+			       "field 'tokens' of %s to hold T + 1 >= 2 tokens of u16, u32 or i32 per "
+			       "sample (one fixed dimension); it is %s of %u dimension(s)%s", ds,
+			       rf_dtype_name(f->dtype), f->rank, f->var_dim >= 0 ? ", variable" : "");
+	if (nsel >= RF_MAX_FIELDS)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: the inputs/targets token layout makes "
+			       "one field two: load at most %d fields", RF_MAX_FIELDS - 1);
+	return 0;
+}
+
 /* Decide the batch layout, slot size and counts, and check them against the
  * pinned budget and the device's free memory. */
 static int
@@ -2177,8 +2226,16 @@ plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 	if (has_var && var_cap == 0 && default_var_bytes(ld, &var_cap) < 0)
 		return rf_fail(&ld->diag, RF_EMEMPLAN, "memory plan: the variable-size region of "
 			       "a batch overflows: lower batch_size or set var_bytes");
-	int rc = rf_batch_layout_init(&ld->layout, ld->schema, sel, nsel, cfg->batch_size, var_cap,
-				      &ld->diag);
+	/* The batch is sized from its delivered layout: with token parts,
+	 * int32 inputs and targets rather than the stored tokens. */
+	uint32_t tok;
+	int rc = tokens_check(ld, sel, nsel, &tok);
+	if (rc < 0)
+		return rc;
+	rc = tok < nsel ? rf_batch_layout_init_tokens(&ld->layout, ld->schema, sel, nsel, tok,
+						      cfg->batch_size, var_cap, &ld->diag)
+			: rf_batch_layout_init(&ld->layout, ld->schema, sel, nsel, cfg->batch_size,
+					       var_cap, &ld->diag);
 	if (rc < 0)
 		return rc;
 	uint64_t bb = ld->layout.bytes;

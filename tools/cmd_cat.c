@@ -28,7 +28,7 @@
 #include "util.h"
 
 #define CAT_USAGE                                                                         \
-	"ringfeed cat PATH... --field NAME [--raw | --text] [--batch B] "                 \
+	"ringfeed cat PATH... --field NAME [--raw | --text] [--tokens] [--batch B] "      \
 	"[--device host|cuda|auto] [--pinned SIZE] [--depth D] [--pin ring|transient] "    \
 	"[--shuffle none|chunks|window|full] [--seed S] [--epoch E] [--window W] "         \
 	"[--rank R] [--world W] [--batches N] [--state-out FILE] [--state-in FILE]"
@@ -45,6 +45,10 @@ cat_help(void)
 	       "      --field NAME     the field to write\n"
 	       "      --raw            the values' bytes, little-endian, back to back (default)\n"
 	       "      --text           one line per sample, values separated by spaces\n"
+	       "      --tokens         the int32 token layout of a GPT-style step: field\n"
+	       "                       'tokens' of T + 1 tokens (pack --llmc) delivered as\n"
+	       "                       'inputs' and 'targets' of T int32 tokens; NAME is\n"
+	       "                       inputs or targets\n"
 	       "      --batch B        samples per batch (default 256); the last partial\n"
 	       "                       batch is kept\n"
 	       "      --device D       host, cuda or auto (default auto)\n"
@@ -250,6 +254,7 @@ rf_cmd_cat(int argc, char **argv)
 		{"field", required_argument, NULL, 'f'},
 		{"raw", no_argument, NULL, 'r'},
 		{"text", no_argument, NULL, 't'},
+		{"tokens", no_argument, NULL, 'T'},
 		{"batch", required_argument, NULL, 'b'},
 		{"device", required_argument, NULL, 'd'},
 		{"pinned", required_argument, NULL, 'p'},
@@ -286,6 +291,7 @@ rf_cmd_cat(int argc, char **argv)
 		case 'f': field = optarg; break;
 		case 'r': text = 0; break;
 		case 't': text = 1; break;
+		case 'T': cfg.tokens = RF_TOKENS_INPUTS_TARGETS; break;
 		case 'b':
 			if (rf_cli_parse_uint(optarg, 1, UINT32_MAX, &v) < 0)
 				return rf_cli_usage_error(CAT_USAGE, "--batch: '%s' is not a number "
@@ -391,6 +397,15 @@ rf_cmd_cat(int argc, char **argv)
 	if (state_in && read_state(state_in, blob, sizeof(blob), &blob_len) < 0)
 		return RF_CLI_FAIL;
 
+	/* --tokens: the loaded field is 'tokens', delivered as two. */
+	int part = 0;
+	if (cfg.tokens == RF_TOKENS_INPUTS_TARGETS) {
+		if (strcmp(field, "inputs") && strcmp(field, "targets"))
+			return rf_cli_usage_error(CAT_USAGE, "--tokens: --field is inputs or "
+						  "targets, not '%s'", field);
+		part = !strcmp(field, "targets");
+		field = "tokens";
+	}
 	const char *fields[] = {field};
 	cfg.paths = (const char *const *)(argv + optind);
 	cfg.npaths = (size_t)(argc - optind);
@@ -443,7 +458,7 @@ rf_cmd_cat(int argc, char **argv)
 		}
 		if (!b)
 			break;
-		const rf_batch_field *f = &b->fields[0];
+		const rf_batch_field *f = &b->fields[part];
 		if (f->bytes > host_cap) {
 			free(host);
 			host_cap = f->bytes;
@@ -455,7 +470,7 @@ rf_cmd_cat(int argc, char **argv)
 				break;
 			}
 		}
-		rc = rf_batch_field_read(b, 0, host, host_cap);
+		rc = rf_batch_field_read(b, (uint32_t)part, host, host_cap);
 		if (rc < 0) {
 			rf_cli_error("%s", rf_loader_errmsg(ld));
 			rf_loader_release(ld, b, NULL);

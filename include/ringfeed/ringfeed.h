@@ -241,6 +241,12 @@ enum rf_pinning {
 	RF_PINNING_TRANSIENT = 1,
 };
 
+/* The layout of a token field in a batch (rf_config.tokens). */
+enum rf_tokens {
+	RF_TOKENS_STORED = 0,        /* as stored: [B, T + 1] of the packed type */
+	RF_TOKENS_INPUTS_TARGETS = 1,/* int32 "inputs" [B, T] and "targets" [B, T] */
+};
+
 /* The most reads a loader keeps in flight (rf_config.io_depth). */
 #define RF_IO_DEPTH_MAX 4096
 
@@ -372,7 +378,40 @@ typedef struct rf_config {
 	 */
 	int map;
 
-	uint8_t reserved[124];       /* zero; room to grow */
+	/*
+	 * Token batches ready for a GPT-style step (llm.c's layout).
+	 * RF_TOKENS_STORED (0, default): every field as stored.
+	 * RF_TOKENS_INPUTS_TARGETS: the loaded field named "tokens" (fixed,
+	 * one dimension of T + 1 >= 2 tokens of u16, u32 or i32, which is
+	 * what `ringfeed pack --llmc --seq-len T` writes) is delivered as two
+	 * fields in its place: "inputs", int32 [B, T], tokens [0, T) of each
+	 * sample, and "targets", int32 [B, T], tokens [1, T + 1): each a
+	 * contiguous C-order array, as llm.c's gpt2_forward(inputs, targets,
+	 * B, T) reads them.  The widening and the split are done in the
+	 * gather, so the device copy carries the int32 layout (no kernel of
+	 * yours to run) and the memory plan sizes a batch from it: 2 x B x T
+	 * x 4 bytes for this field instead of B x (T + 1) x 2 for u16.  Other
+	 * loaded fields are delivered unchanged.  u32 tokens above INT32_MAX
+	 * come out negative (llm.c reads tokens as int).  RF_EUSAGE at open
+	 * when no loaded field is called "tokens" or it is not such a field,
+	 * when a loaded field is called "inputs" or "targets" too, or with
+	 * shuffle full (which reads values straight into the batch: use
+	 * window).
+	 *
+	 * What changes against llm.c's DataLoader: T is fixed when packing
+	 * (a sample is T + 1 tokens taken every T tokens, the same windows
+	 * llm.c's rows are, sharing one token with the next); a shard's last
+	 * tokens that do not fill a sample are dropped (llm.c drops those
+	 * that do not fill a whole B x T x world step), so a batch can hold
+	 * rows of two shards, in shard order; the order of rows is the
+	 * loader's (shuffle, seed; ranks take disjoint rows as the plan
+	 * deals them, not llm.c's interleaved B x T spans); and the last
+	 * batch of an epoch holds fewer than B rows unless drop_last = 1,
+	 * which a step with fixed (B, T) buffers wants.
+	 */
+	enum rf_tokens tokens;
+
+	uint8_t reserved[120];       /* zero; room to grow */
 } rf_config;
 
 /* Fill *cfg with the defaults above (paths NULL: set them). */
@@ -387,7 +426,9 @@ typedef struct rf_loader rf_loader;
  * buffer (device memory for cuda, host memory for the host backend) and stay
  * valid until the batch is released. */
 typedef struct rf_batch_field {
-	const char *name;            /* the schema's name; owned by the loader */
+	const char *name;            /* the schema's name ("inputs", "targets" for the
+	                                token layout, rf_config.tokens); owned by
+	                                the loader */
 	enum rf_dtype dtype;
 	uint32_t ndim;               /* 1 + the field's rank */
 	/* [samples, *field shape].  For a variable-size field the variable

@@ -30,27 +30,58 @@ layout_take(uint64_t *pos, uint64_t bytes, uint64_t *start)
 	return 0;
 }
 
-int
-rf_batch_layout_init(rf_batch_layout *l, const rf_schema *schema, const uint32_t *sel,
-		     uint32_t nsel, uint32_t batch, uint64_t var_cap, rf_diag *d)
+/* A token field: fixed, one dimension of T + 1 >= 2 tokens of a type that
+ * widens to int32. */
+static int
+token_field_ok(const rf_field *f)
+{
+	return f->var_dim < 0 && f->rank == 1 && f->shape[0] >= 2 &&
+	       f->shape[0] - 1 <= UINT32_MAX / 4 &&
+	       (f->dtype == RF_DTYPE_U16 || f->dtype == RF_DTYPE_U32 || f->dtype == RF_DTYPE_I32);
+}
+
+/* Parts of the selection, sel[tok] split in two (tok >= nsel: none). */
+static int
+layout_build(rf_batch_layout *l, const rf_schema *schema, const uint32_t *sel, uint32_t nsel,
+	     uint32_t tok, uint32_t batch, uint64_t var_cap, rf_diag *d)
 {
 	memset(l, 0, sizeof(*l));
-	if (nsel == 0 || nsel > RF_MAX_FIELDS || batch == 0)
+	if (nsel == 0 || nsel + (tok < nsel) > RF_MAX_FIELDS || batch == 0)
 		return -EINVAL;
 	l->batch = batch;
-	l->nparts = nsel;
+	l->nparts = nsel + (tok < nsel);
 	uint64_t pos = 0;
-	for (uint32_t i = 0; i < nsel; i++) {
+	for (uint32_t i = 0, pi = 0; i < nsel; i++, pi++) {
 		if (sel[i] >= schema->nfields)
 			return -EINVAL;
 		const rf_field *f = &schema->fields[sel[i]];
-		rf_batch_part *p = &l->part[i];
+		rf_batch_part *p = &l->part[pi];
 		p->field = sel[i];
 		p->var = f->var_dim >= 0;
 		p->value_bytes = rf_decode_item_bytes(f);
 		if (p->value_bytes == 0)
 			return -EINVAL;
 		uint64_t sz;
+		if (i == tok) {
+			if (!token_field_ok(f))
+				return -EINVAL;
+			/* Two parts of int32 [B, T]; value_bytes is what one
+			 * sample takes in the batch, as for any fixed part. */
+			for (uint32_t k = 0; k < 2; k++) {
+				p = &l->part[pi + k];
+				p->field = sel[i];
+				p->kind = k == 0 ? RF_PART_INPUTS : RF_PART_TARGETS;
+				p->src_bytes = rf_decode_item_bytes(f);
+				p->src_dtype = f->dtype;
+				p->value_bytes = (f->shape[0] - 1) * 4;
+				if (rf_mul_u64(p->value_bytes, batch, &sz) ||
+				    layout_take(&pos, sz, &p->off))
+					goto overflow;
+				p->cap = sz;
+			}
+			pi++; /* the loop steps past the second */
+			continue;
+		}
 		if (p->var) {
 			uint64_t cap = RF_ALIGN_UP(var_cap, RF_BATCH_ALIGN);
 			if (cap < var_cap || layout_take(&pos, ((uint64_t)batch + 1) * 8, &p->off) ||
@@ -70,6 +101,44 @@ rf_batch_layout_init(rf_batch_layout *l, const rf_schema *schema, const uint32_t
 overflow:
 	return rf_fail(d, RF_EMEMPLAN, "a batch of %u samples does not fit in 64 bits: "
 		       "lower batch_size or var_bytes", batch);
+}
+
+int
+rf_batch_layout_init(rf_batch_layout *l, const rf_schema *schema, const uint32_t *sel,
+		     uint32_t nsel, uint32_t batch, uint64_t var_cap, rf_diag *d)
+{
+	return layout_build(l, schema, sel, nsel, UINT32_MAX, batch, var_cap, d);
+}
+
+int
+rf_batch_layout_init_tokens(rf_batch_layout *l, const rf_schema *schema, const uint32_t *sel,
+			    uint32_t nsel, uint32_t tok, uint32_t batch, uint64_t var_cap,
+			    rf_diag *d)
+{
+	if (tok >= nsel)
+		return -EINVAL;
+	return layout_build(l, schema, sel, nsel, tok, batch, var_cap, d);
+}
+
+/* k rows of T int32 tokens from stored rows of T + 1 tokens, starting at
+ * token `first` (0: inputs, 1: targets) of each.  The sections are 64-byte
+ * aligned and a row of u16 or u32 tokens keeps the token alignment, so the
+ * typed reads below are aligned. */
+static void
+widen_tokens(int32_t *dst, const uint8_t *src, const rf_batch_part *p, uint32_t k, unsigned first)
+{
+	const uint64_t T = p->value_bytes / 4;
+	for (uint32_t j = 0; j < k; j++, dst += T, src += p->src_bytes) {
+		if (p->src_dtype == RF_DTYPE_U16) {
+			const uint16_t *s = (const uint16_t *)(const void *)src + first;
+			for (uint64_t t = 0; t < T; t++)
+				dst[t] = (int32_t)s[t];
+		} else {
+			/* u32 / i32: the bits as they are (llm.c reads tokens as
+			 * int; a u32 token above INT32_MAX comes out negative). */
+			memcpy(dst, src + (uint64_t)first * 4, T * 4);
+		}
+	}
 }
 
 void
@@ -123,6 +192,13 @@ rf_assembly_add(rf_assembly *a, const rf_chunk_sections *sec, uint32_t lo, uint3
 	for (uint32_t i = 0; i < l->nparts; i++) {
 		const rf_batch_part *p = &l->part[i];
 		const rf_chunk_section *s = &sec->field[p->field];
+		if (p->kind != RF_PART_COPY) {
+			widen_tokens((int32_t *)(void *)(a->base + p->off) + (uint64_t)a->n *
+					     (p->value_bytes / 4),
+				     s->data + (uint64_t)lo * p->src_bytes, p, k,
+				     p->kind == RF_PART_TARGETS);
+			continue;
+		}
 		if (!p->var) {
 			memcpy(a->base + p->off + (uint64_t)a->n * p->value_bytes,
 			       s->data + (uint64_t)lo * p->value_bytes, (uint64_t)k * p->value_bytes);

@@ -13,6 +13,11 @@
  * One contiguous buffer means one copy per batch; the alignment is what
  * device kernels and vectorised loads expect.
  *
+ * Token parts (rf_batch_layout_init_tokens): a fixed field of T + 1 tokens
+ * per sample is laid out as two int32 [B, T] parts, the inputs (tokens
+ * [0, T)) and the targets (tokens [1, T + 1)), widened from u16 or u32 in
+ * the gather, so the one copy carries what a GPT-style step reads.
+ *
  * Threads: a layout is immutable once built; an assembly is used by one
  * thread at a time (the loader hands the assembly over in plan order).
  */
@@ -27,9 +32,18 @@
 
 #define RF_BATCH_ALIGN 256
 
+enum rf_part_kind {
+	RF_PART_COPY = 0,      /* the field's values as stored */
+	RF_PART_INPUTS,        /* int32 tokens [0, T) of each sample */
+	RF_PART_TARGETS,       /* int32 tokens [1, T + 1) of each sample */
+};
+
 typedef struct rf_batch_part {
 	uint32_t field;        /* index in the dataset's schema */
 	int var;               /* 1 for a variable-size field */
+	enum rf_part_kind kind;
+	uint64_t src_bytes;    /* token parts: bytes of one stored value (T + 1 tokens) */
+	enum rf_dtype src_dtype; /* token parts: the stored token type */
 	uint64_t value_bytes;  /* fixed: bytes of one value; variable: of one item */
 	uint64_t off;          /* fixed: the values; variable: the int64 offsets */
 	uint64_t data_off;     /* variable: the data region */
@@ -57,6 +71,16 @@ uint64_t rf_decode_item_bytes(const rf_field *f);
  */
 int rf_batch_layout_init(rf_batch_layout *l, const rf_schema *schema, const uint32_t *sel,
 			 uint32_t nsel, uint32_t batch, uint64_t var_cap, rf_diag *d);
+
+/*
+ * The same with the selected field sel[tok] split into two token parts, in
+ * its place: RF_PART_INPUTS then RF_PART_TARGETS, each int32 [B, T].  The
+ * field must be fixed, of one dimension T + 1 >= 2, u16, u32 or i32
+ * (checked by the caller, who names the field; -EINVAL here).
+ */
+int rf_batch_layout_init_tokens(rf_batch_layout *l, const rf_schema *schema, const uint32_t *sel,
+				uint32_t nsel, uint32_t tok, uint32_t batch, uint64_t var_cap,
+				rf_diag *d);
 
 /* One batch being filled. */
 typedef struct rf_assembly {

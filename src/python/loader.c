@@ -960,22 +960,22 @@ loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	static char *kwlist[] = {"paths", "batch_size", "fields", "shuffle", "seed", "epoch",
 				 "rank", "world", "device", "depth", "pinned_bytes", "drop_last",
 				 "window", "pinning", "io_depth", "direct", "decode_threads",
-				 "verify", "var_bytes", "map", NULL};
+				 "verify", "var_bytes", "map", "tokens", NULL};
 	PyObject *paths_arg, *fields_arg = Py_None, *rank_arg = Py_None, *world_arg = Py_None,
 		 *device_arg = NULL;
-	const char *shuffle = "none", *pinning = "ring";
+	const char *shuffle = "none", *pinning = "ring", *tokens = "stored";
 	unsigned long long seed = 0, epoch = 0, pinned_bytes = 0, var_bytes = 0;
 	Py_ssize_t batch_size = 0, depth = 2, window = 0, io_depth = 0, decode_threads = 0;
 	int drop_last = 1, direct = -1, verify = 1, map = 0;
 	PyObject *direct_arg = Py_None;
 	size_t npaths;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "On|$OsO&O&OOOnO&pnsnOnpO&p:Loader",
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "On|$OsO&O&OOOnO&pnsnOnpO&ps:Loader",
 					 kwlist, &paths_arg, &batch_size, &fields_arg, &shuffle,
 					 rfpy_u64, &seed, rfpy_u64, &epoch, &rank_arg, &world_arg,
 					 &device_arg, &depth, rfpy_u64, &pinned_bytes, &drop_last,
 					 &window, &pinning, &io_depth, &direct_arg, &decode_threads,
-					 &verify, rfpy_u64, &var_bytes, &map))
+					 &verify, rfpy_u64, &var_bytes, &map, &tokens))
 		return -1;
 	/* None: let the library choose (O_DIRECT unless the dataset fits in
 	 * a quarter of the available memory). */
@@ -1018,6 +1018,13 @@ loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	cfg->direct = direct;
 	cfg->verify = verify;
 	cfg->map = map;
+	if (!strcmp(tokens, "inputs_targets")) {
+		cfg->tokens = RF_TOKENS_INPUTS_TARGETS;
+	} else if (strcmp(tokens, "stored")) {
+		PyErr_Format(PyExc_ValueError, "tokens must be \"stored\" or \"inputs_targets\", "
+			     "not \"%s\"", tokens);
+		return -1;
+	}
 	cfg->var_bytes = var_bytes;
 	if (pinned_bytes)
 		cfg->pinned_bytes = pinned_bytes;
@@ -1510,7 +1517,7 @@ static PyTypeObject LoaderType = {
 	"Loader(paths, batch_size, *, fields=None, shuffle=\"none\", seed=0, epoch=0,\n"
 	"       rank=None, world=None, device=\"auto\", depth=2, pinned_bytes=256 MiB,\n"
 	"       drop_last=True, window=0, pinning=\"ring\", io_depth=32, direct=None,\n"
-	"       decode_threads=0, verify=True, var_bytes=0, map=False)\n\n"
+	"       decode_threads=0, verify=True, var_bytes=0, map=False, tokens=\"stored\")\n\n"
 	"Stream a dataset in batches.  Each pass (for batch in loader) yields one\n"
 	"epoch's len(loader) batches, then advances the epoch; each batch is a dict\n"
 	"{field: Array}, a variable-length field an (offsets, data) pair.  Arrays speak\n"
@@ -1523,7 +1530,9 @@ static PyTypeObject LoaderType = {
 	"of the next batch never waits for the loop.  map=True reads chunks through\n"
 	"memory maps of the shards (rf_config.map in <ringfeed/ringfeed.h>: a copy\n"
 	"less per byte for a dataset in the page cache; a shard truncated while it\n"
-	"is read ends the process with SIGBUS).",
+	"is read ends the process with SIGBUS).  tokens=\"inputs_targets\" delivers a\n"
+	"field \"tokens\" of T + 1 tokens (ringfeed pack --llmc) as int32 \"inputs\" and\n"
+	"\"targets\" of shape [B, T], what a GPT-style step takes (rf_config.tokens).",
 	.tp_methods = loader_methods,
 	.tp_getset = loader_getset,
 	.tp_as_sequence = &loader_sequence,
