@@ -748,14 +748,14 @@ rfpy_pack(PyObject *self, PyObject *args, PyObject *kwargs)
 			goto out;
 	}
 
-	if (shuffle != Py_None && nsamples > 0) {
-		/* The order: 8 bytes a sample beside inputs already in memory. */
-		order = PyMem_Malloc((size_t)nsamples * sizeof(*order));
+	/* The order is computed a block at a time, never held whole. */
+	enum { ORDER_BLOCK = 4096 };
+	if (shuffle != Py_None) {
+		order = PyMem_Malloc(ORDER_BLOCK * sizeof(*order));
 		if (!order) {
 			PyErr_NoMemory();
 			goto out;
 		}
-		rf_pack_order((uint64_t)nsamples, seed, 0, (uint64_t)nsamples, order);
 	}
 
 	struct pack_log plog = {{0}};
@@ -780,7 +780,12 @@ rfpy_pack(PyObject *self, PyObject *args, PyObject *kwargs)
 		snprintf(msg, sizeof(msg), "%s", plog.msg);
 	} else {
 		for (Py_ssize_t o = 0; o < nsamples && rc >= 0; o++) {
-			Py_ssize_t i = order ? (Py_ssize_t)order[o] : o;
+			if (order && o % ORDER_BLOCK == 0)
+				rf_pack_order((uint64_t)nsamples, seed, (uint64_t)o,
+					      (uint64_t)(nsamples - o < ORDER_BLOCK ? nsamples - o
+										 : ORDER_BLOCK),
+					      order);
+			Py_ssize_t i = order ? (Py_ssize_t)order[o % ORDER_BLOCK] : o;
 			for (size_t k = 0; k < ncols; k++) {
 				const struct pack_col *c = &cols[k];
 				if (c->var) {

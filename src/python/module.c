@@ -236,7 +236,7 @@ static PyMethodDef rfpy_methods[] = {
 	 "shuffle=SEED writes the samples in a permuted order keyed by SEED (the\n"
 	 "order of `ringfeed pack --shuffle SEED`): use it when the arrays are sorted\n"
 	 "(by class, source or length), which the loader's chunks and window shuffles\n"
-	 "mix poorly.  It costs 8 bytes a sample for the order.\n"
+	 "mix poorly.\n"
 	 "Returns the number of samples written."},
 	{"version", rfpy_version, METH_NOARGS, "The library's version string."},
 	{"strerror", rfpy_strerror, METH_O, "The name of a library error code."},

@@ -57,6 +57,14 @@ p42b = os.path.join(d, "s42b.rfs")
 ringfeed.pack(p42b, {"id": ids}, shuffle=42)
 check(np.array_equal(np.array([int(r["id"][()]) for r in order(p42b)]), perm),
       "same seed and count, another schema: same order")
+# More samples than one block of the order (4096): still each exactly once.
+big = np.arange(10000, dtype=np.uint32)
+pbig = os.path.join(d, "big.rfs")
+ringfeed.pack(pbig, {"id": big, "twice": big.astype(np.uint64) * 2}, shuffle=5)
+rows_big = order(pbig)
+pb = np.array([int(r["id"][()]) for r in rows_big])
+check(np.array_equal(np.sort(pb), big), "10000 samples: each exactly once")
+check(all(int(r["twice"][()]) == 2 * int(r["id"][()]) for r in rows_big), "fields agree")
 plain = os.path.join(d, "plain.rfs")
 ringfeed.pack(plain, {"id": ids}, shuffle=None)
 check(np.array_equal(np.array([int(r["id"][()]) for r in order(plain)]), ids),
