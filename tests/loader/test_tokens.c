@@ -481,7 +481,7 @@ main(int argc, char **argv)
 	pack_one(dir, "f.rfs", "tokens", RF_DTYPE_F32, T + 1);
 	pack_one(dir, "one.rfs", "tokens", RF_DTYPE_U16, 1);
 	pack_one(dir, "inputs.rfs", "inputs", RF_DTYPE_I32, T);
-	refuse(dir, "x.rfs", "x", RF_SHUFFLE_NONE, "named 'tokens'");
+	refuse(dir, "x.rfs", "x", RF_SHUFFLE_NONE, "none among the fields loaded");
 	refuse(dir, "f.rfs", NULL, RF_SHUFFLE_NONE, "f32");
 	refuse(dir, "one.rfs", NULL, RF_SHUFFLE_NONE, "T + 1 >= 2");
 	refuse(dir, "inputs.rfs", NULL, RF_SHUFFLE_NONE, "'inputs'");
