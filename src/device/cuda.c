@@ -600,8 +600,8 @@ load_runtime(struct cuda_dev *cd, rf_diag *diag, char *where, size_t wsz, int *c
 		return rf_fail(diag, code, "cuda: cannot start the CUDA runtime RINGFEED_CUDART=%s: %s",
 			       env, errs);
 	return rf_fail(diag, code,
-		       "cuda: no CUDA runtime starts (%s); install the CUDA runtime or set "
-		       "RINGFEED_CUDART to the path of libcudart.so",
+		       "cuda: no CUDA runtime starts (install the CUDA runtime, or set "
+		       "RINGFEED_CUDART to the path of a libcudart.so): %s",
 		       errs);
 }
 
