@@ -209,21 +209,25 @@ RF_API int rf_dtype_parse(const char *name, enum rf_dtype *out);
  * cannot run .so.13) is passed over for the next; the error, when none
  * starts, names each.
  *
- * A C/CUDA program.  nvcc links cudart statically by default, so such a
- * program and the loader hold two runtime instances.  Both run on the
- * device's primary context (one per device per process, shared by every
- * user of the runtime API in the process), and cudaStream_t and cudaEvent_t
- * are the driver's CUstream and CUevent, so the batch's device pointers,
- * its ready event and the stream you give rf_batch_wait and
- * rf_loader_release are objects of that one context.  That is what the
- * CUDA documentation promises; it is checked on the GPU kit, not here.
- * What is not shared between the two: each runtime's error state
- * (cudaGetLastError) and its loaded kernels; never call cudaDeviceReset
- * while a loader is open.  Recommended: build with `nvcc -cudart shared`
- * (or link -lcudart), so the program's libcudart.so is the one the loader
- * finds already loaded, and one runtime serves both.  The per-thread
- * current device is the driver's current context, set by cudaSetDevice in
- * either runtime.
+ * A C/CUDA program.  Recommended: build with `nvcc -cudart shared` (or link
+ * -lcudart), so the program's libcudart.so is the one the loader finds
+ * already loaded and one runtime serves both.  nvcc links cudart statically
+ * by default; such a program and the loader then hold two runtime
+ * instances.  What the CUDA documentation gives for that case: every user
+ * of the runtime API in a process works on the device's primary context
+ * (one per device per process); runtime calls act on the driver context
+ * current to the calling thread, and cudaSetDevice makes the device's
+ * primary context current (cuCtxSetCurrent); cudaStream_t and cudaEvent_t
+ * are the driver's CUstream and CUevent (the same types in the headers).
+ * So the batch's device pointers, its ready event and the stream you give
+ * rf_batch_wait and rf_loader_release are objects of one context, and
+ * cudaSetDevice in the program is the current device the loader sees.
+ * The GPU test kit must verify it with nvcc's static default: the
+ * program's stream ordered after a batch's copy, and the device followed.
+ * Not shared between two runtimes: the error state (cudaGetLastError),
+ * loaded kernels, and runtime-only settings (cudaSetDeviceFlags); never
+ * call cudaDeviceReset while a loader is open.  The two runtimes need a
+ * driver new enough for both.
  */
 enum rf_device_kind {
 	RF_DEVICE_AUTO = 0,  /* cuda when a CUDA runtime and a device are there, else host
