@@ -182,6 +182,13 @@ RF_API int rf_dtype_parse(const char *name, enum rf_dtype *out);
  * With the host backend ("device" memory is host memory) the same loop works
  * with stream = NULL: rf_batch_wait returns once the data is in place and
  * rf_loader_release(ld, b, NULL) means "done with it now".
+ *
+ * Several GPUs: run one process per GPU (torchrun, mpirun, srun).  With
+ * device_index left at its default, each process's loader takes the GPU of
+ * its launcher's local rank; a program that calls cudaSetDevice(n) before
+ * rf_loader_open (and sets no launcher variable) gets device n; an explicit
+ * device_index always wins (rf_device_kind).  Launch your kernels on that
+ * device: rf_stats.device_ordinal says which it is.
  */
 
 /*
