@@ -14,6 +14,10 @@ import os
 import ringfeed
 from rftest import Emulator, capsule_tensor, check, kDLCUDA, small_dataset, tmpdir
 
+LAUNCHER = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID")
+for var in LAUNCHER:  # a test run under a launcher must not see its own
+    os.environ.pop(var, None)
+
 emu = Emulator()
 emu.set_option("RINGFEED_EMU_DEVICES", "2")
 emu.lib.rfemu_pointer_device.argtypes = [ctypes.c_void_p]
@@ -46,7 +50,7 @@ def expect(ld, want, what):
     check(n == len(ld), "%s: %d batches of %d" % (what, n, len(ld)))
 
 
-for var in ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"):
+for var in LAUNCHER:
     os.environ[var] = "1"
     for device in ("cuda", "auto"):
         with ringfeed.Loader(p, B, device=device, **opts) as ld:
