@@ -2045,7 +2045,7 @@ rf_config_init(rf_config *cfg)
 	cfg->drop_last = 0;
 	cfg->epochs = 1;
 	cfg->device = RF_DEVICE_AUTO;
-	cfg->device_index = 0;
+	cfg->device_index = RF_DEVICE_INDEX_AUTO;
 	cfg->depth = 2;
 	cfg->pinned_bytes = 256ull << 20;
 	cfg->pinning = RF_PINNING_RING;
@@ -2095,6 +2095,9 @@ open_device(rf_loader *ld)
 {
 	rf_diag *d = &ld->dev_diag;
 	int rc;
+	/* The backend's failure is passed on through ld->diag, which logs
+	 * it: logged once, not once per diag. */
+	d->errors_quiet = 1;
 	switch (ld->cfg.device) {
 	case RF_DEVICE_HOST:
 		rc = rf_device_open_host(&ld->dev, d);
@@ -2104,23 +2107,29 @@ open_device(rf_loader *ld)
 		break;
 	case RF_DEVICE_AUTO:
 		/* A probe: no runtime or no device is an answer here, not an
-		 * error, so it is logged once below at info level. */
-		d->log = NULL;
+		 * error, so it is logged once below at info level.  A usage
+		 * error (a malformed LOCAL_RANK, a bad index) is not an
+		 * answer: host would hide it. */
 		rc = rf_device_open_cuda(&ld->dev, ld->cfg.device_index, d);
-		d->log = ld->cfg.log;
-		if (rc < 0) {
+		if (rc < 0 && rc != RF_EUSAGE) {
 			rf_log(&ld->diag, RF_LOG_INFO, "device auto: no CUDA device (%s); using host",
 			       d->msg);
 			rc = rf_device_open_host(&ld->dev, d);
 		}
 		break;
 	default:
+		d->errors_quiet = 0;
 		return rf_fail(&ld->diag, RF_EUSAGE, "loader: device %d is not auto, host or cuda",
 			       (int)ld->cfg.device);
 	}
+	d->errors_quiet = 0;
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc, "%s", d->msg);
-	rf_log(&ld->diag, RF_LOG_INFO, "device: %s", ld->dev->desc);
+	if (ld->dev->why[0])
+		rf_log(&ld->diag, RF_LOG_INFO, "device: %s; cuda:%d (%s)", ld->dev->desc,
+		       ld->dev->index, ld->dev->why);
+	else
+		rf_log(&ld->diag, RF_LOG_INFO, "device: %s", ld->dev->desc);
 	return 0;
 }
 
@@ -3527,6 +3536,7 @@ rf_loader_stats(rf_loader *ld, rf_stats *st)
 	snprintf(s.io_engine, sizeof(s.io_engine), "%s", ld->io_engine);
 	s.io_direct = ld->io_direct;
 	snprintf(s.device, sizeof(s.device), "%s", ld->dev->desc);
+	s.device_ordinal = ld->dev->index;
 
 	size_t n = st->size < sizeof(s) ? st->size : sizeof(s);
 	uint32_t size = st->size;

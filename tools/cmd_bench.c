@@ -596,7 +596,10 @@ run_limits(const bench_opts *o, rf_dataset *ds, bench_result *res)
 	if (is_cuda) {
 		/* One batch per copy, as the loader copies. */
 		uint64_t bytes = res->stats.batch_bytes ? res->stats.batch_bytes : (8u << 20);
-		bench_h2d(0, (size_t)bytes, secs, &res->h2d);
+		/* On the loader's device (a launcher's local rank may
+		 * have put it on another than 0). */
+		int ord = res->stats.device_ordinal >= 0 ? res->stats.device_ordinal : 0;
+		bench_h2d(ord, (size_t)bytes, secs, &res->h2d);
 	} else {
 		snprintf(res->h2d.note, sizeof res->h2d.note, "device is %s: not measured",
 			 res->stats.device[0] ? res->stats.device : "host");

@@ -182,14 +182,70 @@ RF_API int rf_dtype_parse(const char *name, enum rf_dtype *out);
  * With the host backend ("device" memory is host memory) the same loop works
  * with stream = NULL: rf_batch_wait returns once the data is in place and
  * rf_loader_release(ld, b, NULL) means "done with it now".
+ *
+ * Several GPUs: run one process per GPU (torchrun, mpirun, srun).  With
+ * device_index left at its default, each process's loader takes the GPU of
+ * its launcher's local rank; a program that calls cudaSetDevice(n) before
+ * rf_loader_open (and sets no launcher variable) gets device n; an explicit
+ * device_index always wins (rf_device_kind).  Launch your kernels on that
+ * device: rf_stats.device_ordinal says which it is.
  */
 
-/* Where batches are delivered. */
+/*
+ * Where batches are delivered.
+ *
+ * Which CUDA device (RF_DEVICE_CUDA, or RF_DEVICE_AUTO when it picks cuda):
+ * rf_config.device_index when it is 0 or more (an explicit index always
+ * wins); with the default RF_DEVICE_INDEX_AUTO (-1), in this order:
+ *  1. the launcher's local rank, modulo the number of devices: the first of
+ *     LOCAL_RANK (torchrun), OMPI_COMM_WORLD_LOCAL_RANK (Open MPI),
+ *     SLURM_LOCALID (srun), MPI_LOCALRANKID (MPICH/Intel MPI) that is set.
+ *     A value that is not a plain decimal number is RF_EUSAGE (also with
+ *     RF_DEVICE_AUTO: host would hide it);
+ *  2. else the calling thread's current device (what cudaSetDevice or
+ *     torch.cuda.set_device made current; a thread that set none is on 0);
+ *  3. else device 0.
+ * The choice and its reason are logged at open (RF_LOG_INFO, e.g. "cuda:1
+ * (LOCAL_RANK=1 of 2 devices)"); rf_stats.device_ordinal is the ordinal.
+ *
+ * The CUDA runtime.  The loader does not link cudart: it dlopens it at open,
+ * the first of: RINGFEED_CUDART (a path; used alone), a libcudart.so.13 or
+ * libcudart.so.12 already loaded in the process (the program's own shared
+ * runtime), libcudart.so.13, libcudart.so.12.  A runtime that does not load
+ * or does not start (cudaGetDeviceCount fails, e.g. an older driver that
+ * cannot run .so.13) is passed over for the next; the error, when none
+ * starts, names each.
+ *
+ * A C/CUDA program.  Recommended: build with `nvcc -cudart shared` (or link
+ * -lcudart), so the program's libcudart.so is the one the loader finds
+ * already loaded and one runtime serves both.  nvcc links cudart statically
+ * by default; such a program and the loader then hold two runtime
+ * instances.  What the CUDA documentation gives for that case: every user
+ * of the runtime API in a process works on the device's primary context
+ * (one per device per process); runtime calls act on the driver context
+ * current to the calling thread, and cudaSetDevice makes the device's
+ * primary context current (cuCtxSetCurrent); cudaStream_t and cudaEvent_t
+ * are the driver's CUstream and CUevent (the same types in the headers).
+ * So the batch's device pointers, its ready event and the stream you give
+ * rf_batch_wait and rf_loader_release are objects of one context, and
+ * cudaSetDevice in the program is the current device the loader sees.
+ * The GPU test kit must verify it with nvcc's static default: the
+ * program's stream ordered after a batch's copy, and the device followed.
+ * Not shared between two runtimes: the error state (cudaGetLastError),
+ * loaded kernels, and runtime-only settings (cudaSetDeviceFlags); never
+ * call cudaDeviceReset while a loader is open.  The two runtimes need a
+ * driver new enough for both.
+ */
 enum rf_device_kind {
-	RF_DEVICE_AUTO = 0,  /* cuda when a CUDA runtime and a device are there, else host */
+	RF_DEVICE_AUTO = 0,  /* cuda when a CUDA runtime and a device are there, else host
+	                        (logged at RF_LOG_INFO; check rf_stats.device_ordinal
+	                        >= 0 before handing batches to kernels) */
 	RF_DEVICE_HOST = 1,  /* host memory; copies run on a loader thread */
 	RF_DEVICE_CUDA = 2,  /* a CUDA device; RF_ENODEVICE when there is none */
 };
+
+/* rf_config.device_index: choose the device at open (see rf_device_kind). */
+#define RF_DEVICE_INDEX_AUTO (-1)
 
 /* The order of samples in an epoch: a pure function of (dataset, seed,
  * epoch, rank, world, mode), and for window shuffling of the window W; see
@@ -310,7 +366,10 @@ typedef struct rf_config {
 	size_t resume_len;
 
 	enum rf_device_kind device;  /* default RF_DEVICE_AUTO */
-	int device_index;            /* CUDA device ordinal; default 0 */
+	int device_index;            /* CUDA device ordinal (0 is device 0); default
+	                                RF_DEVICE_INDEX_AUTO (-1): the launcher's local
+	                                rank, else the thread's current device, else 0
+	                                (see rf_device_kind); below -1: RF_EUSAGE */
 	uint32_t depth;              /* device buffers in flight; default 2 (double buffering) */
 
 	uint64_t pinned_bytes;       /* page-locked host budget; default 256 MiB */
@@ -479,7 +538,10 @@ typedef struct rf_batch {
  * the decode workers' buffers.
  *
  * device = RF_DEVICE_AUTO picks cuda when a CUDA runtime with a device is
- * there, else host, and logs which (RF_LOG_INFO).  On the host device a
+ * there, else host, and logs which (RF_LOG_INFO); the CUDA device is the one
+ * rf_config.device_index names, else the one rf_device_kind's rule picks
+ * (the launcher's local rank, the thread's current device, 0), logged with
+ * its reason.  On the host device a
  * batch needs no copy: it is handed out in the ring slot it was assembled
  * (or read) in, with no device buffers at all, and that slot returns to the
  * ring when the batch is released (rf_stats.in_place = 1).  The ring then
@@ -672,8 +734,9 @@ typedef struct rf_stats {
 	int32_t in_place;
 	uint32_t decode_threads;     /* decode workers running (rf_config.decode_threads,
 	                                or the number chosen for 0) */
-	int32_t device_ordinal;      /* the CUDA device batches are delivered to, or
-	                                -1 for the host device */
+	int32_t device_ordinal;      /* the CUDA device batches are delivered to (as
+	                                chosen at open, see rf_device_kind), or -1
+	                                for the host device */
 	uint32_t window;             /* chunks the window shuffle holds (W), else 0 */
 	uint32_t reserved0;          /* zero */
 	/* A hash of every input of the order (dataset fingerprint, shuffle,

@@ -487,46 +487,6 @@ static const struct rf_device_ops cuda_ops = {
 };
 
 static void *
-load_cudart(rf_diag *diag, char *where, size_t wsz, int *ret)
-{
-	const int flags = RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE;
-	const char *env = getenv("RINGFEED_CUDART");
-	if (env && *env) {
-		/* An explicit choice is not second-guessed with the system's. */
-		void *h = dlopen(env, flags);
-		if (!h) {
-			const char *err = dlerror();
-			*ret = rf_fail(diag, RF_ENODEVICE,
-				       "cuda: cannot load the CUDA runtime RINGFEED_CUDART=%s: %s", env,
-				       err ? err : "dlopen failed");
-			return NULL;
-		}
-		snprintf(where, wsz, "%s", env);
-		return h;
-	}
-	static const char *const names[] = {"libcudart.so.13", "libcudart.so.12"};
-	char errs[RF_ERRMSG_MAX] = "";
-	size_t used = 0;
-	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-		void *h = dlopen(names[i], flags);
-		if (h) {
-			snprintf(where, wsz, "%s", names[i]);
-			return h;
-		}
-		const char *err = dlerror();
-		int n = snprintf(errs + used, sizeof errs - used, "%s%s", used ? "; " : "",
-				 err ? err : names[i]);
-		if (n > 0 && (size_t)n < sizeof errs - used)
-			used += (size_t)n;
-	}
-	*ret = rf_fail(diag, RF_ENODEVICE,
-		       "cuda: no CUDA runtime found (%s); install the CUDA runtime or set "
-		       "RINGFEED_CUDART to the path of libcudart.so",
-		       errs);
-	return NULL;
-}
-
-static void *
 resolve(void *lib, const char *expanded, const char *plain)
 {
 	void *p = dlsym(lib, expanded);
@@ -535,12 +495,156 @@ resolve(void *lib, const char *expanded, const char *plain)
 	return p;
 }
 
+/* The runtimes tried when RINGFEED_CUDART is unset, newest first: a
+ * libcudart.so.13 needs a CUDA 13 driver, and on an older one the .so.12 of
+ * the same machine still starts.  (A test build may replace the list.) */
+#ifndef RF_CUDART_NAMES
+#define RF_CUDART_NAMES "libcudart.so.13", "libcudart.so.12"
+#endif
+
+/* Resolve the entry points of an opened runtime and count its devices:
+ * what "starts" means for a candidate.  0, or a negative code with the
+ * message in cd->base.diag. */
+static int
+start_runtime(struct cuda_dev *cd, const char *where, int *count)
+{
+	/* dlsym hands back void *; the table's types come from the header. */
+#define RF_CUDA_RESOLVE(name, req)                                                               \
+	do {                                                                                     \
+		void *sym_ = resolve(cd->lib, RF_XSTR(name), #name);                             \
+		if (!sym_ && !strcmp(#name, "cudaGetDeviceProperties"))                          \
+			sym_ = dlsym(cd->lib, "cudaGetDeviceProperties_v2");                     \
+		if (!sym_ && (req))                                                              \
+			return rf_fail(cd->base.diag, RF_ENODEVICE,                              \
+				       "%s does not export %s: not a usable CUDA runtime",       \
+				       where, RF_XSTR(name));                                    \
+		memcpy(&cd->api.p_##name, &sym_, sizeof sym_);                                   \
+	} while (0);
+	RF_CUDA_FUNCS(RF_CUDA_RESOLVE)
+#undef RF_CUDA_RESOLVE
+
+	*count = 0;
+	cudaError_t e = cd->api.p_cudaGetDeviceCount(count);
+	if (e != cudaSuccess) {
+		const char *name = cd->api.p_cudaGetErrorName(e);
+		const char *str = cd->api.p_cudaGetErrorString(e);
+		if (cd->api.p_cudaGetLastError)
+			cd->api.p_cudaGetLastError();
+		return rf_fail(cd->base.diag, is_no_device(e) ? RF_ENODEVICE : RF_ECUDA,
+			       "%s: cudaGetDeviceCount failed: %s (%s)", where,
+			       name ? name : "?", str ? str : "?");
+	}
+	return 0;
+}
+
+/* Load the first runtime that starts: RINGFEED_CUDART alone when set (an
+ * explicit choice is not second-guessed with the system's); else one of
+ * RF_CUDART_NAMES the process has loaded already (the training program's
+ * own, so both share one runtime), else the first of them that loads and
+ * starts.  A failed candidate's reason goes into the final message, and
+ * nothing is logged but that message, once, by the caller.  Returns 0 with
+ * cd->lib, *count and `where`, or a negative code with the message in
+ * `diag`. */
+static int
+load_runtime(struct cuda_dev *cd, rf_diag *diag, char *where, size_t wsz, int *count)
+{
+	static const char *const names[] = {RF_CUDART_NAMES};
+	const size_t nnames = sizeof names / sizeof names[0];
+	const int flags = RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE;
+	const char *env = getenv("RINGFEED_CUDART");
+	const int by_env = env && *env;
+	rf_diag probe;
+	rf_diag_init(&probe, NULL, NULL);
+	char errs[RF_ERRMSG_MAX] = "";
+	size_t used = 0;
+	int code = RF_ENODEVICE;
+	unsigned tried = 0; /* bit i: names[i] was already in the process */
+
+	cd->base.diag = &probe;
+	for (int pass = by_env ? 1 : 0; pass < 2; pass++) {
+		for (size_t i = 0; i < (by_env ? 1 : nnames); i++) {
+			const char *name = by_env ? env : names[i];
+			if (pass == 1 && (tried >> i & 1))
+				continue;
+			void *h = dlopen(name, flags | (pass == 0 ? RTLD_NOLOAD : 0));
+			const char *why = NULL;
+			if (!h) {
+				if (pass == 0)
+					continue;
+				why = dlerror();
+				snprintf(probe.msg, sizeof probe.msg, "%s",
+					 why ? why : "dlopen failed");
+			} else {
+				tried |= 1u << i;
+				cd->lib = h;
+				int rc = start_runtime(cd, name, count);
+				if (rc == 0) {
+					cd->base.diag = diag;
+					snprintf(where, wsz, "%s", name);
+					return 0;
+				}
+				if (rc != RF_ENODEVICE)
+					code = rc;
+				dlclose(h);
+				cd->lib = NULL;
+				memset(&cd->api, 0, sizeof cd->api);
+			}
+			int n = snprintf(errs + used, sizeof errs - used, "%s%s", used ? "; " : "",
+					 probe.msg);
+			if (n > 0 && (size_t)n < sizeof errs - used)
+				used += (size_t)n;
+		}
+	}
+	cd->base.diag = diag;
+	if (by_env)
+		return rf_fail(diag, code, "cuda: cannot start the CUDA runtime RINGFEED_CUDART=%s: %s",
+			       env, errs);
+	return rf_fail(diag, code,
+		       "cuda: no CUDA runtime starts (install the CUDA runtime, or set "
+		       "RINGFEED_CUDART to the path of a libcudart.so): %s",
+		       errs);
+}
+
+/* index -1: the launcher's local rank modulo the count, else the calling
+ * thread's current device, else 0; with the reason in cd->base.why. */
+static int
+pick_index(struct cuda_dev *cd, int count, int *index)
+{
+	unsigned lr;
+	const char *var;
+	int rc = rf_device_local_rank(cd->base.diag, &lr, &var);
+	if (rc < 0)
+		return rc;
+	if (rc > 0) {
+		*index = (int)(lr % (unsigned)count);
+		snprintf(cd->base.why, sizeof cd->base.why, "%s=%u of %d device%s", var, lr, count,
+			 count == 1 ? "" : "s");
+		return 0;
+	}
+	/* What cudaSetDevice (torch.cuda.set_device) made current on this
+	 * thread; a thread that set none reports 0. */
+	int cur = -1;
+	if (cd->api.p_cudaGetDevice(&cur) == cudaSuccess && cur >= 0 && cur < count) {
+		*index = cur;
+		snprintf(cd->base.why, sizeof cd->base.why, "the calling thread's current device");
+		return 0;
+	}
+	if (cd->api.p_cudaGetLastError)
+		cd->api.p_cudaGetLastError();
+	*index = 0;
+	snprintf(cd->base.why, sizeof cd->base.why, "default");
+	return 0;
+}
+
 int
 rf_device_open_cuda(rf_device **out, int index, rf_diag *diag)
 {
 	*out = NULL;
-	if (index < 0)
-		return rf_fail(diag, RF_EUSAGE, "cuda: device index %d is negative", index);
+	if (index < -1)
+		return rf_fail(diag, RF_EUSAGE,
+			       "cuda: device index %d: must be a device ordinal (0, 1, ...) or -1 "
+			       "(chosen at open)",
+			       index);
 	struct cuda_dev *cd = calloc(1, sizeof *cd);
 	if (!cd)
 		return rf_fail(diag, -ENOMEM, "cuda: out of memory");
@@ -550,35 +654,9 @@ rf_device_open_cuda(rf_device **out, int index, rf_diag *diag)
 	cd->base.index = index;
 
 	char where[256];
-	int ret = RF_ENODEVICE;
-	cd->lib = load_cudart(diag, where, sizeof where, &ret);
-	if (!cd->lib) {
-		cuda_close(&cd->base);
-		return ret;
-	}
-
-	/* dlsym hands back void *; the table's types come from the header. */
-#define RF_CUDA_RESOLVE(name, req)                                                               \
-	do {                                                                                     \
-		void *sym_ = resolve(cd->lib, RF_XSTR(name), #name);                             \
-		if (!sym_ && !strcmp(#name, "cudaGetDeviceProperties"))                          \
-			sym_ = dlsym(cd->lib, "cudaGetDeviceProperties_v2");                     \
-		if (!sym_ && (req)) {                                                            \
-			rf_fail(diag, RF_ENODEVICE,                                              \
-				"cuda: %s does not export %s: not a usable CUDA runtime", where, \
-				RF_XSTR(name));                                                  \
-			cuda_close(&cd->base);                                                   \
-			return RF_ENODEVICE;                                                     \
-		}                                                                                \
-		memcpy(&cd->api.p_##name, &sym_, sizeof sym_);                                   \
-	} while (0);
-	RF_CUDA_FUNCS(RF_CUDA_RESOLVE)
-#undef RF_CUDA_RESOLVE
-
 	int count = 0;
-	cudaError_t e = cd->api.p_cudaGetDeviceCount(&count);
-	if (e != cudaSuccess) {
-		ret = cu_fail(cd, is_no_device(e) ? RF_ENODEVICE : RF_ECUDA, e, "cudaGetDeviceCount");
+	int ret = load_runtime(cd, diag, where, sizeof where, &count);
+	if (ret < 0) {
 		cuda_close(&cd->base);
 		return ret;
 	}
@@ -586,6 +664,16 @@ rf_device_open_cuda(rf_device **out, int index, rf_diag *diag)
 		rf_fail(diag, RF_ENODEVICE, "cuda: %s reports no CUDA device", where);
 		cuda_close(&cd->base);
 		return RF_ENODEVICE;
+	}
+	if (index < 0) {
+		ret = pick_index(cd, count, &index);
+		if (ret < 0) {
+			cuda_close(&cd->base);
+			return ret;
+		}
+		cd->base.index = index;
+	} else {
+		snprintf(cd->base.why, sizeof cd->base.why, "device_index");
 	}
 	if (index >= count) {
 		rf_fail(diag, RF_ENODEVICE, "cuda: device %d requested, but %s sees %d device%s", index,
@@ -597,7 +685,7 @@ rf_device_open_cuda(rf_device **out, int index, rf_diag *diag)
 	int prev;
 	if (cd->api.p_cudaGetDevice(&prev) != cudaSuccess)
 		prev = -1;
-	e = cd->api.p_cudaSetDevice(index);
+	cudaError_t e = cd->api.p_cudaSetDevice(index);
 	if (e != cudaSuccess) {
 		ret = cu_fail(cd, is_no_device(e) ? RF_ENODEVICE : RF_ECUDA, e, "cudaSetDevice");
 		cuda_close(&cd->base);
@@ -623,7 +711,14 @@ rf_device_open_cuda(rf_device **out, int index, rf_diag *diag)
 	cu_leave(cd, prev);
 	if (cd->api.p_cudaGetLastError)
 		cd->api.p_cudaGetLastError();
-	snprintf(cd->base.desc, sizeof cd->base.desc, "cuda:%d%s (cudart %d)", index, name, rtver);
+	/* Which runtime file, so a user sees a .so.12 fallback. */
+	const char *base = strrchr(where, '/');
+	char desc[sizeof name + sizeof where + 64];
+	snprintf(desc, sizeof desc, "cuda:%d%s (%s, cudart %d)", index, name,
+		 base ? base + 1 : where, rtver);
+	/* A description: cut short when long. */
+	memcpy(cd->base.desc, desc, sizeof cd->base.desc - 1);
+	cd->base.desc[sizeof cd->base.desc - 1] = 0;
 	cd->opened = 1;
 	*out = &cd->base;
 	return 0;

@@ -5,7 +5,8 @@
  *  - host: "device" memory is host memory, async copies run on a copy thread
  *    per stream (FIFO), events are completion flags.  Always built.
  *  - cuda: the CUDA runtime (cudart) loaded with dlopen at open time
- *    (RINGFEED_CUDART, else libcudart.so.13, else libcudart.so.12).
+ *    (RINGFEED_CUDART, else a libcudart.so.13 or .12 already in the process,
+ *    else the first of libcudart.so.13, libcudart.so.12 that starts).
  *
  * Streams and events are opaque pointers owned by the backend (for cuda they
  * are cudaStream_t / cudaEvent_t).  A NULL stream means the backend's default
@@ -56,8 +57,10 @@ struct rf_device_ops {
 struct rf_device {
 	const struct rf_device_ops *ops;
 	rf_diag *diag;        /* the owner's diag: messages land on the loader */
-	int index;            /* device index (cuda) */
+	int index;            /* device ordinal (cuda); -1 for host */
 	char desc[128];       /* e.g. "cuda:0 NVIDIA H100 (cudart 13000)" or "host" */
+	char why[64];         /* how the ordinal was chosen (cuda), e.g.
+	                         "LOCAL_RANK=1 of 2 devices"; "" for host */
 };
 
 /* Open the host backend.  Always succeeds unless out of memory. */
@@ -65,8 +68,19 @@ int rf_device_open_host(rf_device **out, rf_diag *diag);
 
 /* Open the CUDA backend on device `index`: dlopen cudart (RINGFEED_CUDART,
  * libcudart.so.13, libcudart.so.12), resolve the symbols, cudaSetDevice.
- * RF_ENODEVICE with a message when there is no runtime or no device. */
+ * index -1 chooses the ordinal: the launcher's local rank modulo the device
+ * count (rf_device_local_rank), else the calling thread's current device
+ * (cudaGetDevice), else 0; base.why says which.  RF_ENODEVICE with a
+ * message when there is no runtime or no device; RF_EUSAGE for an index
+ * below -1 or a malformed launcher variable. */
 int rf_device_open_cuda(rf_device **out, int index, rf_diag *diag);
+
+/* The launcher's local rank: the first of LOCAL_RANK (torchrun),
+ * OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID that is set.
+ * Returns 1 with *rank and *var (the variable's name), 0 when none is set,
+ * or RF_EUSAGE with a message when the first one set is not a plain decimal
+ * number in 0..2^24. */
+int rf_device_local_rank(rf_diag *diag, unsigned *rank, const char **var);
 
 /* Close and free; NULL is a no-op; clears *dev. */
 void rf_device_close(rf_device **dev);

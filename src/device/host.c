@@ -645,7 +645,7 @@ rf_device_open_host(rf_device **out, rf_diag *diag)
 		return rf_fail(diag, -ENOMEM, "host: out of memory");
 	hd->base.ops = &host_ops;
 	hd->base.diag = diag;
-	hd->base.index = 0;
+	hd->base.index = -1; /* no CUDA ordinal: rf_stats.device_ordinal */
 	strcpy(hd->base.desc, "host");
 	pthread_mutex_init(&hd->lock, NULL);
 	pthread_cond_init(&hd->progress, NULL);

@@ -600,11 +600,14 @@ loader_open_core(LoaderObject *self, uint64_t epoch, const void *resume, size_t 
 	rf_stats st;
 	memset(&st, 0, sizeof(st));
 	st.size = sizeof(st);
-	if (rf_loader_stats(ld, &st) == 0 && strncmp(st.device, "cuda", 4) == 0) {
+	if (rf_loader_stats(ld, &st) == 0 && st.device_ordinal >= 0) {
 		c->device.device_type = kDLCUDA;
-		c->device.device_id = self->cfg.device_index;
-		if (st.device[4] == ':')
-			c->device.device_id = atoi(st.device + 5);
+		c->device.device_id = st.device_ordinal;
+		/* The device chosen at the first open (the launcher's local
+		 * rank, the thread's current device) stays the loader's for
+		 * every later epoch, whatever thread opens it. */
+		if (self->cfg.device_index < 0)
+			self->cfg.device_index = st.device_ordinal;
 	}
 	c->dev_tuple = Py_BuildValue("(ii)", (int)c->device.device_type, (int)c->device.device_id);
 	if (!c->dev_tuple) {

@@ -222,7 +222,12 @@ init(void)
 	cfg->seed = 1;
 	cfg->strict = false;
 	cfg->devices = 1;
+#ifdef RFEMU_DEFAULT_DRIVER_VERSION
+	/* The old-driver build: a runtime that loads but cannot start. */
+	cfg->driver_version = RFEMU_DEFAULT_DRIVER_VERSION;
+#else
 	cfg->driver_version = CUDART_VERSION;
+#endif
 	cfg->pinned_limit = 0;
 	cfg->register_bw = 0;
 	cfg->exit_status = 1;

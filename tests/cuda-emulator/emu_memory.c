@@ -57,6 +57,20 @@ block_unlink(struct emu_block **list, struct emu_block *b)
 
 /* --- device memory ------------------------------------------------------- */
 
+EMU_EXPORT int
+rfemu_pointer_device(const void *p)
+{
+	struct emu_block *b;
+	int dev;
+
+	emu_init_once();
+	EMU_LOCK();
+	b = emu_find_block(g.dev_allocs, p, 1, NULL);
+	dev = b ? b->device : -1;
+	EMU_UNLOCK();
+	return dev;
+}
+
 EMU_EXPORT cudaError_t
 cudaMalloc(void **devPtr, size_t size)
 {

@@ -153,6 +153,10 @@ struct rfemu_counters {
  * void rfemu_report(void);
  *	Prints the counters and every live object to stderr (what the exit
  *	report prints).
+ *
+ * int rfemu_pointer_device(const void *p);
+ *	The device (ordinal) of the device allocation that holds p, or -1
+ *	when p is in none: which GPU a batch was delivered to.
  */
 
 /* For programs that link the library (its own tests); others look the
@@ -163,6 +167,7 @@ int rfemu_host_func_reads(void *stream, const void *dev_ptr, size_t len);
 int rfemu_set_option(const char *name, const char *value);
 const char *rfemu_hazard_name(int kind);
 void rfemu_report(void);
+int rfemu_pointer_device(const void *p);
 
 typedef int (*rfemu_get_counters_fn)(struct rfemu_counters *out, size_t size);
 typedef void (*rfemu_reset_counters_fn)(void);
@@ -170,6 +175,7 @@ typedef int (*rfemu_host_func_reads_fn)(void *stream, const void *dev_ptr, size_
 typedef int (*rfemu_set_option_fn)(const char *name, const char *value);
 typedef const char *(*rfemu_hazard_name_fn)(int kind);
 typedef void (*rfemu_report_fn)(void);
+typedef int (*rfemu_pointer_device_fn)(const void *p);
 
 /*
  * The emulator's functions plus the cudart functions a test needs to play
@@ -184,6 +190,7 @@ struct rfemu_api {
 	rfemu_set_option_fn set_option;
 	rfemu_hazard_name_fn hazard_name;
 	rfemu_report_fn report;
+	rfemu_pointer_device_fn pointer_device;
 
 	int (*stream_create)(void **stream);
 	int (*stream_destroy)(void *stream);
@@ -195,6 +202,9 @@ struct rfemu_api {
 	int (*event_synchronize)(void *event);
 	int (*launch_host_func)(void *stream, void (*fn)(void *), void *user_data);
 	int (*device_synchronize)(void);
+	int (*set_device)(int device);
+	int (*get_device)(int *device);
+	int (*get_device_count)(int *count);
 };
 
 /*
@@ -234,6 +244,7 @@ rfemu_api_load(struct rfemu_api *api, const char *path)
 	RFEMU_SYM_(set_option, "rfemu_set_option");
 	RFEMU_SYM_(hazard_name, "rfemu_hazard_name");
 	RFEMU_SYM_(report, "rfemu_report");
+	RFEMU_SYM_(pointer_device, "rfemu_pointer_device");
 	RFEMU_SYM_(stream_create, "cudaStreamCreate");
 	RFEMU_SYM_(stream_destroy, "cudaStreamDestroy");
 	RFEMU_SYM_(stream_synchronize, "cudaStreamSynchronize");
@@ -244,6 +255,9 @@ rfemu_api_load(struct rfemu_api *api, const char *path)
 	RFEMU_SYM_(event_synchronize, "cudaEventSynchronize");
 	RFEMU_SYM_(launch_host_func, "cudaLaunchHostFunc");
 	RFEMU_SYM_(device_synchronize, "cudaDeviceSynchronize");
+	RFEMU_SYM_(set_device, "cudaSetDevice");
+	RFEMU_SYM_(get_device, "cudaGetDevice");
+	RFEMU_SYM_(get_device_count, "cudaGetDeviceCount");
 #undef RFEMU_SYM_
 	return 0;
 }
