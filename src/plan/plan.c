@@ -499,6 +499,8 @@ rf_plan_locate(const rf_plan *plan, uint64_t sample, uint64_t *chunk, uint32_t *
 	return 0;
 }
 
+#define WSEG_RHO 32
+
 /* Window mode: what is constant within a segment, computed once per
  * segment rather than per sample: each of its Wp places' share, as a range
  * of that place's keyed order, and the running total of the shares. */
@@ -510,6 +512,10 @@ struct wseg {
 	uint32_t nplaces;           /* Wp: places k .. k + Wp - 1 */
 	uint64_t cpre[RF_PLAN_WINDOW_MAX + 1]; /* samples of the places before each */
 	uint32_t from[RF_PLAN_WINDOW_MAX];     /* first index of its share in the place's order */
+	/* The places' keyed orders, as set up (direct-mapped by place): a
+	 * set-up costs about as much as the rest of an item. */
+	uint32_t rho_of[WSEG_RHO];
+	rf_perm rho[WSEG_RHO];
 };
 
 /* Samples of the first i parts of a place of S samples cut into Wp. */
@@ -545,10 +551,12 @@ wseg_init(const rf_plan *plan, uint64_t pos, struct wseg *w)
 		w->cpre[i + 1] = w->cpre[i] + part_start(S, Wp, hi) - a;
 	}
 	w->keep_from = ep->firstread[k];
+	for (int c = 0; c < WSEG_RHO; c++)
+		w->rho_of[c] = UINT32_MAX;
 }
 
 static void
-window_item(const rf_plan *plan, const struct wseg *w, uint64_t pos, rf_plan_item *it)
+window_item(const rf_plan *plan, struct wseg *w, uint64_t pos, rf_plan_item *it)
 {
 	const struct rf_plan_epoch *ep = &plan->ep;
 	const rf_plan_params *pp = &plan->pp;
@@ -556,10 +564,13 @@ window_item(const rf_plan *plan, const struct wseg *w, uint64_t pos, rf_plan_ite
 	/* Which place, then which of its samples in the place's keyed order. */
 	uint64_t i = find_le(w->cpre, (uint64_t)w->nplaces + 1, v);
 	uint64_t j = w->k + i;
-	rf_perm rho;
-	rf_perm_init(&rho, ep->pstart[j + 1] - ep->pstart[j],
-		     plan_key(pp->seed, pp->epoch, TAG_PLACE, j));
-	uint64_t off = rf_perm_at(&rho, w->from[i] + (v - w->cpre[i]));
+	rf_perm *rho = &w->rho[i % WSEG_RHO];
+	if (w->rho_of[i % WSEG_RHO] != (uint32_t)i) {
+		w->rho_of[i % WSEG_RHO] = (uint32_t)i;
+		rf_perm_init(rho, ep->pstart[j + 1] - ep->pstart[j],
+			     plan_key(pp->seed, pp->epoch, TAG_PLACE, j));
+	}
+	uint64_t off = rf_perm_at(rho, w->from[i] + (v - w->cpre[i]));
 	uint32_t c = ep->perm[j];
 	it->pos = pos;
 	it->flags = 0;
