@@ -244,7 +244,11 @@ struct rf_loader {
 	/* Window shuffling: decoded chunks kept after their turn until the
 	 * items' keep_from passes them (gather only). */
 	int window_mode;
-	uint32_t window;
+	uint32_t window;     /* W in force (memory plan) */
+	/* The order in force (rf_stats.order_id, .window), set with the plan
+	 * and again by a resume. */
+	uint64_t order_id;
+	uint32_t order_window;
 	struct wentry *wtab; /* indexed by read entry % wcap */
 	uint32_t wcap;
 	uint64_t wlo, whi;   /* entries [wlo, whi) may be held */
@@ -2249,6 +2253,22 @@ plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		return rc;
 	uint64_t bb = ld->layout.bytes;
 	uint64_t span = rf_dataset_max_stored_span(ld->ds);
+	/* The window is part of the order: a function of the dataset (and
+	 * of rf_config.window) alone, which the ring must hold; never sized
+	 * from the budget, which may differ between ranks. */
+	uint32_t wnd = 0;
+	if (cfg->shuffle == RF_SHUFFLE_WINDOW) {
+		uint64_t raw = 0;
+		for (uint64_t ci = 0; ci < ld->nchunks; ci++)
+			raw += ld->chunks[ci].raw_bytes;
+		uint32_t w = cfg->window ? cfg->window
+					 : rf_plan_default_window(ld->nchunks ? raw / ld->nchunks : 0);
+		wnd = rf_plan_window_in_force(w, ld->nchunks);
+		if (wnd > RF_PLAN_WINDOW_MAX)
+			return rf_fail(&ld->diag, RF_EUSAGE, "loader: window %u: at most %u chunks",
+				       cfg->window, RF_PLAN_WINDOW_MAX);
+		ld->window = wnd;
+	}
 	uint64_t slot = RF_ALIGN_UP(bb > span ? bb : span, 4096);
 	if (ld->full_mode) {
 		/* No chunk is read whole: a slot is a batch.  Values O_DIRECT
@@ -2301,7 +2321,7 @@ plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		 * has chunks (plus the staging side and a window) would be
 		 * page-locked for nothing, and locking them costs time at open
 		 * (about 1 s per GiB). */
-		uint64_t useful = ld->nchunks + RF_STAGE_DEEP + ld->depth + zdepth + 2 + cfg->window;
+		uint64_t useful = ld->nchunks + RF_STAGE_DEEP + ld->depth + zdepth + 2 + wnd;
 		if (nslots > useful)
 			nslots = useful;
 	}
@@ -2327,7 +2347,7 @@ plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 	 * must then hold depth of them and one more.
 	 */
 	unsigned reads = ld->nslots - st;
-	uint64_t need = ld->nchunks + 2 + cfg->window;
+	uint64_t need = ld->nchunks + 2 + wnd;
 	unsigned spare = reads > need ? (unsigned)(reads - need) : 0;
 	unsigned more = (RF_STAGE_DEEP > want ? RF_STAGE_DEEP - want : 0) + zdepth;
 	st += spare < more ? spare : more;
@@ -2335,6 +2355,23 @@ plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		ld->zero_copy = 0; /* too small to lend depth slots: copy */
 	ld->n_stage = st;
 	ld->n_read = ld->nslots - st;
+	if (wnd && ld->n_read < (uint64_t)wnd + 2) {
+		/* W chunks held, one read into and one decoded beside them (see
+		 * window_setup): W + 2 read slots besides the staging ones. */
+		uint64_t slots = (uint64_t)wnd + 2 + want, need_bytes;
+		if (rf_mul_u64(slots, slot, &need_bytes))
+			need_bytes = UINT64_MAX;
+		fmt_size(a, sizeof a, cfg->pinned_bytes);
+		fmt_size(b, sizeof b, need_bytes);
+		fmt_size(c, sizeof c, slot);
+		return rf_fail(&ld->diag, RF_EMEMPLAN,
+			       "memory plan: window shuffling with a window of W = %u chunks needs "
+			       "%u read slots of %s besides %u staging ones, pinned_bytes %" PRIu64
+			       " (%s); pinned_bytes %" PRIu64 " (%s) gives %u: raise pinned_bytes to "
+			       "%" PRIu64 " or set a smaller window (the same on every rank: W is "
+			       "part of the order)", wnd, wnd + 2, c, want, need_bytes, b,
+			       cfg->pinned_bytes, a, ld->n_read, need_bytes);
+	}
 	if (ld->full_mode) {
 		/* Every slot holds a batch (being read or staged), but those set
 		 * aside for bounce areas; the queue depth shrinks when the ring
@@ -2488,6 +2525,15 @@ start_threads(rf_loader *ld)
 	return 0;
 }
 
+/* The order in force, for the stats: its id and window. */
+static void
+order_note(rf_loader *ld)
+{
+	const rf_plan_params *op = rf_plan_params_get(ld->gplan);
+	ld->order_id = rf_plan_order_id(op, ld->nchunks);
+	ld->order_window = op->mode == RF_PLAN_WINDOW ? op->window : 0;
+}
+
 /* The config's shuffle for a plan mode. */
 static enum rf_shuffle
 shuffle_of_mode(enum rf_plan_mode m)
@@ -2556,6 +2602,7 @@ plan_seek_blob(rf_loader *ld, const void *blob, size_t len)
 				       PRIu64 " of the plan is missing", start);
 		ld->r_entry = ld->items[0].keep_from;
 	}
+	order_note(ld);
 	rf_log(&ld->diag, RF_LOG_INFO, "resume: epoch %" PRIu64 ", batch %" PRIu64 " (read %" PRIu64
 	       ")", lp->epoch, start, ld->r_entry);
 	return 0;
@@ -2563,29 +2610,15 @@ plan_seek_blob(rf_loader *ld, const void *blob, size_t len)
 
 /*
  * Window shuffling holds W decoded chunks: uncompressed ones in their read
- * slots (so the reader must keep slots beyond them: W <= read slots - 2),
- * compressed ones in raw buffers of ordinary memory.  W defaults to the
- * plan's choice for the pinned budget, limited by the read slots.
+ * slots (so the reader must keep slots beyond them: W <= read slots - 2,
+ * which the memory plan has checked), compressed ones in raw buffers of
+ * ordinary memory.  W, the window in force, was set by the memory plan.
  */
 static int
 window_setup(rf_loader *ld, uint32_t *window)
 {
-	uint64_t raw = 0;
-	for (uint64_t c = 0; c < ld->nchunks; c++)
-		raw += ld->chunks[c].raw_bytes;
-	uint64_t avg = ld->nchunks ? raw / ld->nchunks : 0;
-	uint32_t max_w = ld->n_read > 2 ? (ld->n_read - 2) & ~1u : 0;
-	uint32_t wdef = rf_plan_default_window(ld->cfg.pinned_bytes, avg);
-	uint32_t w = ld->cfg.window ? ld->cfg.window : (wdef < max_w ? wdef : max_w);
-	if (w < 1 || w > max_w)
-		return rf_fail(&ld->diag, RF_EMEMPLAN,
-			       "memory plan: window shuffling with a window of %u chunks needs %"
-			       PRIu64 " read slots but pinned_bytes %" PRIu64 " gives %u (of %" PRIu64
-			       " bytes): raise pinned_bytes or lower window", w ? w : 2,
-			       (uint64_t)(w ? w : 2) + 2,
-			       ld->cfg.pinned_bytes, ld->n_read, ld->slot_bytes);
+	uint32_t w = ld->window;
 	ld->window_mode = 1;
-	ld->window = w;
 	ld->wcap = w + 2;
 	ld->wtab = calloc(ld->wcap, sizeof(*ld->wtab));
 	ld->wpool_cap = w + ld->nworkers + 1;
@@ -2623,12 +2656,6 @@ open_plan(rf_loader *ld)
 		rc = window_setup(ld, &pp.window);
 		if (rc < 0)
 			return rc;
-		/* A window of every chunk holds the whole epoch: any larger W
-		 * is that same window, so it gets the same order (W from the
-		 * ring's size would otherwise make the order depend on depth
-		 * and the device for a small dataset). */
-		if (ld->nchunks && pp.window > ld->nchunks)
-			pp.window = (uint32_t)ld->nchunks;
 	}
 	pp.tail = cfg->drop_last ? RF_PLAN_DROP : RF_PLAN_KEEP;
 	/* The fingerprint names the content without reading it: every chunk's
@@ -2681,9 +2708,16 @@ open_plan(rf_loader *ld)
 	/* Every epoch has the same number of batches: none means nothing to
 	 * stream, ever (not an endless loop over empty epochs). */
 	ld->plan_empty = rf_plan_batches(ld->rplan) == 0;
-	rf_log(&ld->diag, RF_LOG_INFO, "plan: shuffle %s, seed %" PRIu64 ", rank %u of %u (%s), "
-	       "%" PRIu64 " batches of %u per epoch", modes[cfg->shuffle], cfg->seed, pp.rank,
-	       pp.world, source, rf_plan_batches(ld->rplan), cfg->batch_size);
+	/* After a resume the blob's order is the one in force. */
+	const rf_plan_params *op = rf_plan_params_get(ld->gplan);
+	order_note(ld);
+	char wdesc[48] = "";
+	if (op->mode == RF_PLAN_WINDOW)
+		snprintf(wdesc, sizeof wdesc, ", window W = %u chunks", op->window);
+	rf_log(&ld->diag, RF_LOG_INFO, "plan: shuffle %s%s, seed %" PRIu64 ", rank %u of %u (%s), "
+	       "%" PRIu64 " batches of %u per epoch, order id %016" PRIx64, modes[cfg->shuffle],
+	       wdesc, cfg->seed, pp.rank, pp.world, source, rf_plan_batches(ld->rplan),
+	       cfg->batch_size, ld->order_id);
 	return 0;
 }
 
@@ -3533,6 +3567,8 @@ rf_loader_stats(rf_loader *ld, rf_stats *st)
 	s.device_peak = ld->device_bytes;
 	s.in_place = ld->zero_copy;
 	s.decode_threads = ld->nworkers;
+	s.window = ld->order_window;
+	s.order_id = ld->order_id;
 	snprintf(s.io_engine, sizeof(s.io_engine), "%s", ld->io_engine);
 	s.io_direct = ld->io_direct;
 	snprintf(s.device, sizeof(s.device), "%s", ld->dev->desc);

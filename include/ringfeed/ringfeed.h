@@ -254,9 +254,13 @@ enum rf_shuffle {
 	RF_SHUFFLE_NONE = 0,   /* file order (the default) */
 	RF_SHUFFLE_CHUNKS = 1, /* the chunks in a random order each epoch, the
 	                          samples of a chunk in file order */
-	RF_SHUFFLE_WINDOW = 2, /* chunks in a random order, samples drawn at random
-	                          from a window of W decoded chunks (rf_config.window):
-	                          more mixing as W grows, memory bounded by W */
+	RF_SHUFFLE_WINDOW = 2, /* chunks in a random order, read into a window of W
+	                          decoded chunks (rf_config.window), full before the
+	                          first draw; every batch draws from all W of them
+	                          (one chunk leaves and one enters per chunk's worth
+	                          of samples), so mixing starts with the first batch;
+	                          with W >= the dataset's chunks, a uniform
+	                          permutation of the epoch; memory bounded by W */
 	RF_SHUFFLE_FULL = 3,   /* a uniform permutation of all samples, each
 	                          sample read on its own (see below) */
 };
@@ -332,20 +336,28 @@ typedef struct rf_config {
 	uint32_t epochs;             /* passes over the data; default 1; 0 = until closed */
 
 	/* The order.  Batches, in order, are a pure function of the dataset,
-	 * shuffle, seed, epoch, rank, world and batch_size. */
+	 * shuffle, seed, epoch, rank, world, batch_size, drop_last and (window
+	 * shuffling) the window W, and of nothing else: not of the memory,
+	 * depth, device, threads or I/O settings, which may differ between
+	 * ranks.  rf_stats.order_id hashes these inputs but the rank and
+	 * epoch, for a job to check that its ranks agree. */
 	enum rf_shuffle shuffle;     /* default RF_SHUFFLE_NONE */
 	uint64_t seed;               /* key of the shuffled orders; default 0 */
 	uint64_t epoch;              /* number of the first epoch (its order); default 0 */
-	/* RF_SHUFFLE_WINDOW: decoded chunks held, W.  0 (default): sized
-	 * from pinned_bytes (about half of it over the average raw chunk),
-	 * at most what the pinned ring can hold besides the reads in flight
-	 * (uncompressed chunks stay in their pinned read slots, or with map
-	 * where they lie in the map; compressed ones in W raw buffers of
-	 * ordinary memory), and at most the dataset's chunks.  A W the ring
-	 * cannot hold fails at open with RF_EMEMPLAN.  W is part of the
-	 * order: the default depends on pinned_bytes, depth and the device
-	 * when the ring binds it, so the ranks of one job should run with
-	 * the same settings, or set W. */
+	/* RF_SHUFFLE_WINDOW: decoded chunks held, W, at most 1024 (RF_EUSAGE
+	 * above).  0 (default): from the dataset alone, 128 MiB over its
+	 * average raw chunk size, clamped to [2, 1024] (32 chunks of the
+	 * writer's default 4 MiB, 128 of 1 MiB).  A W above the dataset's
+	 * chunk count is that count (the same order).  The window must fit
+	 * the pinned ring: uncompressed chunks stay in their read slots (or
+	 * with map where they lie in the map, still counted as slots),
+	 * compressed ones in W raw buffers of ordinary memory, and the ring
+	 * needs W + 2 read slots besides its staging ones (about 136 MiB of
+	 * the default 256 MiB pinned_bytes for chunks of 4 MiB).  A W the
+	 * ring cannot hold fails at open with RF_EMEMPLAN naming W and the
+	 * pinned_bytes it needs: raise pinned_bytes, or set a smaller W on
+	 * every rank (W is part of the order, never lowered to fit).  The W
+	 * in force is in rf_stats.window and the open log line. */
 	uint32_t window;
 	/* This process's share of every global batch of world x B samples:
 	 * disjoint samples and the same number of batches on every rank.
@@ -680,6 +692,10 @@ RF_API int rf_loader_state_save(rf_loader *ld, void *buf, size_t cap, size_t *le
  * batch's samples.  Batches already read ahead are discarded (the pipeline restarts), so call
  * it right after rf_loader_open, or set rf_config.resume instead, which
  * reads nothing twice.  The consumer must hold no batch.
+ * A window-shuffle position saved by ringfeed before the window order of
+ * state version 2 (blob version 1) is refused with RF_ESTATE, since this
+ * version draws another window order and could not continue it exactly;
+ * blobs of the other modes, whose orders did not change, still resume.
  * Returns 0; RF_ESTATE for a blob that is corrupt or from another dataset,
  * order or global batch size (the message says which field differs), the
  * loader staying where it was; -EBUSY while batches are held; -EINVAL.
@@ -737,11 +753,16 @@ typedef struct rf_stats {
 	int32_t device_ordinal;      /* the CUDA device batches are delivered to (as
 	                                chosen at open, see rf_device_kind), or -1
 	                                for the host device */
-	uint32_t window;             /* chunks the window shuffle holds (W), else 0 */
+	uint32_t window;             /* the window shuffle's W in force (rf_config.window,
+	                                its default, or a resumed blob's; at most the
+	                                dataset's chunks), else 0 */
 	uint32_t reserved0;          /* zero */
-	/* A hash of every input of the order (dataset fingerprint, shuffle,
-	 * seed, W, batch_size, world, drop_last): equal on every rank of one
-	 * job, so a job can assert its ranks agree on the order. */
+	/* A 64-bit hash of every input of the order (dataset fingerprint,
+	 * shuffle, seed, W, batch_size, world, drop_last; not the rank nor the
+	 * epoch; the seed only when shuffled, W only for window shuffling):
+	 * equal on every rank of one job, so a job can assert its ranks agree
+	 * on the order (gather it from every rank and compare).  After a
+	 * resume, that of the blob's order.  Also in the open log line. */
 	uint64_t order_id;
 	uint8_t reserved[40];
 } rf_stats;

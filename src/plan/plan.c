@@ -15,7 +15,8 @@ enum {
 	TAG_CHUNKS = 1,
 	TAG_FULL = 2,
 	TAG_SEGMENT = 3,
-	TAG_GROUP = 4,
+	TAG_GROUP = 4,  /* unused since state version 2 (the earlier window order) */
+	TAG_PLACE = 5,
 };
 
 static uint64_t
@@ -67,17 +68,38 @@ rf_plan_tail_parse(const char *name, enum rf_plan_tail *out)
 }
 
 uint32_t
-rf_plan_default_window(uint64_t pinned_budget, uint64_t avg_chunk_raw_bytes)
+rf_plan_default_window(uint64_t avg_chunk_raw_bytes)
 {
 	if (avg_chunk_raw_bytes == 0)
 		return RF_PLAN_WINDOW_MAX;
-	uint64_t w = pinned_budget / 2 / avg_chunk_raw_bytes;
+	uint64_t w = RF_PLAN_WINDOW_BYTES / avg_chunk_raw_bytes;
 	if (w > RF_PLAN_WINDOW_MAX)
 		w = RF_PLAN_WINDOW_MAX;
-	w &= ~UINT64_C(1);
 	if (w < RF_PLAN_WINDOW_MIN)
 		w = RF_PLAN_WINDOW_MIN;
 	return (uint32_t)w;
+}
+
+uint32_t
+rf_plan_window_in_force(uint32_t window, uint64_t nchunks)
+{
+	return nchunks && window > nchunks ? (uint32_t)nchunks : window;
+}
+
+uint64_t
+rf_plan_order_id(const rf_plan_params *pp, uint64_t nchunks)
+{
+	/* What does not change the order is left out: the seed in file
+	 * order, the window outside window mode; W beyond the chunk count
+	 * is the window of every chunk. */
+	uint64_t seed = pp->mode == RF_PLAN_NONE ? 0 : pp->seed;
+	uint64_t window = pp->mode == RF_PLAN_WINDOW ? rf_plan_window_in_force(pp->window, nchunks) : 0;
+	uint64_t v[] = {pp->fingerprint, (uint64_t)pp->mode, seed, window, pp->batch, pp->world,
+			(uint64_t)pp->tail};
+	uint64_t h = 0x6F72646572206964ull; /* "order id" */
+	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+		h = rf_plan_mix64(h ^ rf_plan_mix64(v[i] + (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ull));
+	return h;
 }
 
 void
@@ -169,7 +191,7 @@ rf_plan_epoch_free(struct rf_plan_epoch *ep)
 	free(ep->readidx);
 	free(ep->reads);
 	free(ep->segstart);
-	free(ep->grp_read);
+	free(ep->firstread);
 	memset(ep, 0, sizeof *ep);
 }
 
@@ -237,37 +259,54 @@ rf_plan_epoch_build(const rf_plan *plan, const rf_plan_params *pp, struct rf_pla
 	if (pp->mode != RF_PLAN_WINDOW)
 		return 0;
 
-	ep->overlap = pp->window >= 2;
-	ep->H = ep->overlap ? pp->window / 2 : 1;
-	uint64_t H = ep->H;
-	uint64_t ng = (C + H - 1) / H;
-	ep->ngroups = ng;
-	ep->segstart = malloc((ng + 2) * sizeof *ep->segstart);
-	ep->grp_read = malloc((ng + 1) * sizeof *ep->grp_read);
-	if (!ep->segstart || !ep->grp_read)
+	/* Window: segment k draws from the places k..k+Wp-1 (plan.h).  Place
+	 * j's samples, in its keyed order, are cut into Wp parts, the first
+	 * S % Wp of them one sample longer; part i belongs to virtual segment
+	 * v = j - Wp + 1 + i, clamped into the real ones [0, C - Wp].  The
+	 * segment lengths come from the virtual ones (index t = v + Wp - 1),
+	 * each the S / Wp of every place it spans plus one for each place
+	 * whose part there is a longer one: O(C + Wp), with a running count
+	 * of those places (+1 at t = j, -1 at t = j + S % Wp). */
+	uint64_t Wp = C == 0 ? 1 : (pp->window < C ? pp->window : C);
+	uint64_t nseg = C == 0 ? 1 : C - Wp + 1;
+	ep->Wp = (uint32_t)Wp;
+	ep->nseg = nseg;
+	ep->segstart = calloc(nseg + 1, sizeof *ep->segstart);
+	ep->firstread = malloc((C + 1) * sizeof *ep->firstread);
+	uint64_t *qpre = malloc((C + 1) * sizeof *qpre);
+	int32_t *longer = calloc(C + Wp + 1, sizeof *longer);
+	if (!ep->segstart || !ep->firstread || !qpre || !longer) {
+		free(qpre);
+		free(longer);
 		goto nomem;
-	/* Segment k holds the second part of group k-1 and the first part of
-	 * group k; the first part of a group of S samples is ceil(S/2) of them
-	 * (all of them without overlap). */
-	uint64_t pos = 0, nonempty = 0;
-	for (uint64_t g = 0; g <= ng; g++) {
-		ep->segstart[g] = pos;
-		if (g > 0) {
-			uint64_t s = ep->pstart[g * H < C ? g * H : C] - ep->pstart[(g - 1) * H];
-			uint64_t first = ep->overlap ? s - s / 2 : s;
-			pos += s - first;
-		}
-		if (g < ng) {
-			uint64_t end = (g + 1) * H < C ? (g + 1) * H : C;
-			uint64_t s = ep->pstart[end] - ep->pstart[g * H];
-			pos += ep->overlap ? s - s / 2 : s;
-			ep->grp_read[g] = (uint32_t)nonempty;
-			for (uint64_t j = g * H; j < end; j++)
-				nonempty += ep->pstart[j + 1] > ep->pstart[j];
-		}
 	}
-	ep->grp_read[ng] = (uint32_t)nonempty;
-	ep->segstart[ng + 1] = pos; /* = N */
+	qpre[0] = 0;
+	uint32_t nonempty = 0;
+	for (uint64_t j = 0; j < C; j++) {
+		uint64_t S = ep->pstart[j + 1] - ep->pstart[j];
+		qpre[j + 1] = qpre[j] + S / Wp;
+		if (S % Wp) {
+			longer[j]++;
+			longer[j + S % Wp]--;
+		}
+		ep->firstread[j] = nonempty;
+		nonempty += S > 0;
+	}
+	ep->firstread[C] = nonempty;
+	int64_t nlonger = 0;
+	for (uint64_t t = 0; C > 0 && t + 1 < C + Wp; t++) {
+		nlonger += longer[t];
+		uint64_t lo = t >= Wp - 1 ? t - (Wp - 1) : 0, hi = t < C - 1 ? t : C - 1;
+		uint64_t len = qpre[hi + 1] - qpre[lo] + (uint64_t)nlonger;
+		uint64_t k = t >= Wp - 1 ? t - (Wp - 1) : 0;
+		if (k > nseg - 1)
+			k = nseg - 1;
+		ep->segstart[k + 1] += len;
+	}
+	for (uint64_t k = 0; k < nseg; k++)
+		ep->segstart[k + 1] += ep->segstart[k]; /* ends at N */
+	free(qpre);
+	free(longer);
 	return 0;
 nomem:
 	rf_plan_epoch_free(ep);
@@ -293,6 +332,11 @@ rf_plan_create(rf_plan **out, const rf_plan_params *pp, const uint32_t *counts, 
 	if (pp->batch == 0 || pp->window == 0) {
 		rc = rf_fail(dg, RF_EUSAGE, "plan: batch size (%u) and window (%u) must be >= 1",
 			     pp->batch, pp->window);
+		goto fail;
+	}
+	if (pp->mode == RF_PLAN_WINDOW && rf_plan_window_in_force(pp->window, nchunks) > RF_PLAN_WINDOW_MAX) {
+		rc = rf_fail(dg, RF_EUSAGE, "plan: a window of %u chunks (at most %u)", pp->window,
+			     RF_PLAN_WINDOW_MAX);
 		goto fail;
 	}
 	if ((unsigned)pp->mode > RF_PLAN_FULL || (unsigned)pp->tail > RF_PLAN_KEEP) {
@@ -455,62 +499,78 @@ rf_plan_locate(const rf_plan *plan, uint64_t sample, uint64_t *chunk, uint32_t *
 	return 0;
 }
 
+#define WSEG_RHO 32
+
 /* Window mode: what is constant within a segment, computed once per
- * segment rather than per sample. */
+ * segment rather than per sample: each of its Wp places' share, as a range
+ * of that place's keyed order, and the running total of the shares. */
 struct wseg {
 	uint64_t k;                 /* segment */
 	uint64_t begin, end;        /* its global positions */
-	uint64_t prev, prev_first;  /* samples of group k-1 in it; first part of group k-1 */
 	rf_perm tau;                /* order within the segment */
-	rf_perm rho[2];             /* groups k-1 and k: order of their samples */
-	uint64_t gstart[2], gend[2];/* their places in the chunk order */
 	uint64_t keep_from;
+	uint32_t nplaces;           /* Wp: places k .. k + Wp - 1 */
+	uint64_t cpre[RF_PLAN_WINDOW_MAX + 1]; /* samples of the places before each */
+	uint32_t from[RF_PLAN_WINDOW_MAX];     /* first index of its share in the place's order */
+	/* The places' keyed orders, as set up (direct-mapped by place): a
+	 * set-up costs about as much as the rest of an item. */
+	uint32_t rho_of[WSEG_RHO];
+	rf_perm rho[WSEG_RHO];
 };
+
+/* Samples of the first i parts of a place of S samples cut into Wp. */
+static uint64_t
+part_start(uint64_t S, uint64_t Wp, uint64_t i)
+{
+	uint64_t r = S % Wp;
+	return i * (S / Wp) + (i < r ? i : r);
+}
 
 static void
 wseg_init(const rf_plan *plan, uint64_t pos, struct wseg *w)
 {
 	const struct rf_plan_epoch *ep = &plan->ep;
 	const rf_plan_params *pp = &plan->pp;
-	uint64_t H = ep->H, C = plan->nchunks;
-	uint64_t k = find_le(ep->segstart, ep->ngroups + 2, pos);
+	uint64_t Wp = ep->Wp, last = ep->nseg - 1;
+	uint64_t k = find_le(ep->segstart, ep->nseg + 1, pos);
 	w->k = k;
 	w->begin = ep->segstart[k];
 	w->end = ep->segstart[k + 1];
 	rf_perm_init(&w->tau, w->end - w->begin, plan_key(pp->seed, pp->epoch, TAG_SEGMENT, k));
-	w->prev = w->prev_first = 0;
-	for (int t = 0; t < 2; t++) {
-		/* t = 0: group k-1, t = 1: group k (when they exist). */
-		if ((t == 0 && k == 0) || (t == 1 && k >= ep->ngroups)) {
-			w->gstart[t] = w->gend[t] = 0;
-			continue;
-		}
-		uint64_t g = k - 1 + (uint64_t)t;
-		w->gstart[t] = g * H;
-		w->gend[t] = (g + 1) * H < C ? (g + 1) * H : C;
-		uint64_t gs = ep->pstart[w->gend[t]] - ep->pstart[w->gstart[t]];
-		rf_perm_init(&w->rho[t], gs, plan_key(pp->seed, pp->epoch, TAG_GROUP, g));
-		if (t == 0) {
-			w->prev_first = ep->overlap ? gs - gs / 2 : gs;
-			w->prev = gs - w->prev_first;
-		}
+	w->nplaces = (uint32_t)Wp;
+	w->cpre[0] = 0;
+	for (uint64_t i = 0; i < Wp; i++) {
+		/* Place j = k + i holds parts [lo, hi) in this segment: those
+		 * of virtual segments <= 0 in the first, >= last in the last. */
+		uint64_t j = k + i;
+		uint64_t S = ep->pstart[j + 1] - ep->pstart[j];
+		uint64_t lo = k == 0 ? 0 : Wp - 1 - i;
+		uint64_t hi = k == last ? Wp : Wp - i;
+		uint64_t a = part_start(S, Wp, lo);
+		w->from[i] = (uint32_t)a;
+		w->cpre[i + 1] = w->cpre[i] + part_start(S, Wp, hi) - a;
 	}
-	/* Segment k needs groups k-1 and k (k alone without overlap). */
-	w->keep_from = ep->grp_read[(ep->overlap && k > 0) ? k - 1 : k];
+	w->keep_from = ep->firstread[k];
+	for (int c = 0; c < WSEG_RHO; c++)
+		w->rho_of[c] = UINT32_MAX;
 }
 
 static void
-window_item(const rf_plan *plan, const struct wseg *w, uint64_t pos, rf_plan_item *it)
+window_item(const rf_plan *plan, struct wseg *w, uint64_t pos, rf_plan_item *it)
 {
 	const struct rf_plan_epoch *ep = &plan->ep;
+	const rf_plan_params *pp = &plan->pp;
 	uint64_t v = rf_perm_at(&w->tau, pos - w->begin);
-	/* Which group, and which of its samples in the group's keyed order:
-	 * its first ceil(S/2) belong to its first segment. */
-	int t = v >= w->prev;
-	uint64_t u = t ? v - w->prev : w->prev_first + v;
-	uint64_t x = ep->pstart[w->gstart[t]] + rf_perm_at(&w->rho[t], u);
-	uint64_t j = w->gstart[t] + find_le(ep->pstart + w->gstart[t], w->gend[t] - w->gstart[t] + 1, x);
-	uint64_t off = x - ep->pstart[j];
+	/* Which place, then which of its samples in the place's keyed order. */
+	uint64_t i = find_le(w->cpre, (uint64_t)w->nplaces + 1, v);
+	uint64_t j = w->k + i;
+	rf_perm *rho = &w->rho[i % WSEG_RHO];
+	if (w->rho_of[i % WSEG_RHO] != (uint32_t)i) {
+		w->rho_of[i % WSEG_RHO] = (uint32_t)i;
+		rf_perm_init(rho, ep->pstart[j + 1] - ep->pstart[j],
+			     plan_key(pp->seed, pp->epoch, TAG_PLACE, j));
+	}
+	uint64_t off = rf_perm_at(rho, w->from[i] + (v - w->cpre[i]));
 	uint32_t c = ep->perm[j];
 	it->pos = pos;
 	it->flags = 0;

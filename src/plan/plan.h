@@ -19,16 +19,23 @@
  *    - RF_PLAN_NONE:   file order, P(p) = p.
  *    - RF_PLAN_CHUNKS: the chunks in a uniformly random order (Fisher-Yates
  *      keyed by seed and epoch); the samples of a chunk in file order.
- *    - RF_PLAN_WINDOW: chunks in the same random order as RF_PLAN_CHUNKS, cut
- *      into groups of H = W/2 consecutive chunks (H = 1 for W = 1).  Each
- *      group's samples are dealt by a keyed permutation into two halves; the
- *      global order is a sequence of segments, segment k being the second
- *      half of group k-1 and the first half of group k, in a uniformly random
- *      (keyed) order.  So every sample is drawn uniformly from what is left of
- *      a window of 2H <= W decoded chunks, a group is decoded when its first
- *      segment starts and dropped when its second segment ends: at most W
- *      decoded chunks are ever needed (W = 1: each chunk shuffled alone).
- *      An odd W >= 3 uses W - 1.
+ *    - RF_PLAN_WINDOW: chunks in the same random order as RF_PLAN_CHUNKS
+ *      (places 0..C-1), read into a window of Wp = min(W, C) decoded
+ *      chunks that is full before the first draw: segment k (k = 0 ..
+ *      C - Wp) draws from the Wp places k..k+Wp-1, place k leaves the window
+ *      at its end and place k + Wp enters for the next.  Each place's samples,
+ *      in a keyed order of their own, are cut into Wp parts (sizes S/Wp, the
+ *      first S % Wp one longer) for the Wp segments it is resident in; the
+ *      parts of the segments before the first (the window filling) go to
+ *      segment 0 and those after the last (the window draining) to the last
+ *      one.  Each segment is a uniformly random (keyed) order of its parts.
+ *      So every batch draws from all Wp resident chunks, evenly in the steady
+ *      state (1/Wp of each a segment), the first and last segments with
+ *      linearly graded shares (the oldest chunk most); at most Wp decoded
+ *      chunks are ever needed, one chunk is read per segment (no burst but
+ *      the first fill), and with W >= C there is one segment: a uniform
+ *      permutation of the epoch, of RF_PLAN_FULL's quality (W = 1: each
+ *      chunk shuffled alone).  Any W >= C gives the same order.
  *    - RF_PLAN_FULL: a uniformly random permutation of all samples: a keyed
  *      8-round Feistel network on the smallest power of two >= N (>= 256),
  *      alternating unbalanced halves, round function the splitmix64 mixer of
@@ -81,14 +88,13 @@
  * sample comes from (item.read) and item.keep_from: decoded chunks of entries
  * < keep_from will never be needed again this epoch.  keep_from never
  * decreases along a rank's items, and the running maximum of item.read is at
- * most keep_from + W - 1 (W = 1 for none and chunks), so a loader that reads
+ * most keep_from + Wp - 1 (Wp = 1 for none and chunks), so a loader that reads
  * entries in sequence, no further than needed, and drops what keep_from allows
  * holds at most W decoded chunks (entries below keep_from need not be read at
- * all: a rank can skip them).  In window mode the entries of a group of H
- * chunks are all needed from its first segment on, which is also when the
- * oldest resident group is dropped: a loader with room for M decoded chunks that
- * wants the next group decoded while the current segment is delivered plans
- * with W = 2M/3 and uses the other M/3 to decode ahead.
+ * all: a rank can skip them).  In window mode segment k needs the entries of
+ * places k..k+Wp-1 (keep_from is the first of them): a loader with room for
+ * Wp + 1 decoded chunks reads the next segment's chunk while the current
+ * segment is delivered.
  *
  * Reads across ranks: global batches are cut into rank slices of B samples,
  * so in none, chunks and window modes a chunk of S samples is read by up to
@@ -108,23 +114,20 @@
  * the position of single samples and on which sample follows which (N = 64
  * and 50, 20000 seeds), on all 120 orders of 5 samples and 720 of 6, and on
  * the first two samples of 17 (tests/plan/test_plan_random.c).
- * RF_PLAN_WINDOW: the mean |position in the epoch - position in the file| / N
- * is 0.337 in every shuffling mode, as for a uniform permutation (1/3): the
- * chunk order dominates it.  What W buys is the local mixing: measured
- * against a sample's place in the shuffled chunk sequence, with 512 chunks of
- * 64 samples, a sample moves on average 0.33 chunks' worth of samples at W =
- * 1 (shuffled within its chunk), 0.54 at W = 2, 2.2 at W = 8, 4.3 at W = 16,
- * 8.6 at W = 32 and 33 at W = 128, the default for the default 256 MiB budget
- * and 1 MiB chunks: about W / 4 chunks (test_plan_random prints them).
+ * RF_PLAN_WINDOW: label mixing, measured through the loader on a dataset of
+ * 10 classes packed in label order (tests/loader/test_mix.c): the mean
+ * total-variation distance between a batch's label histogram and the uniform
+ * one is that of RF_PLAN_FULL when the window holds every chunk, and close to
+ * it for a window of a fraction of them (the test prints both).
  *
- * Default window: rf_plan_default_window() sizes W so that the decoded window
- * (W chunks of raw bytes, in ordinary host memory) takes at most half the
- * pinned budget: W = budget / (2 x average raw chunk bytes), rounded down to
- * an even number (odd W wastes one chunk), clamped to [2, 1024].  Half, so the
- * loader's host memory stays within 1.5x the pinned budget; 2 is the least W
- * that mixes across chunks at all; 1024 keeps the window's decode burst (H =
- * W/2 chunks decoded at each segment start) short.  A loader whose budget
- * cannot hold 2 decoded chunks should report RF_EMEMPLAN.
+ * Default window: rf_plan_default_window() is a function of the dataset
+ * alone (never of memory, depth, device or CPUs, which differ between the
+ * ranks of a job): W = RF_PLAN_WINDOW_BYTES (128 MiB) / the average raw
+ * chunk bytes, clamped to [2, 1024]: 32 chunks of the writer's default 4 MiB,
+ * 128 of 1 MiB.  An uncompressed chunk stays in its pinned read slot while in
+ * the window, so W + 2 read slots come out of the pinned budget: about 136
+ * MiB of the default 256 MiB for typical chunks.  A loader whose ring cannot
+ * hold the W in force reports RF_EMEMPLAN (it never draws another order).
  *
  * Fingerprint: any 64-bit value that changes when the dataset does; the
  * loader can take XXH3-64 over every chunk's (samples, raw bytes, XXH3-64)
@@ -132,7 +135,12 @@
  *
  * Cost (bench_plan, one core of a shared 2-vCPU AMD EPYC VM): rf_perm_fill
  * about 60 M samples/s for N = 10^8; whole batches with chunk lookup about
- * 10 M samples/s in full and window modes, over 100 M/s in none and chunks.
+ * 10 M samples/s in full mode, over 100 M/s in none and chunks.  Window mode:
+ * 12 M/s with chunks of 4096 samples and W = 32 (the earlier window order of
+ * overlapping groups: 14 M/s), 3 M/s with chunks of 64 samples and W = 128,
+ * where nearly every sample comes from another chunk, whose keyed order is
+ * set up for it (few samples a chunk means large samples: a plan cost per
+ * sample that is small beside their bytes).
  *
  * Threads: an rf_plan may be read (rf_plan_batch, rf_plan_global, rf_plan_*
  * getters) by many threads at once; rf_plan_next_batch, rf_plan_seek,
@@ -144,7 +152,7 @@
  *     rf_plan_params pp;
  *     rf_plan_params_init(&pp);
  *     pp.seed = cfg.seed; pp.mode = RF_PLAN_WINDOW; pp.batch = cfg.batch_size;
- *     pp.window = rf_plan_default_window(cfg.pinned_bytes, avg_raw_chunk_bytes);
+ *     pp.window = cfg.window ? cfg.window : rf_plan_default_window(avg_raw_chunk_bytes);
  *     pp.fingerprint = fp;
  *     rc = rf_plan_resolve_rank(cfg.rank, cfg.world, NULL, NULL, &pp.rank,
  *                               &pp.world, &source, &diag);   // log `source`
@@ -257,10 +265,15 @@ int rf_plan_tail_parse(const char *name, enum rf_plan_tail *out);
 #define RF_PLAN_WINDOW_MIN 2
 #define RF_PLAN_WINDOW_MAX 1024
 
-/* The default window W for a pinned budget and the dataset's average raw
- * (decoded) chunk size, as described above.  An average of 0 gives
- * RF_PLAN_WINDOW_MAX.  Always in [RF_PLAN_WINDOW_MIN, RF_PLAN_WINDOW_MAX]. */
-uint32_t rf_plan_default_window(uint64_t pinned_budget, uint64_t avg_chunk_raw_bytes);
+/* The default window W for the dataset's average raw (decoded) chunk size,
+ * as described above.  An average of 0 gives RF_PLAN_WINDOW_MAX.  Always in
+ * [RF_PLAN_WINDOW_MIN, RF_PLAN_WINDOW_MAX]. */
+#define RF_PLAN_WINDOW_BYTES (UINT64_C(128) << 20)
+uint32_t rf_plan_default_window(uint64_t avg_chunk_raw_bytes);
+/* The window in force for W over a dataset of nchunks chunks: min(W,
+ * nchunks) (W itself when nchunks is 0).  A plan refuses one above
+ * RF_PLAN_WINDOW_MAX (RF_EUSAGE). */
+uint32_t rf_plan_window_in_force(uint32_t window, uint64_t nchunks);
 
 typedef struct rf_plan_params {
 	uint64_t seed;
@@ -277,6 +290,13 @@ typedef struct rf_plan_params {
 /* Defaults: seed 0, epoch 0, rank 0 of 1, batch 1, mode RF_PLAN_WINDOW with
  * W = 16, RF_PLAN_DROP. */
 void rf_plan_params_init(rf_plan_params *p);
+
+/* The order id: a 64-bit hash of every input of the epochs' order but the
+ * rank and the epoch (fingerprint, mode, seed, window in force, batch,
+ * world, tail), so that the ranks of one job can check that they agree.
+ * The seed is left out in RF_PLAN_NONE and W outside RF_PLAN_WINDOW, since
+ * they change nothing there. */
+uint64_t rf_plan_order_id(const rf_plan_params *params, uint64_t nchunks);
 
 typedef struct rf_plan rf_plan;
 
@@ -354,7 +374,7 @@ int rf_plan_read_chunk(const rf_plan *plan, uint64_t j, uint64_t *chunk);
 /* ------------------------------------------------------------ state blob */
 
 /* Layout (little-endian), RF_PLAN_STATE_SIZE bytes:
- *   0  magic "RFSTATE\0"       8  u32 version (1)    12 u32 size (96)
+ *   0  magic "RFSTATE\0"       8  u32 version (2)    12 u32 size (96)
  *   16 u64 fingerprint         24 u64 seed           32 u64 epoch
  *   40 u64 position (global samples consumed)
  *   48 u64 samples N           56 u64 chunks
@@ -364,7 +384,11 @@ int rf_plan_read_chunk(const rf_plan *plan, uint64_t j, uint64_t *chunk);
  *                  0 otherwise, and always with world > 1 or full mode)
  *   88 u64 XXH3-64 of bytes [0, 88) */
 #define RF_PLAN_STATE_SIZE 96
-#define RF_PLAN_STATE_VERSION 1
+#define RF_PLAN_STATE_VERSION 2
+/* Version 1 had the same layout; its window order (overlapping groups of
+ * W/2 chunks) is no longer drawn, so rf_plan_state_load refuses a version 1
+ * blob in window mode (RF_ESTATE) and loads one of the other modes, whose
+ * orders are unchanged. */
 
 /* Serialise the cursor's position.  Returns 0; -ENOSPC when cap <
  * RF_PLAN_STATE_SIZE (*len still set). */

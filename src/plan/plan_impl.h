@@ -21,12 +21,11 @@ struct rf_plan_epoch {
 	uint32_t *readidx;  /* [C] read-sequence entry of each place, or UINT32_MAX */
 	uint32_t *reads;    /* [nreads] dataset chunks in read order */
 	uint64_t nreads;
-	/* window mode */
-	uint64_t ngroups;
-	uint64_t *segstart; /* [ngroups + 2] first global position of segment k */
-	uint32_t *grp_read; /* [ngroups + 1] read entry of the first chunk of group g */
-	uint32_t H;         /* window: chunks per group */
-	int overlap;        /* window: segments overlap two groups (W >= 2) */
+	/* window mode (see plan.h): segment k draws from places k..k+Wp-1 */
+	uint64_t nseg;       /* segments: C - Wp + 1 */
+	uint64_t *segstart;  /* [nseg + 1] first global position of segment k */
+	uint32_t *firstread; /* [C + 1] read entry of the first non-empty place >= j */
+	uint32_t Wp;         /* the window in force: min(W, C) */
 	rf_perm full;       /* full mode */
 	struct rf_plan_geom geom;
 };

@@ -95,8 +95,8 @@ blob_whole(const uint8_t *b, size_t len, rf_diag *d)
 	if (memcmp(b + OFF_MAGIC, state_magic, sizeof state_magic) != 0)
 		return REFUSE("resume state: bad magic (not a ringfeed state blob)");
 	uint32_t version = rf_le32(b + OFF_VERSION);
-	if (version != RF_PLAN_STATE_VERSION)
-		return REFUSE("resume state: version %u, this library reads version %u", version,
+	if (version != RF_PLAN_STATE_VERSION && version != 1)
+		return REFUSE("resume state: version %u, this library reads versions 1 and %u", version,
 			      RF_PLAN_STATE_VERSION);
 	uint32_t size = rf_le32(b + OFF_SIZE);
 	if (size != RF_PLAN_STATE_SIZE || len != size)
@@ -146,6 +146,16 @@ rf_plan_state_load(rf_plan *plan, const void *buf, size_t len)
 	uint32_t mode = rf_le32(b + OFF_MODE), window = rf_le32(b + OFF_WINDOW);
 	uint32_t batch = rf_le32(b + OFF_BATCH), world = rf_le32(b + OFF_WORLD);
 	uint32_t tail = rf_le32(b + OFF_TAIL), part = rf_le32(b + OFF_PART);
+	/* Version 1 differs only in the window order, which is not the one
+	 * this library draws: such a position cannot be continued exactly. */
+	if (mode == RF_PLAN_WINDOW && rf_le32(b + OFF_VERSION) == 1)
+		return rf_fail(d, RF_ESTATE, "resume state: a window shuffle position saved by an "
+			       "earlier ringfeed (state version 1), whose window order this version "
+			       "does not draw: it cannot resume exactly; restart the epoch (or "
+			       "resume with the ringfeed that saved it)");
+	if (mode == RF_PLAN_WINDOW && rf_plan_window_in_force(window, plan->nchunks) > RF_PLAN_WINDOW_MAX)
+		return rf_fail(d, RF_ESTATE, "resume state: a window of %u chunks (at most %u)",
+			       window, RF_PLAN_WINDOW_MAX);
 	if (mode > RF_PLAN_FULL || tail > RF_PLAN_KEEP || window == 0 || batch == 0 || world == 0 ||
 	    part >= batch || (part && (world != 1 || mode == RF_PLAN_FULL)))
 		return rf_fail(d, RF_ESTATE, "resume state: a field is out of range (mode %u, tail %u, "

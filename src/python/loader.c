@@ -1458,6 +1458,23 @@ loader_get_held(LoaderObject *self, void *unused)
 }
 
 static PyObject *
+loader_get_order_id(LoaderObject *self, void *unused)
+{
+	rf_stats st;
+
+	if (self->closed || !self->core) {
+		PyErr_SetString(PyExc_ValueError, "the loader is closed");
+		return NULL;
+	}
+	memset(&st, 0, sizeof(st));
+	st.size = sizeof(st);
+	int rc = rf_loader_stats(self->core->ld, &st);
+	if (rc < 0)
+		return rfpy_raise(rc, "order_id", rf_loader_errmsg(self->core->ld));
+	return PyLong_FromUnsignedLongLong(st.order_id);
+}
+
+static PyObject *
 loader_repr(LoaderObject *self)
 {
 	if (self->closed || !self->core)
@@ -1502,6 +1519,10 @@ static PyGetSetDef loader_getset[] = {
 	{"depth", (getter)loader_get_depth, NULL,
 	 "Batches that may be held at once (the loader has one device buffer more).", NULL},
 	{"held", (getter)loader_get_held, NULL, "Batches held now (by arrays or tensors).", NULL},
+	{"order_id", (getter)loader_get_order_id, NULL,
+	 "A 64-bit hash of every input of the order (dataset, shuffle, seed, window,\n"
+	 "batch_size, world, drop_last; not the rank or the epoch): equal on every\n"
+	 "rank of a job that agrees on the order (rf_stats.order_id).", NULL},
 	{NULL, NULL, NULL, NULL, NULL},
 };
 

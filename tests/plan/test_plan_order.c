@@ -112,8 +112,8 @@ check_case(const struct plan_case *c, enum rf_plan_mode mode, enum rf_plan_tail 
 		owner[i] = -1;
 	uint64_t pads = 0;
 	uint32_t bound = 1;
-	if (mode == RF_PLAN_WINDOW && c->window >= 2)
-		bound = c->window / 2 * 2;
+	if (mode == RF_PLAN_WINDOW)
+		bound = c->window;
 	for (uint32_t r = 0; r < c->world; r++) {
 		case_params(c, mode, tail, r, &pp);
 		rf_plan *p = make_plan(&pp, c->counts, c->nchunks);
@@ -263,11 +263,13 @@ main(void)
 	CHECK(rf_plan_mode_parse("window", &m) == 0 && m == RF_PLAN_WINDOW, "parse window");
 	CHECK(rf_plan_mode_parse("shuffle", &m) == RF_EUSAGE, "parse junk");
 	CHECK(rf_plan_tail_parse("pad", &t) == 0 && t == RF_PLAN_PAD, "parse pad");
-	CHECK(rf_plan_default_window(256ull << 20, 1ull << 20) == 128, "default window 256M/1M = %u",
-	      rf_plan_default_window(256ull << 20, 1ull << 20));
-	CHECK(rf_plan_default_window(1ull << 20, 1ull << 20) == RF_PLAN_WINDOW_MIN, "tiny budget");
-	CHECK(rf_plan_default_window(1ull << 40, 1024) == RF_PLAN_WINDOW_MAX, "huge budget");
-	CHECK(rf_plan_default_window(7ull << 20, 1ull << 20) == 2, "odd W rounds down to even");
-	CHECK(rf_plan_default_window(1, 0) == RF_PLAN_WINDOW_MAX, "empty chunks");
+	/* The default window: of the dataset alone. */
+	CHECK(rf_plan_default_window(1ull << 20) == 128, "default window 128M/1M = %u",
+	      rf_plan_default_window(1ull << 20));
+	CHECK(rf_plan_default_window(4ull << 20) == 32, "default window 128M/4M");
+	CHECK(rf_plan_default_window(100ull << 20) == RF_PLAN_WINDOW_MIN, "large chunks");
+	CHECK(rf_plan_default_window(1024) == RF_PLAN_WINDOW_MAX, "small chunks");
+	CHECK(rf_plan_default_window(3ull << 20) == 42, "odd W kept");
+	CHECK(rf_plan_default_window(0) == RF_PLAN_WINDOW_MAX, "empty chunks");
 	return test_result("test_plan_order");
 }

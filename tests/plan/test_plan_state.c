@@ -101,7 +101,8 @@ main(void)
 		uint64_t value;
 		const char *what;
 	} edits[] = {
-		{8, 4, 2, "version 2"},
+		{8, 4, 3, "version 3"},
+		{8, 4, 1, "version 1 in window mode (another window order)"},
 		{12, 4, 104, "size 104"},
 		{16, 8, 0x1235, "foreign fingerprint"},
 		{48, 8, 77, "other sample count"},
@@ -125,6 +126,14 @@ main(void)
 		reseal(b);
 		expect_refused(t, b, RF_PLAN_STATE_SIZE, edits[i].what);
 	}
+	/* Version 1 (the same layout) of a mode whose order did not change
+	 * still loads. */
+	memcpy(b, good, sizeof good);
+	rf_put_le32(b + 8, 1);
+	rf_put_le32(b + 64, RF_PLAN_CHUNKS);
+	reseal(b);
+	CHECK(rf_plan_state_load(t, b, RF_PLAN_STATE_SIZE) == 0, "version 1, chunks: %s",
+	      rf_plan_errmsg(t));
 	/* The resealed original still loads (the edits were what failed). */
 	memcpy(b, good, sizeof good);
 	reseal(b);

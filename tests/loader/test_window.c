@@ -1,0 +1,257 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Description: the order depends only on its documented inputs.  Two ranks
+ * of one job whose other settings differ (pinned_bytes, depth,
+ * decode_threads, map against read calls, O_DIRECT against buffered) get
+ * disjoint shares that together cover the epoch, in every shuffle mode,
+ * with the default window, and report the same order id and window.  A
+ * window the pinned ring cannot hold fails at open with RF_EMEMPLAN naming W
+ * and the pinned bytes it needs, and those bytes are enough.  The order id
+ * changes with the seed, the window, the batch size, the world size and
+ * drop_last, and not with the rank or the epoch.
+ */
+#include "lt.h"
+
+static char dir[256];
+static char path[512];
+
+/* Everything but the order's inputs: what differs between two ranks. */
+struct knobs {
+	uint64_t pinned;
+	uint32_t depth, threads;
+	int map, direct;
+	const char *what;
+};
+
+static int
+open_loader(rf_loader **ld, enum rf_shuffle mode, uint32_t window, uint64_t seed, int32_t rank,
+	    int32_t world, uint32_t batch, int drop_last, uint64_t epoch, const struct knobs *k)
+{
+	const char *paths[] = {path};
+	rf_config cfg;
+	rf_config_init(&cfg);
+	cfg.paths = paths;
+	cfg.npaths = 1;
+	cfg.batch_size = batch;
+	cfg.drop_last = drop_last;
+	cfg.epochs = 1;
+	cfg.epoch = epoch;
+	cfg.shuffle = mode;
+	cfg.window = window;
+	cfg.seed = seed;
+	cfg.rank = rank;
+	cfg.world = world;
+	cfg.device = RF_DEVICE_HOST;
+	cfg.pinned_bytes = k->pinned;
+	cfg.depth = k->depth;
+	cfg.decode_threads = k->threads;
+	cfg.map = k->map;
+	cfg.direct = k->direct;
+	cfg.log = lt_log;
+	return rf_loader_open(ld, &cfg);
+}
+
+static rf_stats
+stats_of(rf_loader *ld)
+{
+	rf_stats st;
+	memset(&st, 0, sizeof st);
+	st.size = sizeof st;
+	LT_CHECK(rf_loader_stats(ld, &st) == 0);
+	return st;
+}
+
+/* One epoch of rank `rank`: marks hit[] (each sample once across ranks). */
+static void
+stream_share(enum rf_shuffle mode, int32_t rank, const struct knobs *k, uint8_t *hit, uint64_t n,
+	     uint64_t *order_id, uint32_t *window)
+{
+	rf_loader *ld;
+	int rc = open_loader(&ld, mode, 0, 7, rank, 2, 16, 1, 0, k);
+	if (rc < 0) {
+		fprintf(stderr, "mode %d, %s: open: %s\n", (int)mode, k->what,
+			rf_loader_last_open_error());
+		LT_CHECK(rc == 0);
+		return;
+	}
+	rf_stats st = stats_of(ld);
+	*order_id = st.order_id;
+	*window = st.window;
+	const rf_batch *b;
+	while ((rc = rf_loader_next(ld, &b)) == 0 && b) {
+		for (uint32_t i = 0; i < b->samples; i++) {
+			const rf_batch_field *y = NULL;
+			for (uint32_t f = 0; f < b->nfields; f++)
+				if (!strcmp(b->fields[f].name, "y"))
+					y = &b->fields[f];
+			int64_t v;
+			memcpy(&v, (const uint8_t *)y->data + 8 * i, 8);
+			uint64_t g = (uint64_t)((v + 5) / 1000003);
+			LT_CHECK(g < n);
+			if (g < n) {
+				if (hit[g])
+					LT_CHECK(!"a sample delivered twice");
+				hit[g]++;
+			}
+		}
+		LT_CHECK(rf_loader_release(ld, b, NULL) == 0);
+	}
+	LT_CHECK(rc == 0);
+	rf_loader_close(&ld);
+}
+
+static void
+test_ranks(uint64_t n)
+{
+	/* Rank 0 runs `base`, rank 1 one of the others.  240 KiB holds the
+	 * window of every chunk (40 of about 3.5 KiB) with a few slots to
+	 * spare; an order sized from the budget would have been narrower. */
+	static const struct knobs base = {240 << 10, 2, 1, 0, 0, "base"};
+	static const struct knobs other[] = {
+		{4 << 20, 2, 1, 0, 0, "pinned_bytes"},
+		{240 << 10, 6, 1, 0, 0, "depth"},
+		{240 << 10, 2, 3, 0, 0, "decode_threads"},
+		{240 << 10, 2, 1, 1, 0, "map"},
+		{240 << 10, 2, 1, 0, 1, "direct"},
+		{4 << 20, 8, 2, 1, 0, "all of them"},
+	};
+	static const enum rf_shuffle modes[] = {RF_SHUFFLE_NONE, RF_SHUFFLE_CHUNKS,
+						RF_SHUFFLE_WINDOW, RF_SHUFFLE_FULL};
+	uint8_t *hit = malloc(n);
+	for (size_t m = 0; m < 4; m++) {
+		for (size_t o = 0; o < sizeof other / sizeof other[0]; o++) {
+			if (modes[m] == RF_SHUFFLE_FULL && other[o].map)
+				continue; /* full mode reads samples, never maps */
+			memset(hit, 0, n);
+			uint64_t id0 = 0, id1 = 1;
+			uint32_t w0 = 0, w1 = 1;
+			stream_share(modes[m], 0, &base, hit, n, &id0, &w0);
+			stream_share(modes[m], 1, &other[o], hit, n, &id1, &w1);
+			uint64_t missing = 0;
+			for (uint64_t g = 0; g < n; g++)
+				missing += hit[g] == 0;
+			if (missing)
+				fprintf(stderr, "mode %d, ranks differing in %s: %llu samples never "
+					"delivered\n", (int)modes[m], other[o].what,
+					(unsigned long long)missing);
+			LT_CHECK(missing == 0);
+			LT_CHECK(id0 == id1 && id0 != 0);
+			LT_CHECK(w0 == w1);
+			LT_CHECK((modes[m] == RF_SHUFFLE_WINDOW) == (w0 != 0));
+		}
+	}
+	free(hit);
+}
+
+static void
+test_memplan(void)
+{
+	/* The default window of this dataset is every chunk (40): 42 read
+	 * slots.  64 KiB cannot hold it: refused, naming W and the bytes. */
+	struct knobs k = {64 << 10, 2, 1, 0, 0, "small"};
+	rf_loader *ld = NULL;
+	int rc = open_loader(&ld, RF_SHUFFLE_WINDOW, 0, 1, 0, 1, 16, 1, 0, &k);
+	LT_CHECK(rc == RF_EMEMPLAN);
+	const char *msg = rf_loader_last_open_error();
+	fprintf(stderr, "refused: %s\n", msg);
+	LT_CHECK(strstr(msg, "W = 40") != NULL);
+	const char *at = strstr(msg, "raise pinned_bytes to ");
+	LT_CHECK(at != NULL);
+	if (rc == 0)
+		rf_loader_close(&ld);
+	if (!at)
+		return;
+	uint64_t need = strtoull(at + strlen("raise pinned_bytes to "), NULL, 10);
+	LT_CHECK(need > k.pinned);
+	/* The bytes named are enough, for the same window. */
+	k.pinned = need;
+	rc = open_loader(&ld, RF_SHUFFLE_WINDOW, 0, 1, 0, 1, 16, 1, 0, &k);
+	LT_CHECK(rc == 0);
+	if (rc == 0) {
+		LT_CHECK(stats_of(ld).window == 40);
+		rf_loader_close(&ld);
+	}
+	/* An explicit window too. */
+	k.pinned = 64 << 10;
+	rc = open_loader(&ld, RF_SHUFFLE_WINDOW, 30, 1, 0, 1, 16, 1, 0, &k);
+	LT_CHECK(rc == RF_EMEMPLAN);
+	LT_CHECK(strstr(rf_loader_last_open_error(), "W = 30") != NULL);
+	if (rc == 0)
+		rf_loader_close(&ld);
+}
+
+static uint64_t
+order_id(enum rf_shuffle mode, uint32_t window, uint64_t seed, int32_t rank, int32_t world,
+	 uint32_t batch, int drop_last, uint64_t epoch, uint32_t *w)
+{
+	struct knobs k = {1 << 20, 2, 1, 0, 0, "id"};
+	rf_loader *ld;
+	int rc = open_loader(&ld, mode, window, seed, rank, world, batch, drop_last, epoch, &k);
+	LT_CHECK(rc == 0);
+	if (rc < 0)
+		return 0;
+	rf_stats st = stats_of(ld);
+	if (w)
+		*w = st.window;
+	rf_loader_close(&ld);
+	return st.order_id;
+}
+
+static void
+test_order_id(void)
+{
+	for (int m = 0; m < 4; m++) {
+		enum rf_shuffle mode = (enum rf_shuffle)m;
+		uint32_t w = 0;
+		uint64_t id = order_id(mode, 8, 5, 0, 2, 16, 1, 0, &w);
+		LT_CHECK(id != 0);
+		LT_CHECK(w == (mode == RF_SHUFFLE_WINDOW ? 8u : 0u));
+		/* Not the rank, not the first epoch: the same on every rank. */
+		LT_CHECK(order_id(mode, 8, 5, 1, 2, 16, 1, 0, NULL) == id);
+		LT_CHECK(order_id(mode, 8, 5, 1, 2, 16, 1, 3, NULL) == id);
+		LT_CHECK(order_id(mode, 8, 5, 0, 2, 17, 1, 0, NULL) != id);
+		LT_CHECK(order_id(mode, 8, 5, 0, 1, 16, 1, 0, NULL) != id);
+		LT_CHECK(order_id(mode, 8, 5, 0, 2, 16, 0, 0, NULL) != id);
+		if (mode != RF_SHUFFLE_NONE) /* file order has no seed */
+			LT_CHECK(order_id(mode, 8, 6, 0, 2, 16, 1, 0, NULL) != id);
+		if (mode == RF_SHUFFLE_WINDOW) {
+			LT_CHECK(order_id(mode, 9, 5, 0, 2, 16, 1, 0, NULL) != id);
+			/* A window wider than the dataset is every chunk. */
+			LT_CHECK(order_id(mode, 40, 5, 0, 2, 16, 1, 0, NULL) ==
+				 order_id(mode, 1000, 5, 0, 2, 16, 1, 0, &w));
+			LT_CHECK(w == 40);
+		} else {
+			LT_CHECK(order_id(mode, 9, 5, 0, 2, 16, 1, 0, NULL) == id);
+		}
+	}
+	LT_CHECK(order_id(RF_SHUFFLE_CHUNKS, 8, 5, 0, 2, 16, 1, 0, NULL) !=
+		 order_id(RF_SHUFFLE_WINDOW, 8, 5, 0, 2, 16, 1, 0, NULL));
+}
+
+int
+main(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	snprintf(dir, sizeof(dir), "%s", lt_tmpdir("window"));
+	snprintf(path, sizeof(path), "%s/w.rfs", dir);
+	/* 4000 samples of 34 bytes in chunks of about 3.5 KiB (40 of them),
+	 * uncompressed, fixed fields (full mode reads them too); 4000 is 125
+	 * global batches of 2 x 16. */
+	const uint64_t n = 4000;
+	LT_CHECK(lt_pack(dir, "w", n, 0, 3500, 0, 0) == 0);
+	rf_dataset *ds;
+	const char *paths[] = {path};
+	LT_CHECK(rf_dataset_open(&ds, paths, 1, NULL) == 0);
+	LT_CHECK(rf_dataset_chunks(ds) == 40);
+	rf_dataset_close(&ds);
+
+	test_ranks(n);
+	test_memplan();
+	test_order_id();
+
+	lt_rmtree(dir);
+	if (lt_failures)
+		fprintf(stderr, "%d checks failed\n", lt_failures);
+	return lt_failures ? 1 : 0;
+}
