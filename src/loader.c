@@ -59,8 +59,6 @@
 #include "plan/plan.h"
 #include "ring/ring.h"
 
-#define RF_CONFIG_MIN_SIZE offsetof(rf_config, reserved)
-
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22 /* Linux 5.14 */
 #endif
@@ -2911,28 +2909,35 @@ rf_loader_open(rf_loader **out, const rf_config *cfg)
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	if (!cfg || cfg->size < RF_CONFIG_MIN_SIZE) {
-		snprintf(open_error, sizeof(open_error),
-			 "loader: config missing or too small (call rf_config_init)");
-		return -EINVAL;
+	/* The size is the only way to tell an initialised config from stack
+	 * garbage, and a garbage size says nothing about how many bytes the
+	 * caller owns: accept only the sizes a released header has had (this
+	 * one: fields added later come out of `reserved`, so the size never
+	 * grows) and read nothing before that is known. */
+	if (!cfg) {
+		snprintf(open_error, sizeof(open_error), "loader: config is NULL");
+		return RF_EUSAGE;
 	}
-	if (cfg->size > sizeof(rf_config)) {
-		/* From a newer header: accept it only if the parts we do not
-		 * know are zero. */
-		const uint8_t *p = (const uint8_t *)cfg;
-		for (size_t i = sizeof(rf_config); i < cfg->size; i++) {
-			if (p[i]) {
-				snprintf(open_error, sizeof(open_error),
-					 "loader: config has settings this library (%s) does not know",
-					 rf_version_string());
-				return -EINVAL;
-			}
+	if (cfg->size != sizeof(rf_config)) {
+		snprintf(open_error, sizeof(open_error),
+			 "loader: config size %" PRIu32 ", expected %zu (call rf_config_init)",
+			 cfg->size, sizeof(rf_config));
+		return RF_EUSAGE;
+	}
+	for (size_t i = 0; i < sizeof(cfg->reserved); i++) {
+		/* A setting from a newer header, which this library would
+		 * otherwise ignore in silence. */
+		if (cfg->reserved[i]) {
+			snprintf(open_error, sizeof(open_error),
+				 "loader: config has settings this library (%s) does not know "
+				 "(reserved bytes are not 0)", rf_version_string());
+			return RF_EUSAGE;
 		}
 	}
 	rf_loader *ld = calloc(1, sizeof(*ld));
 	if (!ld)
 		return -ENOMEM;
-	memcpy(&ld->cfg, cfg, cfg->size < sizeof(rf_config) ? cfg->size : sizeof(rf_config));
+	memcpy(&ld->cfg, cfg, sizeof(rf_config));
 	ld->cfg.size = sizeof(rf_config);
 	rf_diag_init(&ld->diag, cfg->log, cfg->log_user);
 	rf_diag_init(&ld->io_diag, cfg->log, cfg->log_user);
@@ -3421,8 +3426,14 @@ rf_loader_errmsg(const rf_loader *ld)
 RF_API int
 rf_loader_stats(rf_loader *ld, rf_stats *st)
 {
-	if (!ld || !st || st->size < offsetof(rf_stats, stall_share))
+	if (!ld || !st)
 		return -EINVAL;
+	/* As for rf_config: a size no header has had is an uninitialised
+	 * struct, whose real extent is unknown, so nothing is written. */
+	if (st->size != sizeof(rf_stats))
+		return rf_fail(&ld->diag, RF_EUSAGE, "rf_loader_stats: stats size %" PRIu32
+			       ", expected %zu (set .size = sizeof(rf_stats))", st->size,
+			       sizeof(rf_stats));
 	rf_stats s;
 	memset(&s, 0, sizeof(s));
 	s.size = sizeof(s);
@@ -3471,9 +3482,6 @@ rf_loader_stats(rf_loader *ld, rf_stats *st)
 	s.io_direct = ld->io_direct;
 	snprintf(s.device, sizeof(s.device), "%s", ld->dev->desc);
 
-	size_t n = st->size < sizeof(s) ? st->size : sizeof(s);
-	uint32_t size = st->size;
-	memcpy(st, &s, n);
-	st->size = size;
+	memcpy(st, &s, sizeof(s));
 	return 0;
 }

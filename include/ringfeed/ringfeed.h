@@ -251,7 +251,8 @@ enum rf_pinning {
  * what it needs at open: the strings and arrays may be freed afterwards.
  */
 typedef struct rf_config {
-	uint32_t size;               /* sizeof(rf_config), set by rf_config_init */
+	uint32_t size;               /* sizeof(rf_config), set by rf_config_init;
+	                                any other value is RF_EUSAGE at open */
 
 	/* The dataset: each entry a shard, a directory or a glob, as for
 	 * rf_dataset_open() in <ringfeed/dataset.h>. */
@@ -457,8 +458,11 @@ typedef struct rf_batch {
  * needed, never past the hard limit, and that is logged at RF_LOG_INFO;
  * descriptors above 1023 do not work with select(2).
  *
- * Returns 0 and *out, or: -EINVAL / RF_EUSAGE for a bad config (unknown field
- * name, batch_size 0, no paths, config size from a newer header); what
+ * Returns 0 and *out, or: -EINVAL for out NULL; RF_EUSAGE for a bad config
+ * (unknown field name, batch_size 0, no paths; a config NULL or whose size is
+ * not sizeof(rf_config), such as one never passed to rf_config_init: "call
+ * rf_config_init", and then no other byte of it is read, the log callback
+ * included; reserved bytes that are not 0, settings of a newer header); what
  * rf_dataset_open returns for the dataset; RF_EMEMPLAN when the plan does not
  * fit (the message gives the numbers and what to change); RF_ENODEVICE for
  * device = cuda without a usable runtime or device; RF_ECUDA; -ENOMEM;
@@ -589,7 +593,8 @@ RF_API const char *rf_loader_errmsg(const rf_loader *ld);
 
 /* Counters since open.  Times are in nanoseconds of CLOCK_MONOTONIC. */
 typedef struct rf_stats {
-	uint32_t size;               /* set by the caller to sizeof(rf_stats) */
+	uint32_t size;               /* set by the caller to sizeof(rf_stats); any
+	                                other value is RF_EUSAGE */
 	uint64_t bytes_read;         /* bytes read from the shards */
 	uint64_t bytes_delivered;    /* bytes of delivered batches (rf_batch.bytes) */
 	uint64_t batches;            /* batches delivered */
@@ -642,9 +647,11 @@ typedef struct rf_stats {
 	uint8_t reserved[40];
 } rf_stats;
 
-/* Fill *st (st->size set by the caller; a smaller size from an older header
- * gets the fields that fit).  Safe at any time from the consumer thread.
- * Returns 0 or -EINVAL. */
+/* Fill *st.  st->size must be set by the caller to sizeof(rf_stats) (fields
+ * added later come out of `reserved`, so the size never changes); any other
+ * size, such as an uninitialised struct's, is RF_EUSAGE with nothing
+ * written (rf_loader_errmsg says why).  Safe at any time from the consumer
+ * thread.  Returns 0, RF_EUSAGE, or -EINVAL for ld or st NULL. */
 RF_API int rf_loader_stats(rf_loader *ld, rf_stats *st);
 
 #ifdef __cplusplus
