@@ -268,7 +268,16 @@ typedef struct rf_config {
 	                                fewer than B samples; 0 (default): deliver it
 	                                (with world > 1: a smaller batch of the same
 	                                size on every rank; see src/plan/plan.h) */
-	uint32_t epochs;             /* passes over the data; default 1; 0 = until closed */
+	/* Passes over the data; default 1; 0 = until closed.  The stream ends
+	 * after epoch `epoch + epochs - 1` of this config, whether or not it
+	 * resumes: a position (resume, rf_loader_state_load, rf_loader_rewind)
+	 * only says where to continue, so a run saved and resumed with the
+	 * same settings delivers exactly the samples of the uninterrupted run.
+	 * A position outside epochs epoch .. epoch + epochs - 1 is refused
+	 * (RF_ESTATE).  (`epochs` once counted from the saved epoch: a
+	 * program that gives the epochs left instead of the run's total ends
+	 * early now.) */
+	uint32_t epochs;
 
 	/* The order.  Batches, in order, are a pure function of the dataset,
 	 * shuffle, seed, epoch, rank, world and batch_size. */
@@ -299,8 +308,10 @@ typedef struct rf_config {
 	 * the last one handed out before the save, reading none of the
 	 * skipped data; the blob's shuffle, seed and epoch replace the
 	 * settings above (and its window, when `window` is 0; a window set
-	 * smaller than the blob's is RF_ESTATE), and `epochs` counts from the
-	 * saved epoch.  The blob is copied at open. */
+	 * smaller than the blob's is RF_ESTATE).  `epoch` and `epochs` keep
+	 * their meaning: the stream still ends after epoch epoch + epochs - 1
+	 * (give them as in the run that saved the blob).  The blob is copied
+	 * at open. */
 	const void *resume;
 	size_t resume_len;
 
@@ -572,7 +583,9 @@ RF_API int rf_loader_state_save(rf_loader *ld, void *buf, size_t cap, size_t *le
  * without reading the skipped data.  The blob's shuffle, seed and epoch
  * replace the loader's (a window or full position needs a loader opened in
  * that mode, with a window at least the blob's: rf_config.resume sets them
- * up by itself); `epochs` counts from the saved epoch.  The world size
+ * up by itself); the end does not move (rf_config.epochs: the stream ends
+ * after epoch rf_config.epoch + epochs - 1, and a position in another
+ * epoch is RF_ESTATE).  The world size
  * may differ from the one at the save when world x batch_size is the same
  * (the epoch's last, partial global batch, kept with drop_last = 0, is then
  * shared out by the new world size: the few samples it leaves out differ);
@@ -586,6 +599,21 @@ RF_API int rf_loader_state_save(rf_loader *ld, void *buf, size_t cap, size_t *le
  * loader staying where it was; -EBUSY while batches are held; -EINVAL.
  */
 RF_API int rf_loader_state_load(rf_loader *ld, const void *buf, size_t len);
+
+/*
+ * Go back (or ahead) to the start of epoch `epoch` of the loader's order
+ * (its shuffle and seed, those of a resumed blob included): the next
+ * rf_loader_next returns that epoch's first batch, and the stream ends
+ * where it would have (after epoch rf_config.epoch + epochs - 1), so going
+ * back streams those epochs again.  rf_loader_rewind(ld, rf_config.epoch)
+ * restarts the run.  As rf_loader_state_load, batches read ahead are
+ * discarded and the consumer must hold no batch; it may follow the end of
+ * the stream.  Consumer thread.  Returns 0; RF_EUSAGE for an epoch outside
+ * rf_config.epoch .. epoch + epochs - 1 (with epochs 0, any epoch); -EBUSY
+ * while batches are held; -EINVAL.  An empty dataset returns 0 and stays at
+ * its end.
+ */
+RF_API int rf_loader_rewind(rf_loader *ld, uint64_t epoch);
 
 /* The message of the loader's last failure ("" when none).  Owned by the
  * loader; valid until the next call on it. */
