@@ -141,8 +141,11 @@ RF_API int rf_dtype_parse(const char *name, enum rf_dtype *out);
  * decode workers.  With the default plan (no shuffling) that is file order:
  * shard by shard as opened, samples in file order.
  *
- * A complete training loop (the CUDA runtime is the program's own; the
- * loader shares the one already loaded):
+ * A complete training loop, in CUDA C++ (the CUDA runtime is the program's
+ * own; the loader shares the one already loaded; examples/cuda_train.cu is
+ * this loop as a program):
+ *
+ *     __global__ void train_step(const float *x, const int64_t *y, uint32_t n);
  *
  *     rf_config cfg;
  *     rf_config_init(&cfg);
@@ -150,7 +153,7 @@ RF_API int rf_dtype_parse(const char *name, enum rf_dtype *out);
  *     cfg.paths = paths;
  *     cfg.npaths = 1;
  *     cfg.batch_size = 256;
- *     cfg.device = RF_DEVICE_AUTO;           // cuda when there is a GPU
+ *     cfg.device = RF_DEVICE_CUDA;           // RF_ENODEVICE without a GPU
  *     cfg.epochs = 10;
  *
  *     rf_loader *ld;
@@ -169,15 +172,32 @@ RF_API int rf_dtype_parse(const char *name, enum rf_dtype *out);
  *         if (rc < 0 || !b)                   // error, or the end of the last epoch
  *             break;
  *         rf_batch_wait(b, stream);           // stream waits for the copy; host does not
- *         const rf_batch_field *x = &b->fields[0], *y = &b->fields[1];
- *         train_step<<<grid, block, 0, stream>>>(x->data, y->data, b->samples);
+ *         // fields in cfg.fields order (here the schema's): f32 x, i64 y
+ *         const float *x = (const float *)b->fields[0].data;
+ *         const int64_t *y = (const int64_t *)b->fields[1].data;
+ *         train_step<<<(b->samples + 255) / 256, 256, 0, stream>>>(x, y, b->samples);
  *         rf_loader_release(ld, b, stream);   // buffer refilled once the step is done
  *     }
  *     if (rc < 0)
  *         fprintf(stderr, "loader: %s\n", rf_loader_errmsg(ld));
- *     rf_stats st = {.size = sizeof st};
- *     rf_loader_stats(ld, &st);           // stall_share, bytes, high-water marks
+ *     rf_stats st;
+ *     memset(&st, 0, sizeof st);
+ *     st.size = sizeof st;
+ *     rf_loader_stats(ld, &st);               // stall_share, bytes, high-water marks
  *     rf_loader_close(&ld);                   // joins threads, frees everything
+ *
+ * RF_DEVICE_AUTO instead picks cuda when there is a usable GPU and falls
+ * back to host memory otherwise (logged at RF_LOG_INFO only): host pointers
+ * must never reach a kernel, so a program that wants AUTO checks after open
+ * where batches go:
+ *
+ *     rf_stats st;
+ *     memset(&st, 0, sizeof st);
+ *     st.size = sizeof st;
+ *     if (rf_loader_stats(ld, &st) == 0 && st.device_ordinal < 0) {
+ *         // host memory: no kernel may read it (say so and stop, or
+ *         // hand the data over with cudaMemcpy)
+ *     }
  *
  * With the host backend ("device" memory is host memory) the same loop works
  * with stream = NULL: rf_batch_wait returns once the data is in place and
@@ -186,7 +206,8 @@ RF_API int rf_dtype_parse(const char *name, enum rf_dtype *out);
 
 /* Where batches are delivered. */
 enum rf_device_kind {
-	RF_DEVICE_AUTO = 0,  /* cuda when a CUDA runtime and a device are there, else host */
+	RF_DEVICE_AUTO = 0,  /* cuda when a CUDA runtime and a device are there, else host
+	                        (rf_stats.device_ordinal -1; see the example above) */
 	RF_DEVICE_HOST = 1,  /* host memory; copies run on a loader thread */
 	RF_DEVICE_CUDA = 2,  /* a CUDA device; RF_ENODEVICE when there is none */
 };
