@@ -11,7 +11,8 @@
  *     next -> wait (the consumer's stream waits for the copy) -> compute ->
  *     release (on the consumer's stream: the buffer is refilled only after
  *     the step's work is done).
- * A CUDA program launches its kernel on its stream between wait and release.
+ * A CUDA program launches its kernel on its stream between wait and release
+ * (examples/cuda_train.cu).
  * This example has no kernels (it builds without the CUDA toolkit), so with a
  * GPU it reads each field back with rf_batch_field_read to compute on the
  * host; with the host backend it reads the batch in place.

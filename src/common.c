@@ -42,7 +42,7 @@ rf_strerror(int code)
 	case RF_EHELD: return "consumer holds every buffer";
 	case RF_ESTATE: return "invalid resume state";
 	case RF_ENPY: return "malformed or unsupported .npy file";
-	case RF_EUSAGE: return "invalid argument";
+	case RF_EUSAGE: return "usage error: a setting is out of range or contradicts another";
 	default: break;
 	}
 	if (code < 0 && code > -4096) {

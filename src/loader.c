@@ -59,8 +59,6 @@
 #include "plan/plan.h"
 #include "ring/ring.h"
 
-#define RF_CONFIG_MIN_SIZE offsetof(rf_config, reserved)
-
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22 /* Linux 5.14 */
 #endif
@@ -2546,8 +2544,11 @@ shuffle_of_mode(enum rf_plan_mode m)
 /*
  * Position the plan cursors at a saved position (mu not needed: no pipeline
  * thread runs).  The blob's order (seed, epoch, mode) replaces the
- * config's; both cursors start at the batch after the saved position, and
- * `epochs` counts from the saved epoch.  On failure the plans are unchanged
+ * config's; both cursors start at the batch after the saved position.  The
+ * end stays where the config put it (epoch_last, from rf_config.epoch +
+ * epochs): the blob only positions, so a run that resumes streams the same
+ * epochs in total as one that does not, and a position outside those
+ * epochs is refused rather than streamed.  On failure the plans are unchanged
  * (rf_plan_state_load checks everything before it changes anything, and the
  * gather's plan is loaded first).
  */
@@ -2568,9 +2569,12 @@ plan_seek_blob(rf_loader *ld, const void *blob, size_t len)
 		return rf_fail(&ld->diag, RF_ESTATE, "loader: resume: the position was saved with "
 			       "a window of %u chunks, this loader holds %u: open it with window = "
 			       "%u (and pinned_bytes for it)", lp->window, ld->window, lp->window);
-	if (cfg->epochs && lp->epoch > UINT64_MAX - cfg->epochs)
-		return rf_fail(&ld->diag, RF_ESTATE, "loader: resume: saved epoch %" PRIu64
-			       " + epochs %u overflows the epoch counter", lp->epoch, cfg->epochs);
+	if (cfg->epochs && (lp->epoch < ld->epoch_last - cfg->epochs || lp->epoch >= ld->epoch_last))
+		return rf_fail(&ld->diag, RF_ESTATE, "loader: resume: the position lies in epoch %"
+			       PRIu64 ", outside this loader's epochs %" PRIu64 "..%" PRIu64 " (epoch + "
+			       "epochs - 1, counted from rf_config.epoch whether or not the run "
+			       "resumes): open with the epoch and epochs of the run that saved it",
+			       lp->epoch, ld->epoch_last - cfg->epochs, ld->epoch_last - 1);
 	rc = rf_plan_state_load(ld->rplan, blob, len);
 	if (rc == 0)
 		rc = rf_plan_state_load(ld->splan, blob, len);
@@ -2584,7 +2588,6 @@ plan_seek_blob(rf_loader *ld, const void *blob, size_t len)
 	ld->g_done = ld->deliv_done = start;
 	ld->g_skip = ld->deliv_part = rf_plan_state_part(ld->gplan);
 	ld->g_n = ld->g_i = 0;
-	ld->epoch_last = cfg->epochs ? lp->epoch + cfg->epochs : 0;
 	ld->r_nreads = rf_plan_reads(ld->rplan);
 	ld->r_entry = 0;
 	ld->f_next = start;
@@ -2699,12 +2702,13 @@ open_plan(rf_loader *ld)
 			       cfg->batch_size);
 	ld->r_epoch = ld->g_epoch = ld->deliv_epoch = cfg->epoch;
 	ld->r_nreads = rf_plan_reads(ld->rplan);
+	/* Set before a resume replaces cfg->epoch: the end is the config's. */
+	ld->epoch_last = cfg->epochs ? cfg->epoch + cfg->epochs : 0;
 	if (cfg->resume) {
 		rc = plan_seek_blob(ld, cfg->resume, cfg->resume_len);
 		if (rc < 0)
 			return rc;
 	}
-	ld->epoch_last = cfg->epochs ? cfg->epoch + cfg->epochs : 0;
 	/* Every epoch has the same number of batches: none means nothing to
 	 * stream, ever (not an endless loop over empty epochs). */
 	ld->plan_empty = rf_plan_batches(ld->rplan) == 0;
@@ -3011,28 +3015,35 @@ rf_loader_open(rf_loader **out, const rf_config *cfg)
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	if (!cfg || cfg->size < RF_CONFIG_MIN_SIZE) {
-		snprintf(open_error, sizeof(open_error),
-			 "loader: config missing or too small (call rf_config_init)");
-		return -EINVAL;
+	/* The size is the only way to tell an initialised config from stack
+	 * garbage, and a garbage size says nothing about how many bytes the
+	 * caller owns: accept only the sizes a released header has had (this
+	 * one: fields added later come out of `reserved`, so the size never
+	 * grows) and read nothing before that is known. */
+	if (!cfg) {
+		snprintf(open_error, sizeof(open_error), "loader: config is NULL");
+		return RF_EUSAGE;
 	}
-	if (cfg->size > sizeof(rf_config)) {
-		/* From a newer header: accept it only if the parts we do not
-		 * know are zero. */
-		const uint8_t *p = (const uint8_t *)cfg;
-		for (size_t i = sizeof(rf_config); i < cfg->size; i++) {
-			if (p[i]) {
-				snprintf(open_error, sizeof(open_error),
-					 "loader: config has settings this library (%s) does not know",
-					 rf_version_string());
-				return -EINVAL;
-			}
+	if (cfg->size != sizeof(rf_config)) {
+		snprintf(open_error, sizeof(open_error),
+			 "loader: config size %" PRIu32 ", expected %zu (call rf_config_init)",
+			 cfg->size, sizeof(rf_config));
+		return RF_EUSAGE;
+	}
+	for (size_t i = 0; i < sizeof(cfg->reserved); i++) {
+		/* A setting from a newer header, which this library would
+		 * otherwise ignore in silence. */
+		if (cfg->reserved[i]) {
+			snprintf(open_error, sizeof(open_error),
+				 "loader: config has settings this library (%s) does not know "
+				 "(reserved bytes are not 0)", rf_version_string());
+			return RF_EUSAGE;
 		}
 	}
 	rf_loader *ld = calloc(1, sizeof(*ld));
 	if (!ld)
 		return -ENOMEM;
-	memcpy(&ld->cfg, cfg, cfg->size < sizeof(rf_config) ? cfg->size : sizeof(rf_config));
+	memcpy(&ld->cfg, cfg, sizeof(rf_config));
 	ld->cfg.size = sizeof(rf_config);
 	rf_diag_init(&ld->diag, cfg->log, cfg->log_user);
 	rf_diag_init(&ld->io_diag, cfg->log, cfg->log_user);
@@ -3491,9 +3502,8 @@ rf_loader_state_load(rf_loader *ld, const void *buf, size_t len)
 					 ld->deliv_part, here, sizeof(here), &here_len);
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc, "loader: saving the current position failed");
-	/* A refused blob leaves the stream as it was, its end included: the
-	 * way back through `here` would count `epochs` from here on. */
-	uint64_t epoch_last = ld->epoch_last, cfg_epoch = ld->cfg.epoch;
+	/* A refused blob leaves the stream as it was (the end never moves). */
+	uint64_t cfg_epoch = ld->cfg.epoch;
 	pipeline_stop(ld);
 	pipeline_reset(ld);
 	/* rf_batch.index counts batches handed out: the ones read ahead and
@@ -3504,12 +3514,34 @@ rf_loader_state_load(rf_loader *ld, const void *buf, size_t len)
 		char msg[RF_ERRMSG_MAX];
 		snprintf(msg, sizeof(msg), "%s", ld->diag.msg);
 		plan_seek_blob(ld, here, here_len);
-		ld->epoch_last = epoch_last;
 		ld->cfg.epoch = cfg_epoch;
 		snprintf(ld->diag.msg, sizeof(ld->diag.msg), "%s", msg);
 	}
 	int src = start_threads(ld);
 	return rc < 0 ? rc : src;
+}
+
+RF_API int
+rf_loader_rewind(rf_loader *ld, uint64_t epoch)
+{
+	if (!ld)
+		return -EINVAL;
+	if (ld->cfg.epochs && (epoch < ld->epoch_last - ld->cfg.epochs || epoch >= ld->epoch_last))
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: rewind to epoch %" PRIu64 ": this "
+			       "loader streams epochs %" PRIu64 "..%" PRIu64 " (rf_config.epoch + "
+			       "epochs - 1)", epoch, ld->epoch_last - ld->cfg.epochs,
+			       ld->epoch_last - 1);
+	if (!ld->splan)
+		return 0; /* an empty dataset: no epoch has a batch */
+	/* The start of an epoch is a position like any saved one: going
+	 * through the blob reuses the checked way to restart the pipeline. */
+	uint8_t blob[RF_PLAN_STATE_SIZE];
+	size_t len = 0;
+	int rc = rf_plan_state_save_at(ld->splan, epoch, 0, blob, sizeof(blob), &len);
+	if (rc < 0)
+		return rf_fail(&ld->diag, rc, "loader: rewind to epoch %" PRIu64 " failed: %s",
+			       epoch, rf_strerror(rc));
+	return rf_loader_state_load(ld, blob, len);
 }
 
 RF_API const char *
@@ -3521,8 +3553,14 @@ rf_loader_errmsg(const rf_loader *ld)
 RF_API int
 rf_loader_stats(rf_loader *ld, rf_stats *st)
 {
-	if (!ld || !st || st->size < offsetof(rf_stats, stall_share))
+	if (!ld || !st)
 		return -EINVAL;
+	/* As for rf_config: a size no header has had is an uninitialised
+	 * struct, whose real extent is unknown, so nothing is written. */
+	if (st->size != sizeof(rf_stats))
+		return rf_fail(&ld->diag, RF_EUSAGE, "rf_loader_stats: stats size %" PRIu32
+			       ", expected %zu (set .size = sizeof(rf_stats))", st->size,
+			       sizeof(rf_stats));
 	rf_stats s;
 	memset(&s, 0, sizeof(s));
 	s.size = sizeof(s);
@@ -3574,9 +3612,6 @@ rf_loader_stats(rf_loader *ld, rf_stats *st)
 	snprintf(s.device, sizeof(s.device), "%s", ld->dev->desc);
 	s.device_ordinal = ld->dev->index;
 
-	size_t n = st->size < sizeof(s) ? st->size : sizeof(s);
-	uint32_t size = st->size;
-	memcpy(st, &s, n);
-	st->size = size;
+	memcpy(st, &s, sizeof(s));
 	return 0;
 }

@@ -10,7 +10,8 @@
  * The order options (--shuffle, --seed, --epoch, --window, --rank, --world)
  * are the loader's; --batches N --state-out FILE stops after N batches and
  * saves the position, and --state-in FILE continues from a saved one, so
- * that the outputs of the pieces, concatenated, equal one uninterrupted run.
+ * that the outputs of the pieces, concatenated, equal one uninterrupted run
+ * (each piece given the same --epoch: the loader's epochs count from it).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -66,7 +67,9 @@ cat_help(void)
 	       "      --state-out FILE at the end (after --batches N, or of the epoch), save\n"
 	       "                       the position to FILE (written whole or not at all)\n"
 	       "      --state-in FILE  continue from a position saved with --state-out; its\n"
-	       "                       shuffle, seed and epoch replace the options above\n"
+	       "                       shuffle and seed replace the options above; give the\n"
+	       "                       --epoch of the run that saved it (cat streams that\n"
+	       "                       one epoch; a position in another is refused)\n"
 	       "  -q, --quiet          no summary\n"
 	       "  -v, --verbose        the loader's messages and a summary\n"
 	       "  -h, --help           this help\n"

@@ -141,8 +141,11 @@ RF_API int rf_dtype_parse(const char *name, enum rf_dtype *out);
  * decode workers.  With the default plan (no shuffling) that is file order:
  * shard by shard as opened, samples in file order.
  *
- * A complete training loop (the CUDA runtime is the program's own; the
- * loader shares the one already loaded):
+ * A complete training loop, in CUDA C++ (the CUDA runtime is the program's
+ * own; the loader shares the one already loaded; examples/cuda_train.cu is
+ * this loop as a program):
+ *
+ *     __global__ void train_step(const float *x, const int64_t *y, uint32_t n);
  *
  *     rf_config cfg;
  *     rf_config_init(&cfg);
@@ -150,7 +153,7 @@ RF_API int rf_dtype_parse(const char *name, enum rf_dtype *out);
  *     cfg.paths = paths;
  *     cfg.npaths = 1;
  *     cfg.batch_size = 256;
- *     cfg.device = RF_DEVICE_AUTO;           // cuda when there is a GPU
+ *     cfg.device = RF_DEVICE_CUDA;           // RF_ENODEVICE without a GPU
  *     cfg.epochs = 10;
  *
  *     rf_loader *ld;
@@ -169,15 +172,32 @@ RF_API int rf_dtype_parse(const char *name, enum rf_dtype *out);
  *         if (rc < 0 || !b)                   // error, or the end of the last epoch
  *             break;
  *         rf_batch_wait(b, stream);           // stream waits for the copy; host does not
- *         const rf_batch_field *x = &b->fields[0], *y = &b->fields[1];
- *         train_step<<<grid, block, 0, stream>>>(x->data, y->data, b->samples);
+ *         // fields in cfg.fields order (here the schema's): f32 x, i64 y
+ *         const float *x = (const float *)b->fields[0].data;
+ *         const int64_t *y = (const int64_t *)b->fields[1].data;
+ *         train_step<<<(b->samples + 255) / 256, 256, 0, stream>>>(x, y, b->samples);
  *         rf_loader_release(ld, b, stream);   // buffer refilled once the step is done
  *     }
  *     if (rc < 0)
  *         fprintf(stderr, "loader: %s\n", rf_loader_errmsg(ld));
- *     rf_stats st = {.size = sizeof st};
- *     rf_loader_stats(ld, &st);           // stall_share, bytes, high-water marks
+ *     rf_stats st;
+ *     memset(&st, 0, sizeof st);
+ *     st.size = sizeof st;
+ *     rf_loader_stats(ld, &st);               // stall_share, bytes, high-water marks
  *     rf_loader_close(&ld);                   // joins threads, frees everything
+ *
+ * RF_DEVICE_AUTO instead picks cuda when there is a usable GPU and falls
+ * back to host memory otherwise (logged at RF_LOG_INFO only): host pointers
+ * must never reach a kernel, so a program that wants AUTO checks after open
+ * where batches go:
+ *
+ *     rf_stats st;
+ *     memset(&st, 0, sizeof st);
+ *     st.size = sizeof st;
+ *     if (rf_loader_stats(ld, &st) == 0 && st.device_ordinal < 0) {
+ *         // host memory: no kernel may read it (say so and stop, or
+ *         // hand the data over with cudaMemcpy)
+ *     }
  *
  * With the host backend ("device" memory is host memory) the same loop works
  * with stream = NULL: rf_batch_wait returns once the data is in place and
@@ -238,8 +258,9 @@ RF_API int rf_dtype_parse(const char *name, enum rf_dtype *out);
  */
 enum rf_device_kind {
 	RF_DEVICE_AUTO = 0,  /* cuda when a CUDA runtime and a device are there, else host
-	                        (logged at RF_LOG_INFO; check rf_stats.device_ordinal
-	                        >= 0 before handing batches to kernels) */
+	                        (logged at RF_LOG_INFO; rf_stats.device_ordinal is -1:
+	                        check it before handing batches to kernels, as the
+	                        example above does) */
 	RF_DEVICE_HOST = 1,  /* host memory; copies run on a loader thread */
 	RF_DEVICE_CUDA = 2,  /* a CUDA device; RF_ENODEVICE when there is none */
 };
@@ -317,7 +338,8 @@ enum rf_tokens {
  * what it needs at open: the strings and arrays may be freed afterwards.
  */
 typedef struct rf_config {
-	uint32_t size;               /* sizeof(rf_config), set by rf_config_init */
+	uint32_t size;               /* sizeof(rf_config), set by rf_config_init;
+	                                any other value is RF_EUSAGE at open */
 
 	/* The dataset: each entry a shard, a directory or a glob, as for
 	 * rf_dataset_open() in <ringfeed/dataset.h>. */
@@ -333,7 +355,16 @@ typedef struct rf_config {
 	                                fewer than B samples; 0 (default): deliver it
 	                                (with world > 1: a smaller batch of the same
 	                                size on every rank; see src/plan/plan.h) */
-	uint32_t epochs;             /* passes over the data; default 1; 0 = until closed */
+	/* Passes over the data; default 1; 0 = until closed.  The stream ends
+	 * after epoch `epoch + epochs - 1` of this config, whether or not it
+	 * resumes: a position (resume, rf_loader_state_load, rf_loader_rewind)
+	 * only says where to continue, so a run saved and resumed with the
+	 * same settings delivers exactly the samples of the uninterrupted run.
+	 * A position outside epochs epoch .. epoch + epochs - 1 is refused
+	 * (RF_ESTATE).  (`epochs` once counted from the saved epoch: a
+	 * program that gives the epochs left instead of the run's total ends
+	 * early now.) */
+	uint32_t epochs;
 
 	/* The order.  Batches, in order, are a pure function of the dataset,
 	 * shuffle, seed, epoch, rank, world, batch_size, drop_last and (window
@@ -372,8 +403,10 @@ typedef struct rf_config {
 	 * the last one handed out before the save, reading none of the
 	 * skipped data; the blob's shuffle, seed and epoch replace the
 	 * settings above (and its window, when `window` is 0; a window set
-	 * smaller than the blob's is RF_ESTATE), and `epochs` counts from the
-	 * saved epoch.  The blob is copied at open. */
+	 * smaller than the blob's is RF_ESTATE).  `epoch` and `epochs` keep
+	 * their meaning: the stream still ends after epoch epoch + epochs - 1
+	 * (give them as in the run that saved the blob).  The blob is copied
+	 * at open. */
 	const void *resume;
 	size_t resume_len;
 
@@ -572,8 +605,11 @@ typedef struct rf_batch {
  * needed, never past the hard limit, and that is logged at RF_LOG_INFO;
  * descriptors above 1023 do not work with select(2).
  *
- * Returns 0 and *out, or: -EINVAL / RF_EUSAGE for a bad config (unknown field
- * name, batch_size 0, no paths, config size from a newer header); what
+ * Returns 0 and *out, or: -EINVAL for out NULL; RF_EUSAGE for a bad config
+ * (unknown field name, batch_size 0, no paths; a config NULL or whose size is
+ * not sizeof(rf_config), such as one never passed to rf_config_init: "call
+ * rf_config_init", and then no other byte of it is read, the log callback
+ * included; reserved bytes that are not 0, settings of a newer header); what
  * rf_dataset_open returns for the dataset; RF_EMEMPLAN when the plan does not
  * fit (the message gives the numbers and what to change); RF_ENODEVICE for
  * device = cuda without a usable runtime or device; RF_ECUDA; -ENOMEM;
@@ -683,7 +719,9 @@ RF_API int rf_loader_state_save(rf_loader *ld, void *buf, size_t cap, size_t *le
  * without reading the skipped data.  The blob's shuffle, seed and epoch
  * replace the loader's (a window or full position needs a loader opened in
  * that mode, with a window at least the blob's: rf_config.resume sets them
- * up by itself); `epochs` counts from the saved epoch.  The world size
+ * up by itself); the end does not move (rf_config.epochs: the stream ends
+ * after epoch rf_config.epoch + epochs - 1, and a position in another
+ * epoch is RF_ESTATE).  The world size
  * may differ from the one at the save when world x batch_size is the same
  * (the epoch's last, partial global batch, kept with drop_last = 0, is then
  * shared out by the new world size: the few samples it leaves out differ);
@@ -702,13 +740,29 @@ RF_API int rf_loader_state_save(rf_loader *ld, void *buf, size_t cap, size_t *le
  */
 RF_API int rf_loader_state_load(rf_loader *ld, const void *buf, size_t len);
 
+/*
+ * Go back (or ahead) to the start of epoch `epoch` of the loader's order
+ * (its shuffle and seed, those of a resumed blob included): the next
+ * rf_loader_next returns that epoch's first batch, and the stream ends
+ * where it would have (after epoch rf_config.epoch + epochs - 1), so going
+ * back streams those epochs again.  rf_loader_rewind(ld, rf_config.epoch)
+ * restarts the run.  As rf_loader_state_load, batches read ahead are
+ * discarded and the consumer must hold no batch; it may follow the end of
+ * the stream.  Consumer thread.  Returns 0; RF_EUSAGE for an epoch outside
+ * rf_config.epoch .. epoch + epochs - 1 (with epochs 0, any epoch); -EBUSY
+ * while batches are held; -EINVAL.  An empty dataset returns 0 and stays at
+ * its end.
+ */
+RF_API int rf_loader_rewind(rf_loader *ld, uint64_t epoch);
+
 /* The message of the loader's last failure ("" when none).  Owned by the
  * loader; valid until the next call on it. */
 RF_API const char *rf_loader_errmsg(const rf_loader *ld);
 
 /* Counters since open.  Times are in nanoseconds of CLOCK_MONOTONIC. */
 typedef struct rf_stats {
-	uint32_t size;               /* set by the caller to sizeof(rf_stats) */
+	uint32_t size;               /* set by the caller to sizeof(rf_stats); any
+	                                other value is RF_EUSAGE */
 	uint64_t bytes_read;         /* bytes read from the shards */
 	uint64_t bytes_delivered;    /* bytes of delivered batches (rf_batch.bytes) */
 	uint64_t batches;            /* batches delivered */
@@ -767,9 +821,11 @@ typedef struct rf_stats {
 	uint8_t reserved[40];
 } rf_stats;
 
-/* Fill *st (st->size set by the caller; a smaller size from an older header
- * gets the fields that fit).  Safe at any time from the consumer thread.
- * Returns 0 or -EINVAL. */
+/* Fill *st.  st->size must be set by the caller to sizeof(rf_stats) (fields
+ * added later come out of `reserved`, so the size never changes); any other
+ * size, such as an uninitialised struct's, is RF_EUSAGE with nothing
+ * written (rf_loader_errmsg says why).  Safe at any time from the consumer
+ * thread.  Returns 0, RF_EUSAGE, or -EINVAL for ld or st NULL. */
 RF_API int rf_loader_stats(rf_loader *ld, rf_stats *st);
 
 #ifdef __cplusplus
