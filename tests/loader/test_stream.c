@@ -17,6 +17,7 @@
  * or created.
  */
 #include "lt.h"
+#include "../common/rf_gpu.h"
 #include "../cuda-emulator/emulator.h"
 
 struct dataset {
@@ -63,6 +64,12 @@ static const struct setting settings[] = {
 
 static struct rfemu_api emu;
 static int use_cuda;
+/* "gpu" (the gpu suite): the CUDA backend on whatever runtime is loaded, a
+ * GPU's included; batches are checked after copying them back to the host,
+ * never by reading device memory from the host, and no emulator counter is
+ * read. */
+static int use_gpu;
+static struct rf_gpu gpu;
 static int use_map; /* LT_MAP=1: chunks read through memory maps (rf_config.map) */
 static void *stream;
 static _Atomic uint64_t host_bad, host_batches;
@@ -71,6 +78,49 @@ struct step_ctx {
 	const rf_batch *b;
 	uint64_t first;
 };
+
+/* gpu mode: the batch's fields copied back to the host on the consumer's
+ * stream after its ready event, then checked there. */
+static uint64_t
+check_copied_back(const rf_batch *b)
+{
+	rf_batch hb = *b;
+	rf_batch_field hf[16];
+	void *bufs[16] = {0};
+	int64_t *offs[16] = {0};
+	uint64_t bad = 0;
+	LT_CHECK(b->nfields <= 16);
+	for (uint32_t f = 0; f < b->nfields && f < 16; f++) {
+		const rf_batch_field *bf = &b->fields[f];
+		hf[f] = *bf;
+		if ((uintptr_t)bf->data % 256)
+			bad++;
+		bufs[f] = aligned_alloc(256, (bf->bytes + 255) / 256 * 256 + 256);
+		LT_CHECK(bufs[f] != NULL);
+		if (bf->bytes)
+			LT_CHECK(gpu.memcpy_async(bufs[f], bf->data, bf->bytes, RF_GPU_D2H, stream) == 0);
+		hf[f].data = bufs[f];
+		if (bf->offsets) {
+			offs[f] = malloc((b->samples + 1) * 8);
+			LT_CHECK(offs[f] != NULL);
+			LT_CHECK(gpu.memcpy_async(offs[f], bf->offsets, (b->samples + 1) * 8,
+						  RF_GPU_D2H, stream) == 0);
+			hf[f].offsets = offs[f];
+		}
+	}
+	LT_CHECK(gpu.stream_synchronize(stream) == 0);
+	for (uint32_t f = 0; f < b->nfields && f < 16; f++)
+		if (offs[f] && b->fields[f].host_offsets &&
+		    memcmp(offs[f], b->fields[f].host_offsets, (b->samples + 1) * 8) != 0)
+			bad++;
+	hb.fields = hf;
+	bad += lt_check_batch(&hb, b->first_sample);
+	for (uint32_t f = 0; f < b->nfields && f < 16; f++) {
+		free(bufs[f]);
+		free(offs[f]);
+	}
+	return bad;
+}
 
 /* The consumer's "training step", run by the emulator on the consumer's
  * stream after the batch's ready event. */
@@ -141,7 +191,11 @@ run(const char *dir, const struct dataset *ds, const struct setting *st)
 		/* The batch is the loader's again once released: read it before. */
 		next_first += b->samples;
 		batches++;
-		if (use_cuda) {
+		if (use_gpu) {
+			LT_CHECK(rf_batch_wait(b, stream) == 0);
+			bad += check_copied_back(b);
+			LT_CHECK(rf_loader_release(ld, b, stream) == 0);
+		} else if (use_cuda) {
 			LT_CHECK(rf_batch_wait(b, stream) == 0);
 			for (uint32_t f = 0; f < b->nfields; f++) {
 				const rf_batch_field *bf = &b->fields[f];
@@ -178,7 +232,7 @@ run(const char *dir, const struct dataset *ds, const struct setting *st)
 		LT_CHECK(early > 0); /* the small region did close batches early */
 	else
 		LT_CHECK(early == 0);
-	if (use_cuda) {
+	if (use_cuda && !use_gpu) {
 		LT_CHECK(emu.stream_synchronize(stream) == 0);
 		bad += atomic_load(&host_bad);
 		LT_CHECK(atomic_load(&host_batches) == batches);
@@ -223,9 +277,19 @@ run(const char *dir, const struct dataset *ds, const struct setting *st)
 int
 main(int argc, char **argv)
 {
-	use_cuda = argc > 1 && !strcmp(argv[1], "cuda");
+	use_gpu = argc > 1 && !strcmp(argv[1], "gpu");
+	use_cuda = use_gpu || (argc > 1 && !strcmp(argv[1], "cuda"));
 	use_map = getenv("LT_MAP") && !strcmp(getenv("LT_MAP"), "1");
-	if (use_cuda) {
+	if (use_gpu) {
+		char why[1024] = "";
+		if (rf_gpu_load(&gpu, why, sizeof(why)) <= 0) {
+			fprintf(stderr, "skipped: %s\n", why);
+			return LT_SKIP;
+		}
+		fprintf(stderr, "runtime %s%s\n", gpu.path, gpu.emulated ? " (emulator)" : "");
+		if (gpu.stream_create(&stream) != 0)
+			return 1;
+	} else if (use_cuda) {
 		if (rfemu_api_load(&emu, NULL) != 0) {
 			fprintf(stderr, "RINGFEED_CUDART is not the cudart emulator: skipped\n");
 			return LT_SKIP;
@@ -233,7 +297,7 @@ main(int argc, char **argv)
 		if (emu.stream_create(&stream) != 0)
 			return 1;
 	}
-	char *dir = lt_tmpdir(use_cuda ? "stream-cuda" : "stream-host");
+	char *dir = lt_tmpdir(use_gpu ? "stream-gpu" : use_cuda ? "stream-cuda" : "stream-host");
 	for (size_t i = 0; i < sizeof(datasets) / sizeof(datasets[0]); i++) {
 		const struct dataset *d = &datasets[i];
 		int rc = lt_pack(dir, d->name, d->n, d->zstd, d->chunk_bytes, d->shard_bytes,
@@ -257,7 +321,9 @@ main(int argc, char **argv)
 		}
 	lt_rmtree(dir);
 
-	if (use_cuda) {
+	if (use_gpu)
+		LT_CHECK(gpu.stream_destroy(stream) == 0);
+	if (use_cuda && !use_gpu) {
 		LT_CHECK(emu.stream_destroy(stream) == 0);
 		struct rfemu_counters c;
 		memset(&c, 0, sizeof(c));
