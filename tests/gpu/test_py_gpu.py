@@ -77,7 +77,8 @@ with ringfeed.Loader(p, B, device="cuda", pinned_bytes=1 << 20, depth=2) as ld:
             bad += 1
 check(bad == 0, "%d batches overwritten while a side stream read them" % bad)
 
-example = os.path.join(here, "..", "..", "examples", "pytorch_train.py")
+example = os.environ.get("RF_GPU_EXAMPLE") or os.path.join(here, "..", "..", "examples",
+                                                           "pytorch_train.py")
 r = subprocess.run([sys.executable, example, "--data", os.path.join(d, "ex"), "--samples",
                     "20000", "--epochs", "3", "--loader", "ringfeed", "--device", "cuda",
                     "--min-accuracy", "0.5"], capture_output=True, text=True, timeout=240)
