@@ -42,6 +42,7 @@ if p.returncode != 0:
 size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(kit) for f in fs)
 check(size <= 48 << 20, "kit of %d bytes" % size)
 for f in ("bin/ringfeed", "bin/gpu-probe", "bin/test-gpu-device", "bin/test-loader-stream",
+          "bin/test-loader-errors", "bin/test-loader-memory", "bin/test-loader-full",
           "lib/liburing.so.2", "lib/libzstd.so.1", "lib/libxxhash.so.0", "run",
           "share/report.py", "share/test_py_gpu.py", "MANIFEST"):
     check(os.path.exists(os.path.join(kit, f)), "kit lacks " + f)
@@ -106,7 +107,8 @@ if emulator:
         steps = {s["name"]: s for s in rep["steps"]}
         check(rc == 0, "emulator run exit %d" % rc)
         check(rep["mode"] == "emulator" and not rep["gpu_proof"], "mode %s" % rep["mode"])
-        for n in ("gpu-device", "gpu-loader-stream", "gpu-loader-stream-map", "gpu-bench-cuda",
+        for n in ("gpu-device", "gpu-loader-stream", "gpu-loader-stream-map", "gpu-loader-errors",
+                  "gpu-loader-memory", "gpu-loader-full", "gpu-bench-cuda",
                   "bench-1m-ring", "bench-16m-ring", "bench-16m-transient"):
             check(steps.get(n, {}).get("status") == "pass", "%s on the emulator: %s"
                   % (n, steps.get(n)))

@@ -17,7 +17,7 @@
  * or created.
  */
 #include "lt.h"
-#include "../common/rf_gpu.h"
+#include "lt_gpu.h"
 #include "../cuda-emulator/emulator.h"
 
 struct dataset {
@@ -64,12 +64,8 @@ static const struct setting settings[] = {
 
 static struct rfemu_api emu;
 static int use_cuda;
-/* "gpu" (the gpu suite): the CUDA backend on whatever runtime is loaded, a
- * GPU's included; batches are checked after copying them back to the host,
- * never by reading device memory from the host, and no emulator counter is
- * read. */
+/* "gpu" (the gpu suite, lt_gpu.h): batches checked after copying them back. */
 static int use_gpu;
-static struct rf_gpu gpu;
 static int use_map; /* LT_MAP=1: chunks read through memory maps (rf_config.map) */
 static void *stream;
 static _Atomic uint64_t host_bad, host_batches;
@@ -78,49 +74,6 @@ struct step_ctx {
 	const rf_batch *b;
 	uint64_t first;
 };
-
-/* gpu mode: the batch's fields copied back to the host on the consumer's
- * stream after its ready event, then checked there. */
-static uint64_t
-check_copied_back(const rf_batch *b)
-{
-	rf_batch hb = *b;
-	rf_batch_field hf[16];
-	void *bufs[16] = {0};
-	int64_t *offs[16] = {0};
-	uint64_t bad = 0;
-	LT_CHECK(b->nfields <= 16);
-	for (uint32_t f = 0; f < b->nfields && f < 16; f++) {
-		const rf_batch_field *bf = &b->fields[f];
-		hf[f] = *bf;
-		if ((uintptr_t)bf->data % 256)
-			bad++;
-		bufs[f] = aligned_alloc(256, (bf->bytes + 255) / 256 * 256 + 256);
-		LT_CHECK(bufs[f] != NULL);
-		if (bf->bytes)
-			LT_CHECK(gpu.memcpy_async(bufs[f], bf->data, bf->bytes, RF_GPU_D2H, stream) == 0);
-		hf[f].data = bufs[f];
-		if (bf->offsets) {
-			offs[f] = malloc((b->samples + 1) * 8);
-			LT_CHECK(offs[f] != NULL);
-			LT_CHECK(gpu.memcpy_async(offs[f], bf->offsets, (b->samples + 1) * 8,
-						  RF_GPU_D2H, stream) == 0);
-			hf[f].offsets = offs[f];
-		}
-	}
-	LT_CHECK(gpu.stream_synchronize(stream) == 0);
-	for (uint32_t f = 0; f < b->nfields && f < 16; f++)
-		if (offs[f] && b->fields[f].host_offsets &&
-		    memcmp(offs[f], b->fields[f].host_offsets, (b->samples + 1) * 8) != 0)
-			bad++;
-	hb.fields = hf;
-	bad += lt_check_batch(&hb, b->first_sample);
-	for (uint32_t f = 0; f < b->nfields && f < 16; f++) {
-		free(bufs[f]);
-		free(offs[f]);
-	}
-	return bad;
-}
 
 /* The consumer's "training step", run by the emulator on the consumer's
  * stream after the batch's ready event. */
@@ -192,9 +145,8 @@ run(const char *dir, const struct dataset *ds, const struct setting *st)
 		next_first += b->samples;
 		batches++;
 		if (use_gpu) {
-			LT_CHECK(rf_batch_wait(b, stream) == 0);
-			bad += check_copied_back(b);
-			LT_CHECK(rf_loader_release(ld, b, stream) == 0);
+			bad += lt_check_batch_any(b, b->first_sample);
+			LT_CHECK(rf_loader_release(ld, b, lt_gpu_stream) == 0);
 		} else if (use_cuda) {
 			LT_CHECK(rf_batch_wait(b, stream) == 0);
 			for (uint32_t f = 0; f < b->nfields; f++) {
@@ -281,14 +233,9 @@ main(int argc, char **argv)
 	use_cuda = use_gpu || (argc > 1 && !strcmp(argv[1], "cuda"));
 	use_map = getenv("LT_MAP") && !strcmp(getenv("LT_MAP"), "1");
 	if (use_gpu) {
-		char why[1024] = "";
-		if (rf_gpu_load(&gpu, why, sizeof(why)) <= 0) {
-			fprintf(stderr, "skipped: %s\n", why);
-			return LT_SKIP;
-		}
-		fprintf(stderr, "runtime %s%s\n", gpu.path, gpu.emulated ? " (emulator)" : "");
-		if (gpu.stream_create(&stream) != 0)
-			return 1;
+		int rc = lt_gpu_init();
+		if (rc)
+			return rc;
 	} else if (use_cuda) {
 		if (rfemu_api_load(&emu, NULL) != 0) {
 			fprintf(stderr, "RINGFEED_CUDART is not the cudart emulator: skipped\n");
@@ -321,8 +268,7 @@ main(int argc, char **argv)
 		}
 	lt_rmtree(dir);
 
-	if (use_gpu)
-		LT_CHECK(gpu.stream_destroy(stream) == 0);
+	lt_gpu_fini();
 	if (use_cuda && !use_gpu) {
 		LT_CHECK(emu.stream_destroy(stream) == 0);
 		struct rfemu_counters c;
