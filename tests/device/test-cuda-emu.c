@@ -22,6 +22,7 @@
 
 #include "device/device.h"
 #include "emulator.h"
+#include "rf_gpu.h"
 #include "ring/ring.h"
 #include "rf_test.h"
 
@@ -121,9 +122,86 @@ round_trip(rf_device *dev, rf_ring *ring, int transient, rf_diag *diagp)
 	CHECK_RC(o->stream_destroy(dev, s2), 0);
 }
 
-int
-main(void)
+/*
+ * `gpu` (the gpu suite): the same backend on whatever runtime is loaded, a
+ * GPU's included, with no emulator counter or option: round trips in ring
+ * and transient mode checked by copying back, a trainer's stream that
+ * outlives the backend, a close with objects open, an allocation beyond the
+ * device's memory refused with -ENOMEM, an index out of range refused.
+ */
+static int
+gpu_main(void)
 {
+	struct rf_gpu g;
+	char why[1024] = "";
+	if (rf_gpu_load(&g, why, sizeof(why)) <= 0) {
+		printf("skipped: %s\n", why);
+		return 77;
+	}
+	printf("runtime %s%s, %d device(s)\n", g.path, g.emulated ? " (emulator)" : "",
+	       g.devices);
+	void *trainer_stream = NULL;
+	CHECK(g.stream_create(&trainer_stream) == 0);
+
+	rf_diag diag;
+	rf_diag_init(&diag, NULL, NULL);
+	rf_device *dev = NULL;
+	CHECK_RC(rf_device_open_cuda(&dev, 0, &diag), 0);
+	printf("%s\n", dev->desc);
+	CHECK(strncmp(dev->desc, "cuda:0", 6) == 0);
+	size_t fr = 0, tot = 0;
+	CHECK_RC(dev->ops->mem_info(dev, &fr, &tot), 0);
+	CHECK(tot > 0 && fr <= tot);
+
+	rf_ring *ring = NULL;
+	CHECK_RC(rf_ring_open(&ring, SLOT, 2, dev, RF_PIN_RING, &diag), 0);
+	round_trip(dev, ring, 0, &diag);
+	rf_ring_close(&ring);
+	CHECK_RC(rf_ring_open(&ring, SLOT, 2, dev, RF_PIN_TRANSIENT, &diag), 0);
+	round_trip(dev, ring, 1, &diag);
+	rf_ring_close(&ring);
+	rf_device_close(&dev);
+	CHECK(dev == NULL);
+	/* The trainer's stream still works after the backend closed. */
+	CHECK(g.stream_synchronize(trainer_stream) == 0);
+
+	/* Close with everything still open. */
+	CHECK_RC(rf_device_open_cuda(&dev, 0, &diag), 0);
+	uint8_t *host = aligned_alloc(4096, SLOT);
+	CHECK(host);
+	fill(host, SLOT, 3);
+	void *s, *e, *d;
+	CHECK_RC(dev->ops->host_register(dev, host, SLOT), 0);
+	CHECK_RC(dev->ops->stream_create(dev, &s), 0);
+	CHECK_RC(dev->ops->event_create(dev, &e), 0);
+	CHECK_RC(dev->ops->alloc(dev, SLOT, &d), 0);
+	CHECK_RC(dev->ops->copy_h2d_async(dev, d, host, SLOT, s), 0);
+	CHECK_RC(dev->ops->event_record(dev, e, s), 0);
+	rf_device_close(&dev);
+	free(host);
+
+	/* More than the device has. */
+	CHECK_RC(rf_device_open_cuda(&dev, 0, &diag), 0);
+	CHECK_RC(dev->ops->alloc(dev, tot + ((size_t)1 << 30), &d), -ENOMEM);
+	printf("%s\n", diag.msg);
+	CHECK(strstr(diag.msg, "cudaMalloc") && strstr(diag.msg, "cudaErrorMemoryAllocation"));
+	rf_device_close(&dev);
+	/* An index past the device count. */
+	CHECK_RC(rf_device_open_cuda(&dev, g.devices + 5, &diag), RF_ENODEVICE);
+	printf("%s\n", diag.msg);
+	CHECK(dev == NULL);
+
+	CHECK(g.stream_synchronize(trainer_stream) == 0);
+	CHECK(g.stream_destroy(trainer_stream) == 0);
+	printf("ok\n");
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	if (argc > 1 && !strcmp(argv[1], "gpu"))
+		return gpu_main();
 	struct rfemu_api emu;
 	if (rfemu_api_load(&emu, NULL) != 0) {
 		printf("RINGFEED_CUDART does not name the emulator\n");

@@ -20,6 +20,7 @@
 #include <sys/resource.h>
 
 #include "lt.h"
+#include "lt_gpu.h"
 #include "../cuda-emulator/emulator.h"
 #include "format/format.h"
 #include "common.h"
@@ -56,7 +57,7 @@ drain(rf_loader *ld, uint64_t *samples)
 	while ((rc = rf_loader_next(ld, &b)) == 0 && b) {
 		LT_CHECK(b->first_sample == *samples);
 		LT_CHECK(rf_batch_wait(b, NULL) == 0);
-		LT_CHECK(lt_check_batch(b, b->first_sample) == 0);
+		LT_CHECK(lt_check_batch_any(b, b->first_sample) == 0);
 		*samples += b->samples;
 		LT_CHECK(rf_loader_release(ld, b, NULL) == 0);
 	}
@@ -212,7 +213,7 @@ test_try_next(void)
 		if (rc || !b)
 			break;
 		LT_CHECK(b->first_sample == samples);
-		LT_CHECK(lt_check_batch(b, samples) == 0);
+		LT_CHECK(lt_check_batch_any(b, samples) == 0);
 		samples += b->samples;
 		LT_CHECK(rf_loader_release(ld, b, NULL) == 0);
 	}
@@ -259,7 +260,7 @@ test_bad_open(void)
 	fprintf(stderr, "small pinned: %s\n", rf_loader_last_open_error());
 	LT_CHECK(strstr(rf_loader_last_open_error(), "pinned_bytes") != NULL);
 
-	if (use_cuda) {
+	if (use_cuda && !lt_gpu_on) {
 		/* A device too small for depth x batch bytes: the plan says so
 		 * before anything is allocated, and whatever was set up is
 		 * released. */
@@ -433,7 +434,7 @@ resume_starts_at(const rf_config *cfg0, rf_loader *ld, uint64_t want, int32_t wo
 	}
 	const rf_batch *b;
 	int ok = rf_loader_next(r, &b) == 0 && b && b->first_sample == want &&
-		 rf_batch_wait(b, NULL) == 0 && lt_check_batch(b, b->first_sample) == 0;
+		 rf_batch_wait(b, NULL) == 0 && lt_check_batch_any(b, b->first_sample) == 0;
 	if (!ok)
 		fprintf(stderr, "resume at %" PRIu64 ": first batch starts at %" PRIu64 "\n", want,
 			b ? b->first_sample : UINT64_MAX);
@@ -470,7 +471,7 @@ test_early_close_ranks(void)
 		uint64_t samples = 0, batches = 0, partial_saves = 0;
 		while ((rc = rf_loader_next(ld, &b)) == 0 && b) {
 			LT_CHECK(rf_batch_wait(b, NULL) == 0);
-			LT_CHECK(lt_check_batch(b, b->first_sample) == 0);
+			LT_CHECK(lt_check_batch_any(b, b->first_sample) == 0);
 			samples += b->samples;
 			batches++;
 			uint64_t next = b->first_sample + b->samples;
@@ -583,13 +584,18 @@ test_many_shards(void)
 int
 main(int argc, char **argv)
 {
-	use_cuda = argc > 1 && !strcmp(argv[1], "cuda");
+	use_cuda = argc > 1 && (!strcmp(argv[1], "cuda") || !strcmp(argv[1], "gpu"));
 	use_map = getenv("LT_MAP") && !strcmp(getenv("LT_MAP"), "1");
-	if (use_cuda && rfemu_api_load(&emu, NULL) != 0) {
+	if (argc > 1 && !strcmp(argv[1], "gpu")) {
+		int rc = lt_gpu_init();
+		if (rc)
+			return rc;
+	} else if (use_cuda && rfemu_api_load(&emu, NULL) != 0) {
 		fprintf(stderr, "RINGFEED_CUDART is not the cudart emulator: skipped\n");
 		return LT_SKIP;
 	}
-	snprintf(dir, sizeof(dir), "%s", lt_tmpdir(use_cuda ? "errors-cuda" : "errors-host"));
+	snprintf(dir, sizeof(dir), "%s",
+		 lt_tmpdir(lt_gpu_on ? "errors-gpu" : use_cuda ? "errors-cuda" : "errors-host"));
 	test_corrupt("bad-raw", 0);
 	test_corrupt("bad-zstd", 1);
 	if (!use_map) /* the injection hook is the reader's; maps read nothing */
@@ -603,7 +609,8 @@ main(int argc, char **argv)
 	test_misuse_messages();
 	test_many_shards(); /* last: it may leave the hard open-file limit lowered */
 	lt_rmtree(dir);
-	if (use_cuda) {
+	lt_gpu_fini();
+	if (use_cuda && !lt_gpu_on) {
 		struct rfemu_counters c;
 		memset(&c, 0, sizeof(c));
 		LT_CHECK(emu.get_counters(&c, sizeof(c)) == 0);

@@ -15,6 +15,7 @@
  * hazard counters checked at the end.
  */
 #include "lt.h"
+#include "lt_gpu.h"
 #include "../cuda-emulator/emulator.h"
 #include "plan/plan.h"
 
@@ -164,6 +165,14 @@ take(rf_loader *ld, size_t max, struct seq *out, rf_plan *check)
 		LT_CHECK(rc == 0);
 		if (rc || !b)
 			break;
+		/* gpu mode: the rows read from a copy on the host. */
+		struct lt_host_batch hb;
+		const rf_batch *rb = b;
+		if (lt_gpu_on) {
+			lt_gpu_to_host(b, &hb);
+			LT_CHECK(hb.bad == 0);
+			rb = &hb.b;
+		}
 		if (check) {
 			if (b->epoch != epoch) {
 				epoch = b->epoch;
@@ -174,15 +183,17 @@ take(rf_loader *ld, size_t max, struct seq *out, rf_plan *check)
 			LT_CHECK(rf_plan_batch(check, k++, items, 64, &n) == 0);
 			LT_CHECK(n == b->samples && b->first_sample == items[0].pos);
 			for (uint32_t i = 0; i < n && i < b->samples; i++)
-				LT_CHECK(row_sample(b, i) == items[i].sample);
+				LT_CHECK(row_sample(rb, i) == items[i].sample);
 		}
 		for (uint32_t i = 0; i < b->samples; i++) {
-			uint64_t g = row_sample(b, i);
-			LT_CHECK(row_ok(b, i, g));
+			uint64_t g = row_sample(rb, i);
+			LT_CHECK(row_ok(rb, i, g));
 			out->v[out->n++] = g;
 		}
 		out->v[out->n++] = UINT64_MAX - b->epoch;
-		LT_CHECK(rf_loader_release(ld, b, NULL) == 0);
+		if (lt_gpu_on)
+			lt_host_batch_free(&hb);
+		LT_CHECK(rf_loader_release(ld, b, lt_gpu_on ? lt_gpu_stream : NULL) == 0);
 		got++;
 		out->batches++;
 	}
@@ -474,12 +485,17 @@ test_refused(void)
 int
 main(int argc, char **argv)
 {
-	use_cuda = argc > 1 && !strcmp(argv[1], "cuda");
-	if (use_cuda && rfemu_api_load(&emu, NULL) != 0) {
+	use_cuda = argc > 1 && (!strcmp(argv[1], "cuda") || !strcmp(argv[1], "gpu"));
+	if (argc > 1 && !strcmp(argv[1], "gpu")) {
+		int rc = lt_gpu_init();
+		if (rc)
+			return rc;
+	} else if (use_cuda && rfemu_api_load(&emu, NULL) != 0) {
 		fprintf(stderr, "RINGFEED_CUDART is not the cudart emulator: skipped\n");
 		return LT_SKIP;
 	}
-	snprintf(dir, sizeof(dir), "%s", lt_tmpdir(use_cuda ? "full-cuda" : "full-host"));
+	snprintf(dir, sizeof(dir), "%s",
+		 lt_tmpdir(lt_gpu_on ? "full-gpu" : use_cuda ? "full-cuda" : "full-host"));
 	const uint64_t N = 1234, NW = 300;
 	LT_CHECK(lt_pack(dir, "f", N, 0, 4096, 0, 0) == 0);
 	LT_CHECK(lt_pack(dir, "s", N, 0, 2048, 16384, 0) == 0);
@@ -497,7 +513,8 @@ main(int argc, char **argv)
 	test_elastic("f.rfs", N);
 	test_refused();
 	lt_rmtree(dir);
-	if (use_cuda) {
+	lt_gpu_fini();
+	if (use_cuda && !lt_gpu_on) {
 		struct rfemu_counters c;
 		memset(&c, 0, sizeof(c));
 		LT_CHECK(emu.get_counters(&c, sizeof(c)) == 0);

@@ -13,6 +13,7 @@
 #include <dirent.h>
 
 #include "lt.h"
+#include "lt_gpu.h"
 #include "../cuda-emulator/emulator.h"
 
 #define PINNED (512u << 10)
@@ -82,7 +83,7 @@ stream(const char *name, uint64_t n, enum rf_pinning pin, uint32_t epochs)
 	cfg.epochs = epochs;
 	cfg.device = use_cuda ? RF_DEVICE_CUDA : RF_DEVICE_HOST;
 	cfg.log = lt_log;
-	if (use_cuda)
+	if (use_cuda && !lt_gpu_on)
 		emu.reset_counters();
 	rf_loader *ld;
 	int rc = rf_loader_open(&ld, &cfg);
@@ -98,7 +99,7 @@ stream(const char *name, uint64_t n, enum rf_pinning pin, uint32_t epochs)
 		if (b->first_sample != samples % n || b->epoch != samples / n)
 			bad++;
 		if (k++ % 8 == 0)
-			bad += lt_check_batch(b, b->first_sample);
+			bad += lt_check_batch_any(b, b->first_sample);
 		samples += b->samples;
 		LT_CHECK(rf_loader_release(ld, b, NULL) == 0);
 		uint64_t r = rss_bytes();
@@ -120,7 +121,7 @@ stream(const char *name, uint64_t n, enum rf_pinning pin, uint32_t epochs)
 		"rss peak %.1f MiB, engine %s\n", name, pin == RF_PINNING_RING ? "ring" : "transient",
 		(unsigned long long)s.bytes_read, (unsigned long long)s.pinned_peak, PINNED,
 		(unsigned long long)s.device_peak, (double)peak / (1 << 20), s.io_engine);
-	if (use_cuda) {
+	if (use_cuda && !lt_gpu_on) {
 		struct rfemu_counters c;
 		memset(&c, 0, sizeof(c));
 		LT_CHECK(emu.get_counters(&c, sizeof(c)) == 0);
@@ -137,7 +138,7 @@ stream(const char *name, uint64_t n, enum rf_pinning pin, uint32_t epochs)
 	 * starts a thread of its own on first use. */
 	if (!use_cuda && RSS_CHECK)
 		LT_CHECK(count_dir("/proc/self/task") == threads0);
-	if (use_cuda) {
+	if (use_cuda && !lt_gpu_on) {
 		struct rfemu_counters c;
 		memset(&c, 0, sizeof(c));
 		LT_CHECK(emu.get_counters(&c, sizeof(c)) == 0);
@@ -149,12 +150,17 @@ stream(const char *name, uint64_t n, enum rf_pinning pin, uint32_t epochs)
 int
 main(int argc, char **argv)
 {
-	use_cuda = argc > 1 && !strcmp(argv[1], "cuda");
-	if (use_cuda && rfemu_api_load(&emu, NULL) != 0) {
+	use_cuda = argc > 1 && (!strcmp(argv[1], "cuda") || !strcmp(argv[1], "gpu"));
+	if (argc > 1 && !strcmp(argv[1], "gpu")) {
+		int rc = lt_gpu_init();
+		if (rc)
+			return rc;
+	} else if (use_cuda && rfemu_api_load(&emu, NULL) != 0) {
 		fprintf(stderr, "RINGFEED_CUDART is not the cudart emulator: skipped\n");
 		return LT_SKIP;
 	}
-	snprintf(dir, sizeof(dir), "%s", lt_tmpdir(use_cuda ? "memory-cuda" : "memory-host"));
+	snprintf(dir, sizeof(dir), "%s",
+		 lt_tmpdir(lt_gpu_on ? "memory-gpu" : use_cuda ? "memory-cuda" : "memory-host"));
 	/* 34 bytes a sample: 480000 samples are over 16 MiB, 32 x pinned. */
 	const uint64_t small = 120000, big = 480000;
 	LT_CHECK(lt_pack(dir, "small", small, 0, 64 << 10, 0, 0) == 0);
@@ -172,6 +178,7 @@ main(int argc, char **argv)
 		}
 	}
 	lt_rmtree(dir);
+	lt_gpu_fini();
 	if (lt_failures)
 		fprintf(stderr, "%d checks failed\n", lt_failures);
 	return lt_failures ? 1 : 0;

@@ -17,6 +17,7 @@
  * or created.
  */
 #include "lt.h"
+#include "lt_gpu.h"
 #include "../cuda-emulator/emulator.h"
 
 struct dataset {
@@ -63,6 +64,8 @@ static const struct setting settings[] = {
 
 static struct rfemu_api emu;
 static int use_cuda;
+/* "gpu" (the gpu suite, lt_gpu.h): batches checked after copying them back. */
+static int use_gpu;
 static int use_map; /* LT_MAP=1: chunks read through memory maps (rf_config.map) */
 static void *stream;
 static _Atomic uint64_t host_bad, host_batches;
@@ -141,7 +144,10 @@ run(const char *dir, const struct dataset *ds, const struct setting *st)
 		/* The batch is the loader's again once released: read it before. */
 		next_first += b->samples;
 		batches++;
-		if (use_cuda) {
+		if (use_gpu) {
+			bad += lt_check_batch_any(b, b->first_sample);
+			LT_CHECK(rf_loader_release(ld, b, lt_gpu_stream) == 0);
+		} else if (use_cuda) {
 			LT_CHECK(rf_batch_wait(b, stream) == 0);
 			for (uint32_t f = 0; f < b->nfields; f++) {
 				const rf_batch_field *bf = &b->fields[f];
@@ -178,7 +184,7 @@ run(const char *dir, const struct dataset *ds, const struct setting *st)
 		LT_CHECK(early > 0); /* the small region did close batches early */
 	else
 		LT_CHECK(early == 0);
-	if (use_cuda) {
+	if (use_cuda && !use_gpu) {
 		LT_CHECK(emu.stream_synchronize(stream) == 0);
 		bad += atomic_load(&host_bad);
 		LT_CHECK(atomic_load(&host_batches) == batches);
@@ -223,9 +229,14 @@ run(const char *dir, const struct dataset *ds, const struct setting *st)
 int
 main(int argc, char **argv)
 {
-	use_cuda = argc > 1 && !strcmp(argv[1], "cuda");
+	use_gpu = argc > 1 && !strcmp(argv[1], "gpu");
+	use_cuda = use_gpu || (argc > 1 && !strcmp(argv[1], "cuda"));
 	use_map = getenv("LT_MAP") && !strcmp(getenv("LT_MAP"), "1");
-	if (use_cuda) {
+	if (use_gpu) {
+		int rc = lt_gpu_init();
+		if (rc)
+			return rc;
+	} else if (use_cuda) {
 		if (rfemu_api_load(&emu, NULL) != 0) {
 			fprintf(stderr, "RINGFEED_CUDART is not the cudart emulator: skipped\n");
 			return LT_SKIP;
@@ -233,7 +244,7 @@ main(int argc, char **argv)
 		if (emu.stream_create(&stream) != 0)
 			return 1;
 	}
-	char *dir = lt_tmpdir(use_cuda ? "stream-cuda" : "stream-host");
+	char *dir = lt_tmpdir(use_gpu ? "stream-gpu" : use_cuda ? "stream-cuda" : "stream-host");
 	for (size_t i = 0; i < sizeof(datasets) / sizeof(datasets[0]); i++) {
 		const struct dataset *d = &datasets[i];
 		int rc = lt_pack(dir, d->name, d->n, d->zstd, d->chunk_bytes, d->shard_bytes,
@@ -257,7 +268,8 @@ main(int argc, char **argv)
 		}
 	lt_rmtree(dir);
 
-	if (use_cuda) {
+	lt_gpu_fini();
+	if (use_cuda && !use_gpu) {
 		LT_CHECK(emu.stream_destroy(stream) == 0);
 		struct rfemu_counters c;
 		memset(&c, 0, sizeof(c));

@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The loader tests' `gpu` mode (the gpu suite, tests/gpu): the CUDA backend
+ * on whatever runtime is loaded, a GPU's included.  Device memory is never
+ * read from the host: a batch is copied back on the test's stream after its
+ * ready event, and checked there.  No emulator counter or option is used.
+ */
+#ifndef LT_GPU_H
+#define LT_GPU_H
+
+#include "lt.h"
+#include "../common/rf_gpu.h"
+
+static struct rf_gpu lt_gpu;
+static void *lt_gpu_stream;
+static int lt_gpu_on;
+
+/* argv[1] "gpu": loads the runtime and makes a stream.  Returns 0, or
+ * LT_SKIP (reason printed) when there is no device, or 1 on an error. */
+static inline int
+lt_gpu_init(void)
+{
+	char why[1024] = "";
+	if (rf_gpu_load(&lt_gpu, why, sizeof(why)) <= 0) {
+		fprintf(stderr, "skipped: %s\n", why);
+		return LT_SKIP;
+	}
+	fprintf(stderr, "runtime %s%s\n", lt_gpu.path, lt_gpu.emulated ? " (emulator)" : "");
+	if (lt_gpu.stream_create(&lt_gpu_stream) != 0)
+		return 1;
+	lt_gpu_on = 1;
+	return 0;
+}
+
+static inline void
+lt_gpu_fini(void)
+{
+	if (lt_gpu_on)
+		LT_CHECK(lt_gpu.stream_destroy(lt_gpu_stream) == 0);
+}
+
+/* A batch copied back to the host: `b` has the batch's metadata with host
+ * pointers (256-byte aligned, as the loader's). */
+struct lt_host_batch {
+	rf_batch b;
+	rf_batch_field f[16];
+	void *bufs[16];
+	int64_t *offs[16];
+	uint64_t bad; /* misaligned device pointers, offsets differing from host_offsets */
+};
+
+static inline void
+lt_host_batch_free(struct lt_host_batch *h)
+{
+	for (int f = 0; f < 16; f++) {
+		free(h->bufs[f]);
+		free(h->offs[f]);
+	}
+}
+
+static inline void
+lt_gpu_to_host(const rf_batch *b, struct lt_host_batch *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->b = *b;
+	LT_CHECK(b->nfields <= 16);
+	LT_CHECK(rf_batch_wait(b, lt_gpu_stream) == 0);
+	for (uint32_t f = 0; f < b->nfields && f < 16; f++) {
+		const rf_batch_field *bf = &b->fields[f];
+		h->f[f] = *bf;
+		if ((uintptr_t)bf->data % 256)
+			h->bad++;
+		h->bufs[f] = aligned_alloc(256, (bf->bytes + 255) / 256 * 256 + 256);
+		LT_CHECK(h->bufs[f] != NULL);
+		if (bf->bytes)
+			LT_CHECK(lt_gpu.memcpy_async(h->bufs[f], bf->data, bf->bytes, RF_GPU_D2H,
+						     lt_gpu_stream) == 0);
+		h->f[f].data = h->bufs[f];
+		if (bf->offsets) {
+			h->offs[f] = malloc((b->samples + 1) * 8);
+			LT_CHECK(h->offs[f] != NULL);
+			LT_CHECK(lt_gpu.memcpy_async(h->offs[f], bf->offsets, (b->samples + 1) * 8,
+						     RF_GPU_D2H, lt_gpu_stream) == 0);
+			h->f[f].offsets = h->offs[f];
+		}
+	}
+	LT_CHECK(lt_gpu.stream_synchronize(lt_gpu_stream) == 0);
+	for (uint32_t f = 0; f < b->nfields && f < 16; f++)
+		if (h->offs[f] && b->fields[f].host_offsets &&
+		    memcmp(h->offs[f], b->fields[f].host_offsets, (b->samples + 1) * 8) != 0)
+			h->bad++;
+	h->b.fields = h->f;
+}
+
+/* lt_check_batch on the batch's bytes wherever they are: in place on the
+ * host backend (and the emulator's tests), copied back in gpu mode. */
+static inline uint64_t
+lt_check_batch_any(const rf_batch *b, uint64_t first)
+{
+	if (!lt_gpu_on)
+		return lt_check_batch(b, first);
+	struct lt_host_batch h;
+	lt_gpu_to_host(b, &h);
+	uint64_t bad = h.bad + lt_check_batch(&h.b, first);
+	lt_host_batch_free(&h);
+	return bad;
+}
+
+#endif /* LT_GPU_H */
