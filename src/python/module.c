@@ -280,6 +280,7 @@ PyInit_ringfeed(void)
 		{"ENODEVICE", RF_ENODEVICE}, {"ECUDA", RF_ECUDA},
 		{"EMEMPLAN", RF_EMEMPLAN}, {"EHELD", RF_EHELD},
 		{"ESTATE", RF_ESTATE}, {"ENPY", RF_ENPY}, {"EUSAGE", RF_EUSAGE},
+		{"EFORK", RF_EFORK},
 	};
 	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
 		if (PyModule_AddIntConstant(m, codes[i].name, codes[i].code) < 0)
