@@ -2946,10 +2946,26 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 				       cfg->nfields, RF_MAX_FIELDS);
 		for (size_t i = 0; i < cfg->nfields; i++) {
 			int k = cfg->fields[i] ? rf_schema_find(ld->schema, cfg->fields[i]) : -1;
-			if (k < 0)
-				return rf_fail(&ld->diag, RF_EUSAGE, "loader: no field named '%s' in %s",
+			if (k < 0) {
+				/* The names there are, so a typo shows at once. */
+				char have[256];
+				size_t o = 0;
+				have[0] = 0;
+				for (uint32_t f = 0; f < ld->schema->nfields; f++) {
+					int w = snprintf(have + o, sizeof(have) - o, "%s%s",
+							 f ? ", " : "", ld->schema->fields[f].name);
+					if (w < 0 || (size_t)w >= sizeof(have) - o) {
+						snprintf(have + (o < sizeof(have) - 6 ? o : sizeof(have) - 6),
+							 6, ", ...");
+						break;
+					}
+					o += (size_t)w;
+				}
+				return rf_fail(&ld->diag, RF_EUSAGE, "loader: no field named '%s' in %s; "
+					       "its fields are: %s",
 					       cfg->fields[i] ? cfg->fields[i] : "(null)",
-					       rf_dataset_shard_path(ld->ds, 0));
+					       rf_dataset_shard_path(ld->ds, 0), have);
+			}
 			for (uint32_t j = 0; j < nsel; j++)
 				if (sel[j] == (uint32_t)k)
 					return rf_fail(&ld->diag, RF_EUSAGE,
