@@ -1650,7 +1650,11 @@ static PyTypeObject LoaderType = {
 	"less per byte for a dataset in the page cache; a shard truncated while it\n"
 	"is read ends the process with SIGBUS).  tokens=\"inputs_targets\" delivers a\n"
 	"field \"tokens\" of T + 1 tokens (ringfeed pack --llmc) as int32 \"inputs\" and\n"
-	"\"targets\" of shape [B, T], what a GPT-style step takes (rf_config.tokens).",
+	"\"targets\" of shape [B, T], what a GPT-style step takes (rf_config.tokens).\n"
+	"shuffle=True is \"window\" (the mode for training), False \"none\".  A Loader\n"
+	"belongs to the process that opened it: in a child of fork() (a DataLoader\n"
+	"worker) it raises ringfeed.Error EFORK; open one in each worker\n"
+	"(docs/python.md).",
 	.tp_methods = loader_methods,
 	.tp_getset = loader_getset,
 	.tp_as_sequence = &loader_sequence,
