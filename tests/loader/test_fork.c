@@ -17,6 +17,17 @@
 
 #include "lt.h"
 
+#if defined(__SANITIZE_THREAD__)
+#define RF_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RF_TSAN 1
+#endif
+#endif
+#ifndef RF_TSAN
+#define RF_TSAN 0
+#endif
+
 #define N_SAMPLES 3000
 #define BATCH 16
 
@@ -91,8 +102,10 @@ child(rf_loader *ld, const rf_batch *held)
 	rf_loader_close(&ld);
 	LT_CHECK(ld == NULL);
 
-	/* The pattern that works: a loader of the child's own. */
-	if (!use_cuda) {
+	/* The pattern that works: a loader of the child's own (not under
+	 * ThreadSanitizer, which refuses new threads after a multi-threaded
+	 * fork). */
+	if (!use_cuda && !RF_TSAN) {
 		rf_config cfg;
 		const char *paths[1];
 		config(&cfg, paths);
