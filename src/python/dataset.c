@@ -718,10 +718,12 @@ rfpy_pack(PyObject *self, PyObject *args, PyObject *kwargs)
 {
 	static char *kwlist[] = {"path", "columns", "zstd", "chunk_bytes", "shard_bytes",
 				 "shuffle", NULL};
-	PyObject *path_bytes = NULL, *columns, *shuffle = Py_None;
+	PyObject *path_bytes = NULL, *path_arg, *columns, *shuffle = Py_None, *zstd_arg = NULL,
+		 *chunk_arg = NULL, *shard_arg = NULL;
 	unsigned long long seed = 0;
 	uint64_t *order = NULL;
 	int zstd = 0;
+	long long level = 0;
 	unsigned long long chunk_bytes = 0, shard_bytes = 0;
 	struct pack_col *cols = NULL;
 	size_t ncols = 0;
@@ -729,10 +731,29 @@ rfpy_pack(PyObject *self, PyObject *args, PyObject *kwargs)
 	Py_ssize_t nsamples = -1;
 	PyObject *ret = NULL;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&O!|iO&O&O:pack", kwlist,
-					 PyUnicode_FSConverter, &path_bytes, &PyDict_Type, &columns,
-					 &zstd, rfpy_u64, &chunk_bytes, rfpy_u64, &shard_bytes, &shuffle))
+	/* Converted here, so that a TypeError or OverflowError names the
+	 * argument (PyArg's formats name it by its position). */
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|OOOO:pack", kwlist, &path_arg,
+					 &columns, &zstd_arg, &chunk_arg, &shard_arg, &shuffle))
 		return NULL;
+	if (!PyUnicode_FSConverter(path_arg, &path_bytes)) {
+		if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+			PyErr_Clear();
+			PyErr_Format(PyExc_TypeError, "path must be a str, bytes or os.PathLike, "
+				     "not %.100s", Py_TYPE(path_arg)->tp_name);
+		}
+		return NULL;
+	}
+	if (!PyDict_Check(columns)) {
+		PyErr_Format(PyExc_TypeError, "columns must be a dict of name: array, not %.100s",
+			     Py_TYPE(columns)->tp_name);
+		goto out;
+	}
+	if ((zstd_arg && rfpy_arg_int(zstd_arg, "zstd", 0, 22, &level) < 0) ||
+	    (chunk_arg && rfpy_arg_u64(chunk_arg, "chunk_bytes", &chunk_bytes) < 0) ||
+	    (shard_arg && rfpy_arg_u64(shard_arg, "shard_bytes", &shard_bytes) < 0))
+		goto out;
+	zstd = (int)level;
 	/* shuffle: None, or a seed (an int; True is refused rather than read
 	 * as seed 1). */
 	if (shuffle != Py_None && (PyBool_Check(shuffle) || !PyLong_Check(shuffle))) {

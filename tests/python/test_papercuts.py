@@ -68,6 +68,24 @@ def test_errors_name_their_argument(path):
         else:
             raise AssertionError("set_epoch(%r) accepted" % (value,))
     ld.close()
+    out = os.path.join(os.path.dirname(path), "named.rfs")
+    cols = {"x": np.zeros(4, np.float32)}
+    for name, value, exc in (("zstd", "a", TypeError), ("zstd", 2**70, OverflowError),
+                             ("chunk_bytes", -1, OverflowError), ("chunk_bytes", "a", TypeError),
+                             ("shard_bytes", 2**64, OverflowError)):
+        try:
+            ringfeed.pack(out, cols, **{name: value})
+        except exc as e:
+            check(name in str(e), "pack(%s=%r): %s" % (name, value, e))
+        else:
+            raise AssertionError("pack(%s=%r) accepted" % (name, value))
+    for args, name in (((3, cols), "path"), ((out, [cols["x"]]), "columns")):
+        try:
+            ringfeed.pack(*args)
+        except TypeError as e:
+            check(name in str(e), "pack: %s" % e)
+        else:
+            raise AssertionError("pack%r accepted" % (args,))
     ds = ringfeed.open(path)
     for value, exc in ((-1, OverflowError), ("a", TypeError)):
         try:
