@@ -43,6 +43,7 @@ rf_strerror(int code)
 	case RF_ESTATE: return "invalid resume state";
 	case RF_ENPY: return "malformed or unsupported .npy file";
 	case RF_EUSAGE: return "usage error: a setting is out of range or contradicts another";
+	case RF_EFORK: return "loader used in a child of fork()";
 	default: break;
 	}
 	if (code < 0 && code > -4096) {

@@ -159,6 +159,10 @@ struct rf_loader {
 	rf_config cfg;
 	rf_diag diag;       /* the consumer's messages (errmsg) */
 	rf_diag io_diag, dev_diag, ring_diag, copy_diag;
+	/* The process that opened the loader, and the fork count then: a
+	 * child of fork() has the loader's memory but none of its threads. */
+	pid_t owner_pid;
+	unsigned owner_forks;
 
 	rf_dataset *ds;
 	const rf_schema *schema;
@@ -302,6 +306,50 @@ struct rf_loader {
 };
 
 static _Thread_local char open_error[RF_ERRMSG_MAX];
+
+/* ------------------------------------------------------- fork() */
+
+/* fork() copies a loader into the child without its threads, and with its
+ * mutex, condition variables and io_uring as they were at that instant
+ * (the ring shared with the parent), so a child that waits on it waits
+ * forever.  Every public entry point compares the fork count now with the
+ * one at open, and a child gets RF_EFORK at once, touching nothing the
+ * parent's threads use.  The count is bumped by a pthread_atfork handler:
+ * a load and a compare, no system call on the consumer's fast path. */
+static atomic_uint fork_count;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void
+fork_child(void)
+{
+	atomic_fetch_add_explicit(&fork_count, 1, memory_order_relaxed);
+}
+
+static void
+fork_watch(void)
+{
+	pthread_atfork(NULL, NULL, fork_child);
+}
+
+static int
+forked(const rf_loader *ld)
+{
+	return atomic_load_explicit(&fork_count, memory_order_relaxed) != ld->owner_forks;
+}
+
+/* RF_EFORK with its message when ld is used in a child of the process
+ * that opened it, else 0. */
+static int
+fork_check(rf_loader *ld)
+{
+	if (!forked(ld))
+		return 0;
+	return rf_fail(&ld->diag, RF_EFORK,
+		       "loader: opened in process %ld and used in process %ld, a child of fork(): "
+		       "a loader's threads do not survive fork(); open the loader in each process "
+		       "that reads (in each DataLoader worker: open it in the dataset's __iter__)",
+		       (long)ld->owner_pid, (long)getpid());
+}
 
 static uint64_t
 now_ns(void)
@@ -2898,10 +2946,26 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 				       cfg->nfields, RF_MAX_FIELDS);
 		for (size_t i = 0; i < cfg->nfields; i++) {
 			int k = cfg->fields[i] ? rf_schema_find(ld->schema, cfg->fields[i]) : -1;
-			if (k < 0)
-				return rf_fail(&ld->diag, RF_EUSAGE, "loader: no field named '%s' in %s",
+			if (k < 0) {
+				/* The names there are, so a typo shows at once. */
+				char have[256];
+				size_t o = 0;
+				have[0] = 0;
+				for (uint32_t f = 0; f < ld->schema->nfields; f++) {
+					int w = snprintf(have + o, sizeof(have) - o, "%s%s",
+							 f ? ", " : "", ld->schema->fields[f].name);
+					if (w < 0 || (size_t)w >= sizeof(have) - o) {
+						snprintf(have + (o < sizeof(have) - 6 ? o : sizeof(have) - 6),
+							 6, ", ...");
+						break;
+					}
+					o += (size_t)w;
+				}
+				return rf_fail(&ld->diag, RF_EUSAGE, "loader: no field named '%s' in %s; "
+					       "its fields are: %s",
 					       cfg->fields[i] ? cfg->fields[i] : "(null)",
-					       rf_dataset_shard_path(ld->ds, 0));
+					       rf_dataset_shard_path(ld->ds, 0), have);
+			}
 			for (uint32_t j = 0; j < nsel; j++)
 				if (sel[j] == (uint32_t)k)
 					return rf_fail(&ld->diag, RF_EUSAGE,
@@ -3052,6 +3116,9 @@ rf_loader_open(rf_loader **out, const rf_config *cfg)
 	rf_diag_init(&ld->copy_diag, cfg->log, cfg->log_user);
 	clock_gettime(CLOCK_MONOTONIC, &ld->t_open);
 	ld->cur_slot = -1;
+	pthread_once(&fork_once, fork_watch);
+	ld->owner_pid = getpid();
+	ld->owner_forks = atomic_load_explicit(&fork_count, memory_order_relaxed);
 
 	if (pthread_mutex_init(&ld->mu, NULL)) {
 		free(ld);
@@ -3237,7 +3304,13 @@ rf_loader_close(rf_loader **ldp)
 {
 	if (!ldp || !*ldp)
 		return;
-	loader_free(*ldp);
+	/* In a child of fork(): the threads to stop are the parent's, the
+	 * mutex may have been held at the fork, the io_uring and the device
+	 * are shared with the parent, so nothing is stopped, freed or closed.
+	 * The memory is the child's copy of the parent's and goes with the
+	 * child (at exit or exec). */
+	if (!forked(*ldp))
+		loader_free(*ldp);
 	*ldp = NULL;
 }
 
@@ -3249,6 +3322,8 @@ loader_next(rf_loader *ld, const rf_batch **out, uint64_t wait_ns)
 	if (!ld || !out)
 		return -EINVAL;
 	*out = NULL;
+	if (forked(ld))
+		return fork_check(ld);
 	pthread_mutex_lock(&ld->mu);
 	if (ld->held >= ld->depth) {
 		unsigned held = ld->held;
@@ -3354,6 +3429,8 @@ rf_batch_wait(const rf_batch *batch, void *stream)
 	struct dbuf *b = batch_dbuf(ld, batch);
 	if (!b)
 		return -EINVAL;
+	if (forked(ld))
+		return fork_check(ld);
 	pthread_mutex_lock(&ld->mu);
 	int held = b->state == DB_HELD;
 	pthread_mutex_unlock(&ld->mu);
@@ -3376,6 +3453,8 @@ rf_batch_field_read(const rf_batch *batch, uint32_t field, void *dst, uint64_t c
 	struct dbuf *b = batch_dbuf(ld, batch);
 	if (!b)
 		return -EINVAL;
+	if (forked(ld))
+		return fork_check(ld);
 	if (field >= batch->nfields)
 		return rf_fail(&ld->diag, -EINVAL, "loader: reading field %u of a batch of %u "
 			       "fields", field, batch->nfields);
@@ -3408,6 +3487,8 @@ rf_loader_release(rf_loader *ld, const rf_batch *batch, void *stream)
 	if (!b)
 		return ld ? rf_fail(&ld->diag, -EINVAL, "loader: releasing %s, not a batch of "
 				    "this loader", batch ? "a pointer" : "NULL") : -EINVAL;
+	if (forked(ld))
+		return fork_check(ld);
 	/* Claim the batch in the same critical section that checks it:
 	 * two threads releasing it at once must not both pass (held would
 	 * be decremented twice and wrap). */
@@ -3465,6 +3546,8 @@ rf_loader_state_save(rf_loader *ld, void *buf, size_t cap, size_t *len)
 {
 	if (!ld || !len)
 		return -EINVAL;
+	if (forked(ld))
+		return fork_check(ld);
 	if (!ld->splan) {
 		*len = RF_PLAN_STATE_SIZE;
 		return rf_fail(&ld->diag, -EINVAL, "loader: an empty dataset has no position to save");
@@ -3485,6 +3568,8 @@ rf_loader_state_load(rf_loader *ld, const void *buf, size_t len)
 {
 	if (!ld)
 		return -EINVAL;
+	if (forked(ld))
+		return fork_check(ld);
 	if (!buf)
 		return rf_fail(&ld->diag, -EINVAL, "loader: loading a position from NULL");
 	if (!ld->gplan)
@@ -3561,6 +3646,8 @@ rf_loader_stats(rf_loader *ld, rf_stats *st)
 		return rf_fail(&ld->diag, RF_EUSAGE, "rf_loader_stats: stats size %" PRIu32
 			       ", expected %zu (set .size = sizeof(rf_stats))", st->size,
 			       sizeof(rf_stats));
+	if (forked(ld))
+		return fork_check(ld);
 	rf_stats s;
 	memset(&s, 0, sizeof(s));
 	s.size = sizeof(s);

@@ -65,6 +65,7 @@ enum rf_error {
 	RF_ESTATE = -1010,    /* a resume state blob is corrupt or from another dataset */
 	RF_ENPY = -1011,      /* a .npy file is malformed or of an unsupported kind */
 	RF_EUSAGE = -1012,    /* an argument is out of range or contradicts another */
+	RF_EFORK = -1013,     /* a loader used in a child of fork(): open one per process */
 };
 
 /* A static, human-readable name for any code returned by the library
@@ -577,6 +578,19 @@ typedef struct rf_batch {
 } rf_batch;
 
 /*
+ * Processes.  A loader belongs to the process that opened it: fork()
+ * copies its memory into the child but none of its threads, and its locks
+ * and io_uring as they were at that instant.  In a child, every rf_loader_*
+ * and rf_batch_* call on a loader opened before the fork returns RF_EFORK
+ * at once (the message says so), touching nothing the parent uses, and
+ * rf_loader_close frees nothing (below); the parent's loader goes on
+ * working.  Open a loader in each process that reads, after the fork: with
+ * a PyTorch DataLoader(num_workers=N), in each worker (docs/python.md
+ * shows an IterableDataset that does, each worker reading a disjoint share
+ * with rank' = rank x N + worker, world' = world x N).  The check costs a
+ * load and a compare (a pthread_atfork handler counts forks), no system
+ * call.  rf_dataset handles need no such care: they have no threads.
+ *
  * Open the dataset, check the memory plan, allocate every buffer and start
  * the threads.  Everything the loader will ever allocate is allocated here:
  * the pinned ring (pinned_bytes), depth device buffers of the batch size and
@@ -690,7 +704,10 @@ RF_API int rf_loader_release(rf_loader *ld, const rf_batch *batch, void *stream)
 /* Stop the threads, wait for reads and copies in flight, then free every
  * buffer, close the files and the device backend.  Batches still held are
  * invalid afterwards (their release events are waited for first).  NULL and
- * a pointer to NULL are no-ops; *ld is cleared. */
+ * a pointer to NULL are no-ops; *ld is cleared.  In a child of fork() (see
+ * "Processes" above rf_loader_open) it only clears *ld: the threads,
+ * io_uring, device and locks belong to the parent, and the child's copy of
+ * the loader's memory stays until the child exits or execs. */
 RF_API void rf_loader_close(rf_loader **ld);
 
 /* Bytes enough for any position blob of this library version. */

@@ -20,6 +20,12 @@ typedef struct {
 	/* Held around reads, which run without the GIL, and close: a dataset
 	 * handle serves one thread at a time. */
 	PyThread_type_lock lock;
+	/* rfpy_forks() when the lock was last known sound.  A dataset has no
+	 * threads, so a child of fork() may go on using it, unless another
+	 * thread of the parent held the lock at the fork: that read was cut
+	 * off halfway (torn), and the lock will never be released. */
+	unsigned forks;
+	int torn;
 } DatasetObject;
 
 static PyObject *numpy_frombuffer;
@@ -41,25 +47,53 @@ static void
 dataset_dealloc(DatasetObject *self)
 {
 	rf_dataset_close(&self->ds);
-	if (self->lock)
+	if (self->lock && !self->torn)
 		PyThread_free_lock(self->lock);
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Take the dataset's lock; other threads run while this one waits. */
-static void
+static const char torn_msg[] =
+	"this dataset was being read by another thread when the process forked: that read "
+	"stopped halfway in this child process; open the dataset again here (ringfeed.open "
+	"in each DataLoader worker, in worker_init_fn or the Dataset's first __getitem__)";
+
+/* Take the dataset's lock; other threads run while this one waits.  0, or
+ * -1 with RuntimeError in a child of fork() whose parent was reading. */
+static int
 dataset_lock(DatasetObject *self)
 {
+	if (self->forks != rfpy_forks() && !self->torn) {
+		/* A child of fork(): this thread is the only one that came
+		 * through it, so a held lock was a parent thread's, mid-read.
+		 * The handle, copied halfway through an update, is left as it
+		 * is (not freed, not closed). */
+		if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
+			self->torn = 1;
+			self->ds = NULL;
+		} else {
+			PyThread_release_lock(self->lock);
+			self->forks = rfpy_forks();
+		}
+	}
+	if (self->torn) {
+		PyErr_SetString(PyExc_RuntimeError, torn_msg);
+		return -1;
+	}
 	if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
 		Py_BEGIN_ALLOW_THREADS
 		PyThread_acquire_lock(self->lock, WAIT_LOCK);
 		Py_END_ALLOW_THREADS
 	}
+	return 0;
 }
 
 static int
 dataset_check(DatasetObject *self)
 {
+	if (self->torn) {
+		PyErr_SetString(PyExc_RuntimeError, torn_msg);
+		return -1;
+	}
 	if (!self->ds) {
 		PyErr_SetString(PyExc_ValueError, "the dataset is closed");
 		return -1;
@@ -190,7 +224,8 @@ dataset_item(DatasetObject *self, Py_ssize_t i)
 	char msg[512];
 	int rc = 0;
 
-	dataset_lock(self);
+	if (dataset_lock(self) < 0)
+		return NULL;
 	if (!self->ds) { /* closed by another thread meanwhile */
 		PyThread_release_lock(self->lock);
 		dataset_check(self);
@@ -305,9 +340,9 @@ static PyObject *
 dataset_chunk_info(DatasetObject *self, PyObject *arg)
 {
 	rf_chunk_info ci;
-	unsigned long long c = PyLong_AsUnsignedLongLong(arg);
+	unsigned long long c;
 
-	if (c == (unsigned long long)-1 && PyErr_Occurred())
+	if (rfpy_arg_u64(arg, "chunk_info's chunk", &c) < 0)
 		return NULL;
 	if (dataset_check(self) < 0)
 		return NULL;
@@ -327,7 +362,10 @@ dataset_chunk_info(DatasetObject *self, PyObject *arg)
 static void
 dataset_close_locked(DatasetObject *self)
 {
-	dataset_lock(self);
+	if (dataset_lock(self) < 0) {
+		PyErr_Clear(); /* torn in a child of fork(): nothing to close */
+		return;
+	}
 	rf_dataset_close(&self->ds);
 	PyThread_release_lock(self->lock);
 }
@@ -429,6 +467,8 @@ rfpy_open(PyObject *self, PyObject *args, PyObject *kwargs)
 		return NULL;
 	}
 	obj->ds = ds;
+	obj->forks = rfpy_forks();
+	obj->torn = 0;
 	obj->lock = PyThread_allocate_lock();
 	if (!obj->lock) {
 		Py_DECREF(obj);
@@ -678,10 +718,12 @@ rfpy_pack(PyObject *self, PyObject *args, PyObject *kwargs)
 {
 	static char *kwlist[] = {"path", "columns", "zstd", "chunk_bytes", "shard_bytes",
 				 "shuffle", NULL};
-	PyObject *path_bytes = NULL, *columns, *shuffle = Py_None;
+	PyObject *path_bytes = NULL, *path_arg, *columns, *shuffle = Py_None, *zstd_arg = NULL,
+		 *chunk_arg = NULL, *shard_arg = NULL;
 	unsigned long long seed = 0;
 	uint64_t *order = NULL;
 	int zstd = 0;
+	long long level = 0;
 	unsigned long long chunk_bytes = 0, shard_bytes = 0;
 	struct pack_col *cols = NULL;
 	size_t ncols = 0;
@@ -689,10 +731,29 @@ rfpy_pack(PyObject *self, PyObject *args, PyObject *kwargs)
 	Py_ssize_t nsamples = -1;
 	PyObject *ret = NULL;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&O!|iO&O&O:pack", kwlist,
-					 PyUnicode_FSConverter, &path_bytes, &PyDict_Type, &columns,
-					 &zstd, rfpy_u64, &chunk_bytes, rfpy_u64, &shard_bytes, &shuffle))
+	/* Converted here, so that a TypeError or OverflowError names the
+	 * argument (PyArg's formats name it by its position). */
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|OOOO:pack", kwlist, &path_arg,
+					 &columns, &zstd_arg, &chunk_arg, &shard_arg, &shuffle))
 		return NULL;
+	if (!PyUnicode_FSConverter(path_arg, &path_bytes)) {
+		if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+			PyErr_Clear();
+			PyErr_Format(PyExc_TypeError, "path must be a str, bytes or os.PathLike, "
+				     "not %.100s", Py_TYPE(path_arg)->tp_name);
+		}
+		return NULL;
+	}
+	if (!PyDict_Check(columns)) {
+		PyErr_Format(PyExc_TypeError, "columns must be a dict of name: array, not %.100s",
+			     Py_TYPE(columns)->tp_name);
+		goto out;
+	}
+	if ((zstd_arg && rfpy_arg_int(zstd_arg, "zstd", 0, 22, &level) < 0) ||
+	    (chunk_arg && rfpy_arg_u64(chunk_arg, "chunk_bytes", &chunk_bytes) < 0) ||
+	    (shard_arg && rfpy_arg_u64(shard_arg, "shard_bytes", &shard_bytes) < 0))
+		goto out;
+	zstd = (int)level;
 	/* shuffle: None, or a seed (an int; True is refused rather than read
 	 * as seed 1). */
 	if (shuffle != Py_None && (PyBool_Check(shuffle) || !PyLong_Check(shuffle))) {

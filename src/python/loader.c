@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifdef RFPY_HAVE_LOADER
 
@@ -49,7 +50,35 @@ struct core {
 	PyObject *names;         /* the batches' field names (interned str), a tuple
 	                            made from the first batch: one C loader's
 	                            fields never change */
+	unsigned forks;          /* rfpy_forks() at open: another count means a
+	                            child of fork(), where the C loader's threads
+	                            are not */
+	long pid;                /* the process that opened it */
 };
+
+/* In a child of fork(): the C loader is the parent's.  Batches are dropped
+ * without going back to it and closing frees nothing (rf_loader_close in
+ * a child touches nothing the parent's threads use). */
+static int
+core_forked(const struct core *c)
+{
+	return c->forks != rfpy_forks();
+}
+
+static PyObject *
+raise_forked(const struct core *c)
+{
+	char msg[640];
+
+	snprintf(msg, sizeof(msg),
+		 "this ringfeed.Loader was opened in process %ld and is used in process %ld, "
+		 "a child of fork() (a DataLoader worker, say), where its threads are not: open "
+		 "the Loader in each process that reads it; with DataLoader(num_workers=N), "
+		 "inside the IterableDataset's __iter__, each worker reading its own share "
+		 "(docs/python.md, \"Processes and DataLoader workers\")",
+		 c->pid, (long)getpid());
+	return rfpy_raise(RF_EFORK, NULL, msg);
+}
 
 static void
 core_close_now(struct core *c)
@@ -71,7 +100,7 @@ core_close_now(struct core *c)
 static void
 core_release(struct core *c, const rf_batch *b, void *stream)
 {
-	int rc = rf_loader_release(c->ld, b, stream);
+	int rc = core_forked(c) ? 0 : rf_loader_release(c->ld, b, stream);
 
 	if (rc < 0) {
 		/* Called from a deallocator: nowhere to raise to. */
@@ -594,6 +623,8 @@ loader_open_core(LoaderObject *self, uint64_t epoch, const void *resume, size_t 
 		return -1;
 	}
 	c->ld = ld;
+	c->forks = rfpy_forks();
+	c->pid = (long)getpid();
 	c->epoch0 = epoch;
 	c->device.device_type = kDLCPU;
 	c->device.device_id = 0;
@@ -631,6 +662,12 @@ loader_usable(LoaderObject *self)
 {
 	if (self->closed || !self->core) {
 		PyErr_SetString(PyExc_ValueError, "the loader is closed");
+		return -1;
+	}
+	/* Before busy: a thread of the parent may have been waiting in it at
+	 * the fork. */
+	if (core_forked(self->core)) {
+		raise_forked(self->core);
 		return -1;
 	}
 	if (self->busy) {
@@ -957,6 +994,32 @@ resolve_rank(long long rank, long long world, uint32_t *r, uint32_t *w)
 	return 0;
 }
 
+/* The shuffle argument: a mode's name, or a bool (True: "window", the mode
+ * for training; False: "none").  The mode's index, or -1 with an
+ * exception. */
+static int
+parse_shuffle(PyObject *arg)
+{
+	if (!arg)
+		return SHUFFLE_NONE;
+	if (PyBool_Check(arg))
+		return arg == Py_True ? SHUFFLE_WINDOW : SHUFFLE_NONE;
+	if (!PyUnicode_Check(arg)) {
+		PyErr_Format(PyExc_TypeError, "shuffle must be a str or a bool, not %.100s",
+			     Py_TYPE(arg)->tp_name);
+		return -1;
+	}
+	const char *name = PyUnicode_AsUTF8(arg);
+	if (!name)
+		return -1;
+	for (int i = 0; i < 4; i++)
+		if (!strcmp(name, shuffle_names[i]))
+			return i;
+	PyErr_Format(PyExc_ValueError, "shuffle must be \"none\", \"chunks\", \"window\", "
+		     "\"full\", True (\"window\") or False (\"none\"), not %R", arg);
+	return -1;
+}
+
 static int
 loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -965,20 +1028,60 @@ loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 				 "window", "pinning", "io_depth", "direct", "decode_threads",
 				 "verify", "var_bytes", "map", "tokens", NULL};
 	PyObject *paths_arg, *fields_arg = Py_None, *rank_arg = Py_None, *world_arg = Py_None,
-		 *device_arg = NULL;
-	const char *shuffle = "none", *pinning = "ring", *tokens = "stored";
+		 *device_arg = NULL, *batch_arg, *shuffle_arg = NULL, *seed_arg = NULL,
+		 *epoch_arg = NULL, *depth_arg = NULL, *pinned_arg = NULL, *window_arg = NULL,
+		 *pinning_arg = NULL, *io_depth_arg = NULL, *threads_arg = NULL,
+		 *var_bytes_arg = NULL, *tokens_arg = NULL;
+	const char *pinning = "ring", *tokens = "stored";
 	unsigned long long seed = 0, epoch = 0, pinned_bytes = 0, var_bytes = 0;
-	Py_ssize_t batch_size = 0, depth = 2, window = 0, io_depth = 0, decode_threads = 0;
+	long long batch_size = 0, depth = 2, window = 0, io_depth = 0, decode_threads = 0;
 	int drop_last = 1, direct = -1, verify = 1, map = 0;
 	PyObject *direct_arg = Py_None;
 	size_t npaths;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "On|$OsO&O&OOOnO&pnsnOnpO&ps:Loader",
-					 kwlist, &paths_arg, &batch_size, &fields_arg, &shuffle,
-					 rfpy_u64, &seed, rfpy_u64, &epoch, &rank_arg, &world_arg,
-					 &device_arg, &depth, rfpy_u64, &pinned_bytes, &drop_last,
-					 &window, &pinning, &io_depth, &direct_arg, &decode_threads,
-					 &verify, rfpy_u64, &var_bytes, &map, &tokens))
+	/* Every argument converted here, so that a TypeError or OverflowError
+	 * names it (PyArg's formats name a keyword argument by its position). */
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOOOOOOOOpOOOOOpOpO:Loader",
+					 kwlist, &paths_arg, &batch_arg, &fields_arg, &shuffle_arg,
+					 &seed_arg, &epoch_arg, &rank_arg, &world_arg,
+					 &device_arg, &depth_arg, &pinned_arg, &drop_last,
+					 &window_arg, &pinning_arg, &io_depth_arg, &direct_arg,
+					 &threads_arg, &verify, &var_bytes_arg, &map, &tokens_arg))
+		return -1;
+	const struct { PyObject *arg; const char *name; long long *v, lo, hi; } ints[] = {
+		{batch_arg, "batch_size", &batch_size, 1, 1LL << 30},
+		{depth_arg, "depth", &depth, 1, RFPY_MAX_BUFFERS - RFPY_SPARE_BUFFERS},
+		{window_arg, "window", &window, 0, 1 << 20},
+		{io_depth_arg, "io_depth", &io_depth, 0, 1 << 16},
+		{threads_arg, "decode_threads", &decode_threads, 0, 1 << 10},
+	};
+	for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++)
+		if (ints[i].arg && rfpy_arg_int(ints[i].arg, ints[i].name, ints[i].lo, ints[i].hi,
+						ints[i].v) < 0)
+			return -1;
+	const struct { PyObject *arg; const char *name; unsigned long long *v; } u64s[] = {
+		{seed_arg, "seed", &seed}, {epoch_arg, "epoch", &epoch},
+		{pinned_arg, "pinned_bytes", &pinned_bytes}, {var_bytes_arg, "var_bytes", &var_bytes},
+	};
+	for (size_t i = 0; i < sizeof(u64s) / sizeof(u64s[0]); i++)
+		if (u64s[i].arg && rfpy_arg_u64(u64s[i].arg, u64s[i].name, u64s[i].v) < 0)
+			return -1;
+	const struct { PyObject *arg; const char *name; const char **v; } strs[] = {
+		{pinning_arg, "pinning", &pinning}, {tokens_arg, "tokens", &tokens},
+	};
+	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+		if (!strs[i].arg)
+			continue;
+		if (!PyUnicode_Check(strs[i].arg)) {
+			PyErr_Format(PyExc_TypeError, "%s must be a str, not %.100s", strs[i].name,
+				     Py_TYPE(strs[i].arg)->tp_name);
+			return -1;
+		}
+		if (!(*strs[i].v = PyUnicode_AsUTF8(strs[i].arg)))
+			return -1;
+	}
+	int shuffle = parse_shuffle(shuffle_arg);
+	if (shuffle < 0)
 		return -1;
 	/* None: let the library choose (O_DIRECT unless the dataset fits in
 	 * a quarter of the available memory). */
@@ -987,7 +1090,7 @@ loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 		if (direct < 0)
 			return -1;
 	}
-	if (self->busy) {
+	if (self->busy && !(self->core && core_forked(self->core))) {
 		PyErr_SetString(PyExc_RuntimeError, "the loader is in use by another thread");
 		return -1;
 	}
@@ -1000,20 +1103,6 @@ loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 
 	rf_config *cfg = &self->cfg;
 	rf_config_init(cfg);
-	const struct { const char *name; Py_ssize_t v, lo, hi; } ranges[] = {
-		{"batch_size", batch_size, 1, (Py_ssize_t)1 << 30},
-		{"depth", depth, 1, RFPY_MAX_BUFFERS - RFPY_SPARE_BUFFERS},
-		{"window", window, 0, 1 << 20},
-		{"io_depth", io_depth, 0, 1 << 16},
-		{"decode_threads", decode_threads, 0, 1 << 10},
-	};
-	for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
-		if (ranges[i].v < ranges[i].lo || ranges[i].v > ranges[i].hi) {
-			PyErr_Format(PyExc_ValueError, "%s must be in [%zd, %zd], not %zd",
-				     ranges[i].name, ranges[i].lo, ranges[i].hi, ranges[i].v);
-			return -1;
-		}
-	}
 	cfg->batch_size = (uint32_t)batch_size;
 	cfg->depth = (uint32_t)depth;
 	cfg->drop_last = drop_last;
@@ -1029,8 +1118,23 @@ loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 		return -1;
 	}
 	cfg->var_bytes = var_bytes;
-	if (pinned_bytes)
+	if (pinned_bytes) {
+		/* The ring takes what the memory plan needs, up to pinned_bytes:
+		 * a budget beyond the machine's memory would be taken at face
+		 * value by the plan (and a window sized from it), silently. */
+		long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+		unsigned long long phys = pages > 0 && psize > 0 ?
+			(unsigned long long)pages * (unsigned long long)psize : 0;
+		if (phys && pinned_bytes > phys) {
+			PyErr_Format(PyExc_ValueError,
+				     "pinned_bytes %llu is more than this machine's physical memory "
+				     "(%llu bytes): page-locked memory cannot be paged out; give at "
+				     "most a fraction of it (the default is 256 MiB)",
+				     pinned_bytes, phys);
+			return -1;
+		}
 		cfg->pinned_bytes = pinned_bytes;
+	}
 	if (io_depth)
 		cfg->io_depth = (uint32_t)io_depth;
 	if (decode_threads)
@@ -1048,16 +1152,7 @@ loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	if (device_arg && parse_device(device_arg, cfg) < 0)
 		return -1;
 
-	self->shuffle = -1;
-	for (int i = 0; i < 4; i++)
-		if (!strcmp(shuffle, shuffle_names[i]))
-			self->shuffle = i;
-	if (self->shuffle < 0) {
-		PyErr_Format(PyExc_ValueError,
-			     "shuffle must be \"none\", \"chunks\", \"window\" or \"full\", not \"%s\"",
-			     shuffle);
-		return -1;
-	}
+	self->shuffle = shuffle;
 	static const enum rf_shuffle modes[] = {RF_SHUFFLE_NONE, RF_SHUFFLE_CHUNKS,
 						RF_SHUFFLE_WINDOW, RF_SHUFFLE_FULL};
 	cfg->shuffle = modes[self->shuffle];
@@ -1065,13 +1160,11 @@ loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	cfg->seed = seed;
 	cfg->window = (uint32_t)window;
 	long long rank = -1, world = -1;
-	if (rank_arg != Py_None && ((rank = PyLong_AsLongLong(rank_arg)) == -1 && PyErr_Occurred()))
+	if (rank_arg != Py_None && rfpy_arg_int(rank_arg, "rank", 0, (1 << 24) - 1, &rank) < 0)
 		return -1;
-	if (world_arg != Py_None && ((world = PyLong_AsLongLong(world_arg)) == -1 && PyErr_Occurred()))
+	if (world_arg != Py_None && rfpy_arg_int(world_arg, "world", 1, 1 << 24, &world) < 0)
 		return -1;
-	if ((rank_arg != Py_None && (rank < 0 || rank >= (1 << 24))) ||
-	    (world_arg != Py_None && (world < 1 || world > (1 << 24))) ||
-	    (rank >= 0 && world >= 1 && rank >= world)) {
+	if (rank >= 0 && world >= 1 && rank >= world) {
 		PyErr_SetString(PyExc_ValueError, "need 0 <= rank < world <= 2**24");
 		return -1;
 	}
@@ -1175,7 +1268,8 @@ loader_len(LoaderObject *self)
 static PyObject *
 loader_close(LoaderObject *self, PyObject *unused)
 {
-	if (self->busy) {
+	/* In a child of fork(), busy is the parent's thread's. */
+	if (self->busy && !(self->core && core_forked(self->core))) {
 		PyErr_SetString(PyExc_RuntimeError, "the loader is in use by another thread");
 		return NULL;
 	}
@@ -1208,9 +1302,9 @@ loader_exit(LoaderObject *self, PyObject *args)
 static PyObject *
 loader_set_epoch(LoaderObject *self, PyObject *arg)
 {
-	unsigned long long e = PyLong_AsUnsignedLongLong(arg);
+	unsigned long long e;
 
-	if (e == (unsigned long long)-1 && PyErr_Occurred())
+	if (rfpy_arg_u64(arg, "epoch", &e) < 0)
 		return NULL;
 	if (loader_usable(self) < 0)
 		return NULL;
@@ -1556,7 +1650,11 @@ static PyTypeObject LoaderType = {
 	"less per byte for a dataset in the page cache; a shard truncated while it\n"
 	"is read ends the process with SIGBUS).  tokens=\"inputs_targets\" delivers a\n"
 	"field \"tokens\" of T + 1 tokens (ringfeed pack --llmc) as int32 \"inputs\" and\n"
-	"\"targets\" of shape [B, T], what a GPT-style step takes (rf_config.tokens).",
+	"\"targets\" of shape [B, T], what a GPT-style step takes (rf_config.tokens).\n"
+	"shuffle=True is \"window\" (the mode for training), False \"none\".  A Loader\n"
+	"belongs to the process that opened it: in a child of fork() (a DataLoader\n"
+	"worker) it raises ringfeed.Error EFORK; open one in each worker\n"
+	"(docs/python.md).",
 	.tp_methods = loader_methods,
 	.tp_getset = loader_getset,
 	.tp_as_sequence = &loader_sequence,

@@ -8,10 +8,39 @@
 
 #include <limits.h>
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
 PyObject *rfpy_Error;
+
+/* fork() copies the module's objects into the child; a loader's threads
+ * stay in the parent.  A pthread_atfork handler counts the forks, so an
+ * object compares the count with the one it was made under (a load, no
+ * system call). */
+static atomic_uint fork_count;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void
+fork_child(void)
+{
+	atomic_fetch_add_explicit(&fork_count, 1, memory_order_relaxed);
+}
+
+static void
+fork_watch(void)
+{
+	pthread_atfork(NULL, NULL, fork_child);
+}
+
+unsigned
+rfpy_forks(void)
+{
+	return atomic_load_explicit(&fork_count, memory_order_relaxed);
+}
 
 PyObject *
 rfpy_raise(int code, const char *what, const char *detail)
@@ -21,6 +50,11 @@ rfpy_raise(int code, const char *what, const char *detail)
 
 	if (!detail || !*detail)
 		detail = name;
+	/* The library's messages start with their own prefix ("loader: "):
+	 * not "Loader: loader: ...". */
+	size_t wl = what ? strlen(what) : 0;
+	if (what && !strncasecmp(detail, what, wl) && detail[wl] == ':')
+		what = NULL;
 	if (what)
 		msg = PyUnicode_FromFormat("%s: %s", what, detail);
 	else
@@ -81,6 +115,66 @@ rfpy_u64(PyObject *obj, void *out)
 		return 0;
 	*(unsigned long long *)out = v;
 	return 1;
+}
+
+/* An integer argument (anything with __index__) as a new int reference, or
+ * NULL with a TypeError that names it. */
+static PyObject *
+arg_index(PyObject *obj, const char *name)
+{
+	PyObject *i = PyNumber_Index(obj);
+
+	if (!i && PyErr_ExceptionMatches(PyExc_TypeError)) {
+		PyErr_Clear();
+		PyErr_Format(PyExc_TypeError, "%s must be an integer, not %.100s", name,
+			     Py_TYPE(obj)->tp_name);
+	}
+	return i;
+}
+
+int
+rfpy_arg_u64(PyObject *obj, const char *name, unsigned long long *out)
+{
+	PyObject *i = arg_index(obj, name);
+
+	if (!i)
+		return -1;
+	unsigned long long v = PyLong_AsUnsignedLongLong(i);
+	if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+		if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+			PyErr_Clear();
+			PyErr_Format(PyExc_OverflowError, "%s must be in [0, 2**64), not %R", name, i);
+		}
+		Py_DECREF(i);
+		return -1;
+	}
+	Py_DECREF(i);
+	*out = v;
+	return 0;
+}
+
+int
+rfpy_arg_int(PyObject *obj, const char *name, long long lo, long long hi, long long *out)
+{
+	PyObject *i = arg_index(obj, name);
+
+	if (!i)
+		return -1;
+	int overflow = 0;
+	long long v = PyLong_AsLongLongAndOverflow(i, &overflow);
+	if (v == -1 && PyErr_Occurred()) {
+		Py_DECREF(i);
+		return -1;
+	}
+	if (overflow || v < lo || v > hi) {
+		PyErr_Format(overflow ? PyExc_OverflowError : PyExc_ValueError,
+			     "%s must be in [%lld, %lld], not %R", name, lo, hi, i);
+		Py_DECREF(i);
+		return -1;
+	}
+	Py_DECREF(i);
+	*out = v;
+	return 0;
 }
 
 int
@@ -263,6 +357,7 @@ PyInit_ringfeed(void)
 
 	if (!m)
 		return NULL;
+	pthread_once(&fork_once, fork_watch);
 	rfpy_Error = PyErr_NewExceptionWithDoc("ringfeed.Error",
 		"A failure reported by the ringfeed library.  .code is the library's\n"
 		"negative error code (a negated errno value or one of the RF_E* codes),\n"
@@ -280,6 +375,7 @@ PyInit_ringfeed(void)
 		{"ENODEVICE", RF_ENODEVICE}, {"ECUDA", RF_ECUDA},
 		{"EMEMPLAN", RF_EMEMPLAN}, {"EHELD", RF_EHELD},
 		{"ESTATE", RF_ESTATE}, {"ENPY", RF_ENPY}, {"EUSAGE", RF_EUSAGE},
+		{"EFORK", RF_EFORK},
 	};
 	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
 		if (PyModule_AddIntConstant(m, codes[i].name, codes[i].code) < 0)

@@ -35,6 +35,18 @@ int rfpy_paths(PyObject *arg, PyObject **out_list, const char ***out_paths, size
  * too large) or TypeError, where the "K" format would wrap it silently. */
 int rfpy_u64(PyObject *obj, void *out);
 
+/* Integer arguments, named in their errors: an integer (anything with
+ * __index__), else TypeError "NAME must be an integer, not T".  rfpy_arg_u64:
+ * in [0, 2^64), else OverflowError; rfpy_arg_int: in [lo, hi], else
+ * OverflowError (beyond a long long) or ValueError.  0, or -1 with the
+ * exception set. */
+int rfpy_arg_u64(PyObject *obj, const char *name, unsigned long long *out);
+int rfpy_arg_int(PyObject *obj, const char *name, long long lo, long long hi, long long *out);
+
+/* Forks of this process and its ancestors since the module was loaded: an
+ * object made under another count is in a child of fork(). */
+unsigned rfpy_forks(void);
+
 /* The DLPack type of a dtype (bytes as uint8, bf16 as kDLBfloat 16). */
 DLDataType rfpy_dl_dtype(enum rf_dtype dt);
 /* The NumPy dtype string of a dtype ("<f4"; bf16 as "<u2", its bits; bytes

@@ -29,7 +29,7 @@ main(void)
 	snprintf(buf, sizeof buf, "%d.%d.%d", RF_VERSION_MAJOR, RF_VERSION_MINOR, RF_VERSION_PATCH);
 	CHECK(strcmp(buf, rf_version_string()) == 0);
 
-	for (int code = RF_EUSAGE; code <= RF_EFORMAT; code++)
+	for (int code = RF_EFORK; code <= RF_EFORMAT; code++)
 		CHECK(strcmp(rf_strerror(code), "unknown error") != 0);
 	CHECK(strcmp(rf_strerror(-1099), "unknown error") == 0);
 	CHECK(strstr(rf_strerror(-ENOENT), "No such file") != NULL);
