@@ -111,7 +111,15 @@ typedef struct rf_writer_config {
 	int no_fsync;            /* skip fsync before rename (tests only) */
 	rf_log_fn log;
 	void *log_user;
-	uint8_t reserved[64];    /* zero; room to grow */
+	uint32_t format_version; /* 0 = the latest, 2 (default): every chunk
+	                            carries an XXH3-64 of each sample's value of
+	                            each field, which shuffle full checks on
+	                            every sample it reads.  1 = the version-1
+	                            layout without them, for readers older than
+	                            format 2 (shuffle full with verify on
+	                            refuses it).  Else RF_EUSAGE.
+	                            docs/format.md specifies both */
+	uint8_t reserved[60];    /* zero; room to grow */
 } rf_writer_config;
 
 RF_API void rf_writer_config_init(rf_writer_config *cfg);
