@@ -58,6 +58,7 @@
 #include "io/io.h"
 #include "plan/plan.h"
 #include "ring/ring.h"
+#include "xxh.h"
 
 #define RF_CONFIG_MIN_SIZE offsetof(rf_config, reserved)
 
@@ -261,6 +262,7 @@ struct rf_loader {
 	int full_mode;
 	uint64_t f_next;      /* the next plan batch of r_epoch to read */
 	uint64_t f_bspan;     /* bounce bytes per read in flight; 0: no bounce */
+	int f_sums;           /* check every sample against its format 2 checksums */
 	unsigned f_nbounce;   /* ring slots set aside for bounce areas */
 	rf_diag plan_diag;
 	rf_assembly asmb;
@@ -1677,9 +1679,12 @@ copy_main(void *arg)
  * place.
  *
  * Checksums: a chunk's XXH3 covers the whole chunk, which full mode never
- * reads, so it cannot be verified; what is checked is structure (every
- * chunk uncompressed with the raw size its sample count implies, every item
- * inside its chunk, every read complete).
+ * reads.  With verify on, each sample's row of its chunk's per-sample
+ * checksum table (format 2, docs/format.md) is read with one more read
+ * beside its values, and every loaded value is hashed and compared before
+ * its batch is staged; shards without the table are refused at open.  Also
+ * checked: structure (every chunk uncompressed with the raw size its sample
+ * count implies, every item inside its chunk, every read complete).
  */
 
 struct fread_rec {          /* one read in flight */
@@ -1764,10 +1769,22 @@ full_check(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 				       PRIu64, ctx.path, ctx.chunk, ctx.offset, ci->raw_bytes,
 				       ci->samples, want);
 	}
-	if (ld->cfg.verify)
-		rf_log(&ld->diag, RF_LOG_INFO, "shuffle full: samples are read one by one, so chunk "
-		       "checksums cannot be verified; the chunks' layout and every sample's place "
-		       "are checked against the index");
+	/* Samples are read one by one, so chunk checksums cannot be checked:
+	 * with verify on, each sample is checked against its own checksums,
+	 * which only format 2 shards hold.  Refused rather than read
+	 * unchecked: verify on promises checked bytes. */
+	ld->f_sums = ld->cfg.verify != 0;
+	for (size_t i = 0; ld->f_sums && i < rf_dataset_shards(ld->ds); i++) {
+		rf_shard_info si;
+		rf_dataset_shard_info(ld->ds, i, &si);
+		if (si.version < 2)
+			return rf_fail(&ld->diag, RF_EUSAGE, "loader: shuffle full checks every sample "
+				       "against its own checksums, which %s (format version %u) does not "
+				       "hold: repack the dataset with this version's `ringfeed pack` "
+				       "(e.g. ringfeed pack -o OUT.rfs FIELD=FILE.npy ...; format 2 "
+				       "writes them by default), or read it unchecked with verify = 0 "
+				       "(Python verify=False, ringfeed --no-verify)", si.path, si.version);
+	}
 	return 0;
 }
 
@@ -1790,12 +1807,49 @@ full_push_locked(rf_loader *ld, const struct fbatch *fb)
 	stage_batch_locked(ld, &s);
 }
 
+/* Check every loaded value of a batch whose reads are all in against the
+ * checksum rows read beside them (rows[i] of nfields entries for row i).
+ * Runs on the full thread without the mutex: the slot is still its own. */
+static int
+full_verify(rf_loader *ld, const struct fbatch *fb, const uint64_t *rows, const uint64_t *smp,
+	    char *msg, size_t cap)
+{
+	const rf_batch_layout *l = &ld->layout;
+	const uint32_t nf = ld->schema->nfields;
+	const uint8_t *slotp = rf_ring_slot(ld->ring, fb->slot);
+	for (uint32_t i = 0; i < fb->n; i++) {
+		const uint8_t *row = (const uint8_t *)(rows + (uint64_t)i * nf);
+		for (uint32_t q = 0; q < l->nparts; q++) {
+			const rf_batch_part *p = &l->part[q];
+			uint64_t h = XXH3_64bits(slotp + p->off + (uint64_t)i * p->value_bytes,
+						 (size_t)p->value_bytes);
+			uint64_t want = rf_le64(row + 8 * (uint64_t)p->field);
+			if (h == want)
+				continue;
+			uint64_t c = 0;
+			rf_chunk_ctx ctx = {0};
+			rf_dataset_find_chunk(ld->ds, smp[i], &c);
+			rf_dataset_chunk_ctx(ld->ds, c, &ctx);
+			snprintf(msg, cap, "%s: chunk %" PRIu64 " at offset %" PRIu64 ": sample %" PRIu64
+				 " of the chunk (sample %" PRIu64 " of the dataset), field %s: checksum "
+				 "mismatch: its %" PRIu64 " bytes hash to %016" PRIx64 ", the shard "
+				 "records %016" PRIx64, ctx.path, ctx.chunk, ctx.offset,
+				 smp[i] - ld->chunks[c].first_sample, smp[i],
+				 ld->schema->fields[p->field].name, p->value_bytes, h, want);
+			return RF_ECHECKSUM;
+		}
+	}
+	return 0;
+}
+
 static void *
 full_main(void *arg)
 {
 	rf_loader *ld = arg;
 	const rf_batch_layout *l = &ld->layout;
 	const uint32_t B = l->batch, np = l->nparts;
+	/* Reads per sample: its values, then its checksum row when checked. */
+	const uint32_t npr = np + (ld->f_sums ? 1 : 0), nf = ld->schema->nfields;
 	const unsigned nfb = ld->n_stage;
 	rf_io_done done[64];
 	char msg[RF_ERRMSG_MAX + 128];
@@ -1804,11 +1858,14 @@ full_main(void *arg)
 	struct fbatch *fq = calloc(nfb, sizeof(*fq));
 	struct fread_rec *rec = calloc(ld->qd, sizeof(*rec));
 	rf_plan_item *items = calloc(B, sizeof(*items));
+	/* Per queued batch: B checksum rows and the samples they belong to. */
+	uint64_t *fsum = ld->f_sums ? calloc((size_t)nfb * B * nf, 8) : NULL;
+	uint64_t *fsmp = ld->f_sums ? calloc((size_t)nfb * B, 8) : NULL;
 	unsigned bslots[64];
 	unsigned nb = 0;
 
 	pthread_mutex_lock(&ld->mu);
-	if (!fq || !rec || !items) {
+	if (!fq || !rec || !items || (ld->f_sums && (!fsum || !fsmp))) {
 		fail_locked(ld, -ENOMEM, "loader: out of memory for the full shuffle's reads");
 		goto out;
 	}
@@ -1889,7 +1946,7 @@ full_main(void *arg)
 			unsigned fbi = (fq_head + fq_len - 1) % nfb;
 			struct fbatch *fb = &fq[fbi];
 			const rf_plan_item *it = &items[it_i];
-			const rf_batch_part *p = &l->part[it_p];
+			const rf_batch_part *p = it_p < np ? &l->part[it_p] : NULL;
 			if (it->chunk >= ld->nchunks || it->offset >= ld->chunks[it->chunk].samples) {
 				snprintf(msg, sizeof(msg), "loader: the plan names sample %u of chunk %"
 					 PRIu64 ", which does not exist", it->offset, it->chunk);
@@ -1897,11 +1954,23 @@ full_main(void *arg)
 				goto out;
 			}
 			const rf_chunk_info *ci = &ld->chunks[it->chunk];
-			uint64_t vb = p->value_bytes;
-			uint64_t off = ci->offset + full_section_off(ld->schema, ci->samples, p->field) +
-				       (uint64_t)it->offset * vb;
-			uint8_t *slotp = rf_ring_slot(ld->ring, fb->slot);
-			uint8_t *dst = slotp + p->off + (uint64_t)it_i * vb;
+			uint64_t vb, off;
+			uint8_t *dst;
+			if (p) {
+				vb = p->value_bytes;
+				off = ci->offset + full_section_off(ld->schema, ci->samples, p->field) +
+				      (uint64_t)it->offset * vb;
+				uint8_t *slotp = rf_ring_slot(ld->ring, fb->slot);
+				dst = slotp + p->off + (uint64_t)it_i * vb;
+			} else {
+				/* The sample's row of the checksum table. */
+				uint64_t row = (uint64_t)fbi * B + it_i;
+				vb = 8 * (uint64_t)nf;
+				off = rf_fmt_sums_offset(ci->offset, ci->stored_bytes) +
+				      (uint64_t)it->offset * vb;
+				dst = (uint8_t *)(fsum + row * nf);
+				fsmp[row] = it->sample;
+			}
 			struct fread_rec *r = &rec[free_rec];
 			uint32_t ri = free_rec;
 			free_rec = r->next_free;
@@ -1924,7 +1993,7 @@ full_main(void *arg)
 			r->off = roff;
 			r->len = rlen;
 			r->vlen = vb;
-			if (++it_p == np) {
+			if (++it_p == npr) {
 				it_p = 0;
 				if (++it_i == it_n) {
 					fb->issued = 1;
@@ -1949,6 +2018,16 @@ full_main(void *arg)
 		}
 		/* Stage the batches whose reads are all in, in plan order. */
 		while (fq_len > 0 && fq[fq_head].issued && fq[fq_head].left == 0) {
+			if (ld->f_sums) {
+				pthread_mutex_unlock(&ld->mu);
+				int vr = full_verify(ld, &fq[fq_head], fsum + (size_t)fq_head * B * nf,
+						     fsmp + (size_t)fq_head * B, msg, sizeof(msg));
+				pthread_mutex_lock(&ld->mu);
+				if (vr < 0) {
+					fail_locked(ld, vr, msg);
+					goto out;
+				}
+			}
 			full_push_locked(ld, &fq[fq_head]);
 			fq_head = (fq_head + 1) % nfb;
 			fq_len--;
@@ -2022,6 +2101,8 @@ out:
 	free(fq);
 	free(rec);
 	free(items);
+	free(fsum);
+	free(fsmp);
 	thread_exit_account(ld, 0);
 	return NULL;
 }
@@ -2199,6 +2280,10 @@ plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 				if (bs > ld->f_bspan)
 					ld->f_bspan = bs;
 			}
+		/* A sample's checksum row is never 4096-aligned: bounced. */
+		uint64_t row = RF_ALIGN_UP(8 * (uint64_t)ld->schema->nfields, 4096) + 4096;
+		if (cfg->direct && ld->f_sums && row > ld->f_bspan)
+			ld->f_bspan = row;
 		slot = RF_ALIGN_UP(bb > ld->f_bspan ? bb : ld->f_bspan, 4096);
 		span = 0;
 	}
