@@ -269,8 +269,12 @@ RF_API int rf_dataset_read(rf_dataset *ds, uint64_t index, uint32_t field, void 
 			   size_t cap, size_t *len);
 
 /* Read, checksum (even when the dataset was opened with verify = 0) and
- * fully decode chunk `chunk`, validating every offset in it.  Returns 0,
- * -ERANGE, or the error rf_dataset_read would give. */
+ * fully decode chunk `chunk`, validating every offset in it; in a format 2
+ * shard, also its per-sample checksum table (against the table's checksum in
+ * the index, then every value of the chunk against its entry).  Returns 0,
+ * -ERANGE, or the error rf_dataset_read would give; RF_ECHECKSUM also when
+ * the table or a value does not match (the message names the shard, the
+ * chunk, and the sample and field of a value). */
 RF_API int rf_dataset_verify_chunk(rf_dataset *ds, uint64_t chunk);
 
 /* The message of the dataset's last failure ("" when none). */
