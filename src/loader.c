@@ -2126,8 +2126,10 @@ full_main(void *arg)
 			note_max(&ld->mx_inflight, inflight);
 		}
 		/* Stage the batches whose reads are all in, in plan order. */
+		int unlocked = 0;
 		while (fq_len > 0 && fq[fq_head].issued && fq[fq_head].left == 0) {
 			if (ld->f_sums) {
+				unlocked = 1;
 				pthread_mutex_unlock(&ld->mu);
 				int vr = full_verify(ld, &fq[fq_head], fsum + (size_t)fq_head * B * nf,
 						     fsmp + (size_t)fq_head * B, msg, sizeof(msg));
@@ -2151,7 +2153,11 @@ full_main(void *arg)
 			break;
 		}
 		if (inflight == 0) {
-			/* Nothing to wait for but a staging slot. */
+			/* Nothing to wait for but a staging slot.  A stop or a
+			 * slot freed while the checks above ran without the
+			 * mutex signalled nobody: look again before waiting. */
+			if (unlocked)
+				continue;
 			pthread_cond_wait(&ld->stage_cv, &ld->mu);
 			continue;
 		}
