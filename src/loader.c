@@ -1823,7 +1823,7 @@ full_check(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 				       "hold: repack the dataset with this version's `ringfeed pack` "
 				       "(e.g. ringfeed pack -o OUT.rfs FIELD=FILE.npy ...; format 2 "
 				       "writes them by default), or read it unchecked with verify = 0 "
-				       "(Python verify=False, ringfeed --no-verify)", si.path, si.version);
+				       "(Python verify=False, ringfeed bench --no-verify)", si.path, si.version);
 	}
 	return 0;
 }
