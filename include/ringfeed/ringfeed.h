@@ -219,7 +219,9 @@ enum rf_shuffle {
  * against its own checksums instead: format 2 shards (what ringfeed pack and
  * rf_writer write by default, docs/format.md) keep an XXH3-64 of each value
  * beside each chunk, and each sample's row of them is read with one more
- * small read; a value that does not match stops the stream with
+ * small read (served, after a first pass over a table, from a cache of the
+ * table's 4 KiB pages of at most 32 MiB, plain malloc'd memory outside
+ * pinned_bytes); a value that does not match stops the stream with
  * RF_ECHECKSUM, its message naming the shard, the chunk, the sample (in the
  * chunk and in the dataset) and the field, before its batch is delivered.
  * Shards without these checksums (format 1) are refused at open with
