@@ -13,7 +13,7 @@
  * that suggests window shuffling, while the fixed fields before a variable
  * one load.  Checksums: a byte flipped in one sample's value stops the stream
  * with RF_ECHECKSUM naming shard, chunk, sample and field, no batch holding
- * it delivered (verify off delivers it; chunk modes catch it by the chunk
+ * it delivered, and so does a byte flipped in its row of checksums (verify off delivers it; chunk modes catch it by the chunk
  * checksum); a format 1 shard (no per-sample checksums) is refused with
  * verify on, with a message that says how to repack, reads with verify off,
  * and still reads in every other mode.  Argument "cuda": the same on the
@@ -21,6 +21,7 @@
  */
 #include "lt.h"
 #include "../cuda-emulator/emulator.h"
+#include "format/format.h"
 #include "plan/plan.h"
 
 static char dir[256];
@@ -601,6 +602,42 @@ test_flip(void)
 	}
 }
 
+/* A flipped byte in a sample's row of its chunk's checksum table: the
+ * stream stops the same way, naming the sample and the field whose entry
+ * no longer matches. */
+static void
+test_flip_table(void)
+{
+	const uint64_t N = 500, G = 77;
+	LT_CHECK(lt_pack(dir, "t", N, 0, 4096, 0, 0) == 0);
+	char path[512];
+	snprintf(path, sizeof(path), "%s/t.rfs", dir);
+	const char *paths[] = {path};
+	rf_dataset *ds;
+	LT_CHECK(rf_dataset_open(&ds, paths, 1, NULL) == 0);
+	uint64_t chunk = 0;
+	rf_chunk_info ci;
+	rf_dataset_find_chunk(ds, G, &chunk);
+	rf_dataset_chunk_info(ds, chunk, &ci);
+	rf_dataset_close(&ds);
+	/* Fields x, y, img: the entry of y is the second of the row. */
+	uint64_t in_chunk = G - ci.first_sample;
+	flip_byte("t.rfs", rf_fmt_sums_offset(ci.offset, ci.stored_bytes) + in_chunk * 24 + 8 + 3);
+	char want[96];
+	snprintf(want, sizeof(want), "sample %llu of the chunk (sample %llu of the dataset), "
+		 "field y", (unsigned long long)in_chunk, (unsigned long long)G);
+	struct opts o = {.pattern = "t.rfs", .seed = 8, .rank = 0, .world = 1, .batch = 8,
+			 .epochs = 2};
+	rf_loader *ld = open_full(&o);
+	LT_CHECK(ld != NULL);
+	if (ld) {
+		size_t bad, wrong, rows;
+		LT_CHECK(drain(ld, G, &bad, &wrong, &rows) == RF_ECHECKSUM && bad == 0);
+		LT_CHECK(strstr(rf_loader_errmsg(ld), want) != NULL);
+		rf_loader_close(&ld);
+	}
+}
+
 static void
 test_v1(uint64_t N)
 {
@@ -662,6 +699,7 @@ main(int argc, char **argv)
 	test_elastic("f.rfs", N);
 	test_refused();
 	test_flip();
+	test_flip_table();
 	test_v1(N);
 	lt_rmtree(dir);
 	if (use_cuda) {
