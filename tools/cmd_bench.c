@@ -75,7 +75,7 @@ bench_help(void)
 	       "  --buffered          read through the page cache instead of O_DIRECT\n"
 	       "  --map               read chunks through a memory map of each shard\n"
 	       "                      (rf_config.map; implies --buffered)\n"
-	       "  --no-verify         skip the chunk checksums\n"
+	       "  --no-verify         skip the checksums (chunks; samples in shuffle full)\n"
 	       "  --touch             read every byte of each batch on the consumer (host)\n"
 	       "  --timings FILE      write one line per batch: index, epoch, samples, time\n"
 	       "                      since the start and wait in rf_loader_next (us)\n"

@@ -44,8 +44,9 @@ verify_help(void)
 {
 	printf("usage: %s\n\n", VERIFY_USAGE);
 	printf("Check a dataset: every shard's footer, header, schema and index, every\n"
-	       "chunk's checksum and decoded layout, and that the shards agree on the\n"
-	       "schema.  Each PATH is a shard, a directory of shards or a glob.  Every\n"
+	       "chunk's checksum and decoded layout, every sample's own checksums (format\n"
+	       "2 shards), and that the shards agree on the schema.  Each PATH is a\n"
+	       "shard, a directory of shards or a glob.  Every\n"
 	       "problem is reported on its own line (shard, chunk, byte offset, cause);\n"
 	       "the check goes on after a bad chunk.\n"
 	       "\n"

@@ -111,7 +111,15 @@ typedef struct rf_writer_config {
 	int no_fsync;            /* skip fsync before rename (tests only) */
 	rf_log_fn log;
 	void *log_user;
-	uint8_t reserved[64];    /* zero; room to grow */
+	uint32_t format_version; /* 0 = the latest, 2 (default): every chunk
+	                            carries an XXH3-64 of each sample's value of
+	                            each field, which shuffle full checks on
+	                            every sample it reads.  1 = the version-1
+	                            layout without them, for readers older than
+	                            format 2 (shuffle full with verify on
+	                            refuses it).  Else RF_EUSAGE.
+	                            docs/format.md specifies both */
+	uint8_t reserved[60];    /* zero; room to grow */
 } rf_writer_config;
 
 RF_API void rf_writer_config_init(rf_writer_config *cfg);
@@ -275,8 +283,12 @@ RF_API int rf_dataset_read(rf_dataset *ds, uint64_t index, uint32_t field, void 
 			   size_t cap, size_t *len);
 
 /* Read, checksum (even when the dataset was opened with verify = 0) and
- * fully decode chunk `chunk`, validating every offset in it.  Returns 0,
- * -ERANGE, or the error rf_dataset_read would give. */
+ * fully decode chunk `chunk`, validating every offset in it; in a format 2
+ * shard, also its per-sample checksum table (against the table's checksum in
+ * the index, then every value of the chunk against its entry).  Returns 0,
+ * -ERANGE, or the error rf_dataset_read would give; RF_ECHECKSUM also when
+ * the table or a value does not match (the message names the shard, the
+ * chunk, and the sample and field of a value). */
 RF_API int rf_dataset_verify_chunk(rf_dataset *ds, uint64_t chunk);
 
 /* The message of the dataset's last failure ("" when none). */

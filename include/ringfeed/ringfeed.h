@@ -54,7 +54,8 @@ RF_API const char *rf_version_string(void);
 enum rf_error {
 	RF_EFORMAT = -1000,   /* not a ringfeed shard, or an unsupported version */
 	RF_ECORRUPT = -1001,  /* a size, offset, count or value in a file is invalid */
-	RF_ECHECKSUM = -1002, /* a chunk's stored bytes do not match their XXH3-64 */
+	RF_ECHECKSUM = -1002, /* a chunk's stored bytes, or a sample's value, do not
+	                         match their XXH3-64 */
 	RF_ESCHEMA = -1003,   /* shards disagree on the schema, or a bad schema was given */
 	RF_ETRUNCATED = -1004,/* a file ends before a region it declares */
 	RF_ECODEC = -1005,    /* zstd could not decode (or encode) a chunk */
@@ -295,10 +296,21 @@ enum rf_shuffle {
  * suggests RF_SHUFFLE_WINDOW): every chunk uncompressed, and every loaded
  * field fixed-size with no variable-size field before it in the schema
  * (select fields with rf_config.fields to leave later ones out).
- * Checksums: a chunk's XXH3 covers the whole chunk, which is never read, so
- * full mode cannot verify it; with verify = 1 it checks structure instead
- * (each chunk's raw size against what its sample count implies, each sample
- * inside its chunk, each read complete) and says so once at open (info).
+ * Checksums: a chunk's XXH3 covers the whole chunk, which is never read.
+ * With verify = 1 (the default) full mode checks every sample it reads
+ * against its own checksums instead: format 2 shards (what ringfeed pack and
+ * rf_writer write by default, docs/format.md) keep an XXH3-64 of each value
+ * beside each chunk, and each sample's row of them is read with one more
+ * small read (served, after a first pass over a table, from a cache of the
+ * table's 4 KiB pages of at most 32 MiB, plain malloc'd memory outside
+ * pinned_bytes); a value that does not match stops the stream with
+ * RF_ECHECKSUM, its message naming the shard, the chunk, the sample (in the
+ * chunk and in the dataset) and the field, before its batch is delivered.
+ * Shards without these checksums (format 1) are refused at open with
+ * RF_EUSAGE and a message that says how to repack them (ringfeed pack) or to
+ * set verify = 0, which reads them unchecked.  Structure is checked either
+ * way (each chunk's raw size against what its sample count implies, each
+ * sample inside its chunk, each read complete).
  * With O_DIRECT (rf_config.direct, the default) a value whose file offset or
  * size is not a multiple of 4096 is read as its covering 4 KiB-aligned range
  * into a bounce area (ring slots set aside for it) and copied into place;
@@ -436,7 +448,9 @@ typedef struct rf_config {
 	 * one per CPU, at most 8. */
 	uint32_t decode_threads;
 	int verify;                  /* 1 (default): check every chunk's XXH3-64 before
-	                                its bytes are used; 0: skip */
+	                                its bytes are used, and in shuffle full every
+	                                sample's own XXH3-64s (format 2 shards only:
+	                                see RF_SHUFFLE_FULL); 0: skip */
 
 	/*
 	 * Byte capacity of each variable-size field per batch.  The bytes of B

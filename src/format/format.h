@@ -29,7 +29,8 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "ringfeed needs a litt
 
 #define RF_FMT_MAGIC "\x89RFS\r\n\x1a\n" /* 8 bytes, no NUL counted */
 #define RF_FMT_MAGIC_LEN 8
-#define RF_FMT_VERSION 1
+#define RF_FMT_VERSION 2          /* the version a writer writes by default */
+#define RF_FMT_VERSION_MIN 1      /* the oldest version a reader reads */
 #define RF_FMT_ALIGN 4096          /* chunk, index and header-end alignment */
 #define RF_FMT_SECTION_ALIGN 64    /* raw chunk section alignment */
 
@@ -45,6 +46,25 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "ringfeed needs a litt
 #define RF_FMT_MAX_ITEM (UINT64_C(1) << 40)
 #define RF_FMT_MAX_RAW (UINT64_C(1) << 32)
 #define RF_FMT_MAX_CHUNKS (UINT64_C(1) << 32)
+
+/* Version 2: the per-sample checksum table of a chunk of n samples of a
+ * schema of nfields fields (docs/format.md "Per-sample checksums") starts at
+ * the first multiple of 64 past the chunk's stored bytes and holds n x
+ * nfields u64, entry i x nfields + k the XXH3-64 of sample i's value of field
+ * k.  Its place follows from the index entry alone, so a reader of one sample
+ * finds the sample's row without reading anything else. */
+static inline uint64_t
+rf_fmt_sums_offset(uint64_t chunk_offset, uint64_t stored_bytes)
+{
+	return chunk_offset + ((stored_bytes + 63) & ~(uint64_t)63);
+}
+
+/* Bytes of that table: at most 2^32 x 64 x 8, no overflow. */
+static inline uint64_t
+rf_fmt_sums_bytes(uint32_t samples, uint32_t nfields)
+{
+	return (uint64_t)samples * nfields * 8;
+}
 
 /* Smallest valid shard: a header page and a footer. */
 #define RF_FMT_MIN_FILE (RF_FMT_ALIGN + RF_FMT_FOOTER_SIZE)
@@ -176,6 +196,8 @@ typedef struct rf_shard_info {
 	uint64_t nchunks;
 	uint64_t first_sample; /* dataset-wide index of its sample 0 */
 	uint64_t nsamples;
+	uint32_t version;      /* format version: 2 and up hold per-sample
+	                          checksums (rf_fmt_sums_offset) */
 } rf_shard_info;
 
 /* Close every shard's descriptor, for an owner that reads the shards
@@ -198,8 +220,9 @@ int rf_dataset_verify_enabled(const rf_dataset *ds);
 /* ------------------------------------------------------ schema encoding */
 
 /* Encode a (valid) schema as a header of RF_FMT_HEADER_SIZE(nfields) bytes
- * into buf (the writer).  Returns the header's XXH3-64. */
-uint64_t rf_fmt_encode_header(const rf_schema *schema, uint8_t *buf);
+ * of format `version` (RF_FMT_VERSION_MIN..RF_FMT_VERSION) into buf (the
+ * writer).  Returns the header's XXH3-64. */
+uint64_t rf_fmt_encode_header(const rf_schema *schema, uint32_t version, uint8_t *buf);
 
 /* Decode and check one 128-byte field record (k is its number, for the
  * message).  Returns 0 or RF_ECORRUPT with the message in d. */

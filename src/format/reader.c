@@ -38,6 +38,7 @@ struct shard {
 	uint64_t nsamples;
 	uint64_t first_chunk;
 	uint64_t first_sample;
+	uint32_t version;
 };
 
 struct rf_dataset {
@@ -300,10 +301,10 @@ shard_load(struct shard *sh, rf_schema *schema, int have_schema, rf_chunk_info *
 	}
 	uint64_t foff = size - RF_FMT_FOOTER_SIZE;
 	uint32_t fver = rf_le32(f + 40);
-	if (fver != RF_FMT_VERSION)
+	if (fver < RF_FMT_VERSION_MIN || fver > RF_FMT_VERSION)
 		return rf_fail(d, RF_EFORMAT, "%s: footer at offset %llu: format version %u, this "
-			       "library reads version %d", path, (unsigned long long)(foff + 40),
-			       fver, RF_FMT_VERSION);
+			       "library reads versions %d..%d", path, (unsigned long long)(foff + 40),
+			       fver, RF_FMT_VERSION_MIN, RF_FMT_VERSION);
 	if (XXH3_64bits(f, 48) != rf_le64(f + 48))
 		return rf_fail(d, RF_ECORRUPT, "%s: footer at offset %llu: checksum mismatch", path,
 			       (unsigned long long)foff);
@@ -335,9 +336,14 @@ shard_load(struct shard *sh, rf_schema *schema, int have_schema, rf_chunk_info *
 		return rf_fail(d, RF_EFORMAT, "%s: header at offset 0: bad magic", path);
 	uint32_t hver = rf_le32(page + 8), hsize = rf_le32(page + 12), flags = rf_le32(page + 16),
 		 nfields = rf_le32(page + 20);
-	if (hver != RF_FMT_VERSION)
+	if (hver < RF_FMT_VERSION_MIN || hver > RF_FMT_VERSION)
 		return rf_fail(d, RF_EFORMAT, "%s: header at offset 8: format version %u, this "
-			       "library reads version %d", path, hver, RF_FMT_VERSION);
+			       "library reads versions %d..%d", path, hver, RF_FMT_VERSION_MIN,
+			       RF_FMT_VERSION);
+	if (hver != fver)
+		return rf_fail(d, RF_ECORRUPT, "%s: header at offset 8: format version %u, the "
+			       "footer says %u", path, hver, fver);
+	sh->version = hver;
 	if (flags != 0)
 		return rf_fail(d, RF_ECORRUPT, "%s: header at offset 16: unknown flags 0x%x", path,
 			       flags);
@@ -438,6 +444,13 @@ shard_load(struct shard *sh, rf_schema *schema, int have_schema, rf_chunk_info *
 			 first = rf_le64(e + 24);
 		uint32_t n = rf_le32(e + 32);
 		uint8_t codec = e[36];
+		/* Version 2: the per-sample checksum table follows the stored
+		 * bytes and ends the chunk's extent.  Bounded (n < 2^32, 64
+		 * fields) so nothing overflows once off and stored are inside
+		 * the file. */
+		uint64_t end = stored;
+		if (hver >= 2 && off < index_offset && stored <= index_offset - off)
+			end = rf_fmt_sums_offset(0, stored) + rf_fmt_sums_bytes(n, nfields);
 		const char *bad = NULL;
 		if (off % RF_FMT_ALIGN != 0)
 			bad = "offset is not 4096-aligned";
@@ -445,6 +458,8 @@ shard_load(struct shard *sh, rf_schema *schema, int have_schema, rf_chunk_info *
 			bad = i ? "overlaps the previous chunk" : "overlaps the header";
 		else if (off >= index_offset || stored == 0 || stored > index_offset - off)
 			bad = "stored bytes are empty or run into the index";
+		else if (end > index_offset - off)
+			bad = "the per-sample checksum table runs into the index";
 		else if (raw == 0 || raw > RF_FMT_MAX_RAW)
 			bad = "raw size outside 1..2^32";
 		else if (first != sum)
@@ -458,7 +473,8 @@ shard_load(struct shard *sh, rf_schema *schema, int have_schema, rf_chunk_info *
 		/* raw > stored x 32768, without the product (raw >= 1 here) */
 		else if (codec == RF_CODEC_ZSTD && (raw - 1) / ZSTD_MAX_EXPANSION >= stored)
 			bad = "raw size beyond what zstd can expand its stored bytes to";
-		else if (!all_zero(e + 37, 3) || !all_zero(e + 48, 16))
+		else if (!all_zero(e + 37, 3) || !all_zero(e + (hver >= 2 ? 56 : 48),
+							   hver >= 2 ? 8 : 16))
 			bad = "reserved bytes are not 0";
 		else if (rf_chunk_raw_size(&s, n, NULL, &min_raw) < 0 || min_raw > raw ||
 			 (fixed_only && min_raw != raw))
@@ -469,7 +485,7 @@ shard_load(struct shard *sh, rf_schema *schema, int have_schema, rf_chunk_info *
 			goto out;
 		}
 		sum += n; /* nch <= 2^32 entries of < 2^32: no overflow */
-		prev_end = RF_ALIGN_UP(off + stored, RF_FMT_ALIGN);
+		prev_end = RF_ALIGN_UP(off + end, RF_FMT_ALIGN);
 		rf_chunk_info *ci = &(*chunks)[*nchunks + i];
 		ci->shard = shard_no;
 		ci->offset = off;
@@ -702,6 +718,7 @@ rf_dataset_shard_info(const rf_dataset *ds, size_t i, rf_shard_info *out)
 	out->nchunks = sh->nchunks;
 	out->first_sample = sh->first_sample;
 	out->nsamples = sh->nsamples;
+	out->version = sh->version;
 	return 0;
 }
 
@@ -819,11 +836,92 @@ rf_dataset_read(rf_dataset *ds, uint64_t index, uint32_t field, void *buf, size_
 	return 0;
 }
 
+/* Format 2: check a loaded chunk's per-sample checksum table, against the
+ * index entry's checksum of the table and against every value of the chunk.
+ * The table is read in pieces, so a chunk of many small samples needs no
+ * buffer of its size. */
+static int
+verify_sums(rf_dataset *ds, uint64_t chunk)
+{
+	const rf_chunk_info *ci = &ds->chunks[chunk];
+	const struct shard *sh = &ds->shards[ci->shard];
+	rf_chunk_ctx ctx = {0};
+	rf_dataset_chunk_ctx(ds, chunk, &ctx);
+	uint32_t nf = ds->schema.nfields;
+	/* The table's own checksum is in the index entry, which the dataset
+	 * does not keep in memory (8 bytes a chunk is all it would cost, but
+	 * only this check needs it). */
+	uint8_t e[RF_FMT_INDEX_ENTRY_SIZE];
+	int rc = pread_full(sh->fd, e, sizeof e, sh->index_offset + ctx.chunk * sizeof e, ctx.path,
+			    "an index entry", &ds->diag);
+	if (rc < 0)
+		return rc;
+	uint64_t at = rf_fmt_sums_offset(ci->offset, ci->stored_bytes);
+	uint64_t total = rf_fmt_sums_bytes(ci->samples, nf);
+	XXH3_state_t *st = XXH3_createState();
+	if (!st)
+		return rf_fail(&ds->diag, -ENOMEM, "out of memory for a checksum state");
+	XXH3_64bits_reset(st);
+	uint64_t buf[4096];
+	uint64_t bad_i = UINT64_MAX, got = 0, want = 0;
+	uint32_t bad_k = 0;
+	for (uint64_t done = 0; done < total && rc == 0;) {
+		uint64_t len = total - done < sizeof buf ? total - done : sizeof buf;
+		if ((rc = pread_full(sh->fd, buf, len, at + done, ctx.path,
+				     "a per-sample checksum table", &ds->diag)) < 0)
+			break;
+		XXH3_64bits_update(st, buf, (size_t)len);
+		for (uint64_t x = 0; x < len / 8 && bad_i == UINT64_MAX; x++) {
+			uint64_t entry = done / 8 + x, i = entry / nf;
+			uint32_t k = (uint32_t)(entry % nf);
+			const rf_chunk_section *sec = &ds->sec.field[k];
+			uint64_t h = sec->offsets
+				? XXH3_64bits(sec->data + sec->offsets[i],
+					      (size_t)(sec->offsets[i + 1] - sec->offsets[i]))
+				: XXH3_64bits(sec->data + i * sec->item_bytes, (size_t)sec->item_bytes);
+			if (h != rf_le64((const uint8_t *)&buf[x])) {
+				bad_i = i;
+				bad_k = k;
+				got = h;
+				want = rf_le64((const uint8_t *)&buf[x]);
+			}
+		}
+		done += len;
+	}
+	uint64_t tx = XXH3_64bits_digest(st);
+	XXH3_freeState(st);
+	if (rc < 0)
+		return rc == RF_ETRUNCATED ? rf_fail(&ds->diag, -EIO, "%s: chunk %llu at offset %llu: "
+						     "file shrank since it was opened", ctx.path,
+						     (unsigned long long)ctx.chunk,
+						     (unsigned long long)ctx.offset)
+					   : rc;
+	if (tx != rf_le64(e + 48))
+		return rf_fail(&ds->diag, RF_ECHECKSUM, "%s: chunk %llu at offset %llu: the per-sample "
+			       "checksum table (%llu bytes at offset %llu) does not match its XXH3-64 "
+			       "in the index", ctx.path, (unsigned long long)ctx.chunk,
+			       (unsigned long long)ctx.offset, (unsigned long long)total,
+			       (unsigned long long)at);
+	if (bad_i != UINT64_MAX)
+		return rf_fail(&ds->diag, RF_ECHECKSUM, "%s: chunk %llu at offset %llu: sample %llu "
+			       "of the chunk (sample %llu of the shard), field %s: checksum mismatch "
+			       "(value %016llx, recorded %016llx)", ctx.path,
+			       (unsigned long long)ctx.chunk, (unsigned long long)ctx.offset,
+			       (unsigned long long)bad_i,
+			       (unsigned long long)(ci->first_sample - sh->first_sample + bad_i),
+			       ds->schema.fields[bad_k].name, (unsigned long long)got,
+			       (unsigned long long)want);
+	return 0;
+}
+
 RF_API int
 rf_dataset_verify_chunk(rf_dataset *ds, uint64_t chunk)
 {
 	if (chunk >= ds->nchunks)
 		return rf_fail(&ds->diag, -ERANGE, "chunk %llu: out of range (%llu chunks)",
 			       (unsigned long long)chunk, (unsigned long long)ds->nchunks);
-	return load_chunk(ds, chunk, 1);
+	int rc = load_chunk(ds, chunk, 1);
+	if (rc == 0 && ds->shards[ds->chunks[chunk].shard].version >= 2)
+		rc = verify_sums(ds, chunk);
+	return rc;
 }

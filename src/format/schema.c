@@ -106,12 +106,12 @@ rf_schema_add(rf_schema *schema, const char *name, enum rf_dtype dtype, uint32_t
 }
 
 uint64_t
-rf_fmt_encode_header(const rf_schema *schema, uint8_t *buf)
+rf_fmt_encode_header(const rf_schema *schema, uint32_t version, uint8_t *buf)
 {
 	uint64_t hsize = RF_FMT_HEADER_SIZE(schema->nfields);
 	memset(buf, 0, hsize);
 	memcpy(buf, RF_FMT_MAGIC, RF_FMT_MAGIC_LEN);
-	rf_put_le32(buf + 8, RF_FMT_VERSION);
+	rf_put_le32(buf + 8, version);
 	rf_put_le32(buf + 12, (uint32_t)hsize);
 	rf_put_le32(buf + 16, 0);
 	rf_put_le32(buf + 20, schema->nfields);

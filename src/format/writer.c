@@ -11,6 +11,10 @@
  * threads > 1, by a small pool.  Jobs form a ring of 2 x threads: chunk s lives
  * in jobs[s % njobs] and is written in sequence order by the thread that adds
  * samples, so at most njobs chunks are held in memory.
+ *
+ * Format 2 (the default): each chunk's per-sample checksum table (an XXH3-64
+ * per sample and field) is computed with the chunk's checksum, from the same
+ * column buffers, and written after the stored bytes.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -54,6 +58,9 @@ struct wjob {
 	uint8_t *out;          /* zstd frame */
 	size_t out_cap, out_len;
 	uint64_t xxh3;
+	uint64_t *sums;        /* format 2: n x nfields value checksums */
+	uint64_t sums_cap;     /* entries */
+	uint64_t sums_xxh3;    /* of the sums table's bytes */
 	int rc;
 	char msg[256];
 };
@@ -67,6 +74,7 @@ struct rf_writer {
 	rf_diag diag;
 	rf_schema schema;
 	rf_writer_config cfg;
+	uint32_t version;      /* format version written */
 	char *path;
 	int sharded;
 	uint64_t item[RF_MAX_FIELDS];
@@ -269,7 +277,7 @@ shard_finish(rf_writer *w)
 	rf_put_le64(f + 16, w->shard_samples);
 	rf_put_le64(f + 24, XXH3_64bits(buf, isize));
 	rf_put_le64(f + 32, w->header_xxh3);
-	rf_put_le32(f + 40, RF_FMT_VERSION);
+	rf_put_le32(f + 40, w->version);
 	rf_put_le64(f + 48, XXH3_64bits(f, 48));
 	memcpy(f + 56, RF_FMT_MAGIC, RF_FMT_MAGIC_LEN);
 	int rc = write_buf(w, buf, isize + RF_FMT_FOOTER_SIZE);
@@ -336,6 +344,45 @@ job_pieces(const rf_writer *w, const struct wjob *j, struct iovec *iov)
 static void job_compress(const rf_writer *w, struct wjob *j, ZSTD_CCtx *cctx,
 			 const struct iovec *iov, int cnt);
 
+/* Format 2: the checksum of every value of the job, sample-major (the row of
+ * sample i is entries [i x nfields, (i + 1) x nfields)), so a reader of one
+ * sample gets all its checksums with one small read.  The values are hashed
+ * exactly as they lie in the raw form: a fixed field's item bytes, a
+ * variable field's data bytes between its two offsets (XXH3-64 of nothing
+ * for an empty value). */
+static int
+job_sums(const rf_writer *w, struct wjob *j)
+{
+	uint32_t nf = w->schema.nfields;
+	uint64_t need = j->n * nf;
+	if (need > j->sums_cap) {
+		uint64_t *p = need > SIZE_MAX / 8 ? NULL : realloc(j->sums, (size_t)need * 8);
+		if (!p) {
+			j->rc = -ENOMEM;
+			snprintf(j->msg, sizeof j->msg, "out of memory for %llu sample checksums",
+				 (unsigned long long)need);
+			return j->rc;
+		}
+		j->sums = p;
+		j->sums_cap = need;
+	}
+	for (uint32_t k = 0; k < nf; k++) {
+		const struct wcol *col = &j->col[k];
+		if (w->schema.fields[k].var_dim < 0) {
+			uint64_t item = w->item[k];
+			for (uint64_t i = 0; i < j->n; i++)
+				j->sums[i * nf + k] = XXH3_64bits(col->buf + i * item, (size_t)item);
+		} else {
+			for (uint64_t i = 0; i < j->n; i++)
+				j->sums[i * nf + k] = XXH3_64bits(col->buf + col->off[i],
+								  (size_t)(col->off[i + 1] - col->off[i]));
+		}
+	}
+	/* Little-endian host (format.h): the array is the table's bytes. */
+	j->sums_xxh3 = XXH3_64bits(j->sums, (size_t)need * 8);
+	return 0;
+}
+
 /* Encode a sealed job: checksum, and for zstd the frame.  Runs on any thread;
  * touches only the job and the given context. */
 static void
@@ -344,6 +391,8 @@ job_encode(const rf_writer *w, struct wjob *j, ZSTD_CCtx *cctx)
 	struct iovec iov[MAX_PIECES];
 	int cnt = job_pieces(w, j, iov);
 	j->rc = 0;
+	if (w->version >= 2 && job_sums(w, j) < 0)
+		return;
 	if (j->codec == RF_CODEC_ZSTD) {
 		job_compress(w, j, cctx, iov, cnt);
 		/* Data that zstd cannot shrink is stored raw: reading it then
@@ -477,7 +526,11 @@ job_write(rf_writer *w, struct wjob *j)
 		return rf_fail(&w->diag, j->rc, "%s: chunk %llu: %s", w->shards[w->nshards - 1].tmp,
 			       (unsigned long long)w->nchunks, j->msg);
 	uint64_t stored = j->codec == RF_CODEC_NONE ? j->raw_size : j->out_len;
-	uint64_t span = RF_ALIGN_UP(stored, RF_FMT_ALIGN);
+	/* Format 2: the sums table at the first multiple of 64 past the
+	 * stored bytes, inside the chunk's 4096-aligned extent. */
+	uint64_t sums_at = w->version >= 2 ? RF_ALIGN_UP(stored, 64) : stored;
+	uint64_t sums_len = w->version >= 2 ? j->n * w->schema.nfields * 8 : 0;
+	uint64_t span = RF_ALIGN_UP(sums_at + sums_len, RF_FMT_ALIGN);
 	if (w->cfg.shard_bytes && w->nchunks > 0) {
 		uint64_t end = w->pos + span + (w->nchunks + 1) * RF_FMT_INDEX_ENTRY_SIZE +
 			       RF_FMT_FOOTER_SIZE;
@@ -503,7 +556,7 @@ job_write(rf_writer *w, struct wjob *j)
 		w->index_cap = cap;
 	}
 	uint64_t offset = w->pos;
-	struct iovec iov[MAX_PIECES + 1];
+	struct iovec iov[MAX_PIECES + 3];
 	int cnt;
 	if (j->codec == RF_CODEC_NONE) {
 		cnt = job_pieces(w, j, iov);
@@ -511,8 +564,13 @@ job_write(rf_writer *w, struct wjob *j)
 		iov[0] = (struct iovec){j->out, j->out_len};
 		cnt = 1;
 	}
-	if (span > stored)
-		iov[cnt++] = (struct iovec){(void *)(uintptr_t)zeros, (size_t)(span - stored)};
+	if (sums_at > stored)
+		iov[cnt++] = (struct iovec){(void *)(uintptr_t)zeros, (size_t)(sums_at - stored)};
+	if (sums_len)
+		iov[cnt++] = (struct iovec){j->sums, (size_t)sums_len};
+	if (span > sums_at + sums_len)
+		iov[cnt++] = (struct iovec){(void *)(uintptr_t)zeros,
+					    (size_t)(span - sums_at - sums_len)};
 	int rc = write_iov(w, iov, cnt, span);
 	if (rc < 0)
 		return rc;
@@ -525,6 +583,8 @@ job_write(rf_writer *w, struct wjob *j)
 	rf_put_le32(e + 32, (uint32_t)j->n);
 	e[36] = (uint8_t)j->codec;
 	rf_put_le64(e + 40, j->xxh3);
+	if (w->version >= 2)
+		rf_put_le64(e + 48, j->sums_xxh3);
 	w->nchunks++;
 	w->shard_samples += j->n;
 	return 0;
@@ -670,6 +730,7 @@ writer_free(rf_writer *w)
 		}
 		free(j->col);
 		free(j->out);
+		free(j->sums);
 	}
 	free(w->jobs);
 	ZSTD_freeCCtx(w->cctx);
@@ -710,6 +771,10 @@ writer_open(rf_writer **out, const char *path, const rf_schema *schema,
 	for (size_t i = 0; i < sizeof cfg->reserved; i++)
 		if (cfg->reserved[i])
 			return rf_fail(d, RF_EUSAGE, "%s: writer config reserved bytes are not 0", path);
+	if (cfg->format_version > RF_FMT_VERSION)
+		return rf_fail(d, RF_EUSAGE, "%s: format version %u, this library writes "
+			       "versions %d..%d (0 = the latest)", path, cfg->format_version,
+			       RF_FMT_VERSION_MIN, RF_FMT_VERSION);
 	if (cfg->zstd_level < 0 || cfg->zstd_level > ZSTD_maxCLevel())
 		return rf_fail(d, RF_EUSAGE, "%s: zstd level %d outside 0..%d", path,
 			       cfg->zstd_level, ZSTD_maxCLevel());
@@ -733,6 +798,7 @@ writer_open(rf_writer **out, const char *path, const rf_schema *schema,
 		w->cfg.chunk_bytes = DEFAULT_CHUNK_BYTES;
 	if (w->cfg.threads == 0)
 		w->cfg.threads = 1;
+	w->version = cfg->format_version ? cfg->format_version : RF_FMT_VERSION;
 	w->sharded = cfg->shard_bytes != 0;
 	w->path = strdup(path);
 	for (uint32_t k = 0; k < schema->nfields; k++) {
@@ -766,7 +832,7 @@ writer_open(rf_writer **out, const char *path, const rf_schema *schema,
 			w->jobs[i].col[k].off[0] = 0;
 		}
 	}
-	w->header_xxh3 = rf_fmt_encode_header(schema, w->header);
+	w->header_xxh3 = rf_fmt_encode_header(schema, w->version, w->header);
 	if (want) {
 		w->threads = calloc(want, sizeof *w->threads);
 		if (!w->threads)

@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "xxh.h"
+
 #include "format/format.h"
 #include "rf_test.h"
 
@@ -189,6 +191,7 @@ t_check_dataset(rf_dataset *ds, const rf_schema *s, uint64_t n)
 	const rf_chunk_info *tab = rf_dataset_chunk_table(ds);
 	uint64_t nch = rf_dataset_chunks(ds), next = 0;
 	ZSTD_DCtx *dctx = ZSTD_createDCtx();
+	uint64_t *sums = NULL;
 	rf_diag d;
 	rf_diag_init(&d, NULL, NULL);
 	for (uint64_t c = 0; c < nch; c++) {
@@ -214,7 +217,26 @@ t_check_dataset(rf_dataset *ds, const rf_schema *s, uint64_t n)
 		uint8_t *stored = aligned_alloc(4096, span);
 		uint8_t *raw = aligned_alloc(64, RF_ALIGN_UP(ci.raw_bytes, 64));
 		CHECK(pread(si.fd, stored, span, (off_t)ci.offset) == (ssize_t)span);
-		CHECK(rf_test_all_zero(stored + ci.stored_bytes, span - ci.stored_bytes));
+		if (si.version < 2) {
+			CHECK(rf_test_all_zero(stored + ci.stored_bytes, span - ci.stored_bytes));
+		} else {
+			/* Zeros up to the per-sample checksum table, the table,
+			 * zeros to the next 4096 (read here apart). */
+			uint64_t at = rf_fmt_sums_offset(0, ci.stored_bytes);
+			uint64_t tb = rf_fmt_sums_bytes(ci.samples, s->nfields);
+			uint64_t ext = RF_ALIGN_UP(at + tb, RF_FMT_ALIGN);
+			CHECK(ci.offset + ext <= si.index_offset);
+			uint8_t *tail = malloc(ext - ci.stored_bytes);
+			CHECK(pread(si.fd, tail, ext - ci.stored_bytes,
+				    (off_t)(ci.offset + ci.stored_bytes)) ==
+			      (ssize_t)(ext - ci.stored_bytes));
+			CHECK(rf_test_all_zero(tail, at - ci.stored_bytes));
+			CHECK(rf_test_all_zero(tail + at - ci.stored_bytes + tb,
+					       ext - at - tb));
+			sums = realloc(sums, tb ? tb : 1);
+			memcpy(sums, tail + at - ci.stored_bytes, tb);
+			free(tail);
+		}
 		rf_chunk_ctx ctx;
 		CHECK_RC(rf_dataset_chunk_ctx(ds, c, &ctx), 0);
 		CHECK(ctx.chunk == c - si.first_chunk && ctx.offset == ci.offset);
@@ -232,11 +254,15 @@ t_check_dataset(rf_dataset *ds, const rf_schema *s, uint64_t n)
 					CHECK(sc->offsets[j + 1] - sc->offsets[j] == l);
 				t_fill(want, l, smp, k);
 				CHECK(memcmp(p, want, l) == 0);
+				if (si.version >= 2)
+					CHECK(sums[(uint64_t)j * s->nfields + k] ==
+					      XXH3_64bits(want, l));
 			}
 		}
 		free(stored);
 		free(raw);
 	}
+	free(sums);
 	CHECK(next == n);
 	CHECK_RC(rf_dataset_chunk_info(ds, nch, &(rf_chunk_info){0}), -ERANGE);
 	CHECK_RC(rf_dataset_verify_chunk(ds, nch), -ERANGE);

@@ -6,7 +6,9 @@
  * header, index and footer flipped in turn, and a sample of chunk bytes;
  * (c) crafted absurd counts, sizes, offsets, overlaps, schema records and
  * chunk contents with every checksum recomputed, so the structural checks
- * themselves run; (d) wrong magic and version.  Run under ASan/UBSan too.
+ * themselves run; (d) wrong magic and version; (e) format 2's per-sample
+ * checksum tables: a flipped entry, a wrong table checksum, a table that runs
+ * into the index.  (a)-(d) on format 1 shards too.  Run under ASan/UBSan too.
  */
 #include <xxhash.h>
 
@@ -130,6 +132,40 @@ expect_chunk_at(const uint8_t *b, size_t len, uint64_t chunk, int want, int line
 }
 #define expect_chunk(b, len, c, want) expect_chunk_at(b, len, c, want, __LINE__)
 
+static char rf_dataset_errmsg_last[RF_ERRMSG_MAX];
+
+/* The shard opens and reads (the chunk's own checksum is good), and
+ * rf_dataset_verify_chunk fails with RF_ECHECKSUM, a message naming the
+ * file, the chunk and `what`. */
+static void
+expect_chunk_sums_at(const uint8_t *b, size_t len, uint64_t chunk, const char *what, int line)
+{
+	t_spit(g_mut, b, len);
+	rf_dataset *ds;
+	const char *paths[] = {g_mut};
+	CHECK_RC(rf_dataset_open(&ds, paths, 1, NULL), 0);
+	rf_chunk_info ci;
+	CHECK_RC(rf_dataset_chunk_info(ds, chunk, &ci), 0);
+	uint8_t buf[4096];
+	size_t l;
+	CHECK_RC(rf_dataset_read(ds, ci.first_sample, 1, buf, sizeof buf, &l), 0);
+	int rc = rf_dataset_verify_chunk(ds, chunk);
+	const char *m = rf_dataset_errmsg(ds);
+	char head[64];
+	snprintf(head, sizeof head, "chunk %llu at offset", (unsigned long long)chunk);
+	if (rc != RF_ECHECKSUM || !strstr(m, g_mut) || !strstr(m, head) || !strstr(m, what)) {
+		fprintf(stderr, "line %d: chunk %llu gave %d: %s\n", line, (unsigned long long)chunk,
+			rc, m);
+		exit(1);
+	}
+	snprintf(rf_dataset_errmsg_last, sizeof rf_dataset_errmsg_last, "%s", m);
+	for (uint64_t c = 0; c < rf_dataset_chunks(ds); c++)
+		if (c != chunk)
+			CHECK_RC(rf_dataset_verify_chunk(ds, c), 0);
+	rf_dataset_close(&ds);
+}
+#define expect_chunk_sums(b, len, c, what) expect_chunk_sums_at(b, len, c, what, __LINE__)
+
 /* With verification off, whatever a damaged chunk gives must be an error
  * code or data: never a crash. */
 static void
@@ -164,19 +200,27 @@ schema(void)
 }
 
 static uint8_t *
-make(const char *name, int zstd, size_t *len)
+make_v(const char *name, int zstd, uint32_t version, size_t *len)
 {
 	rf_schema s = schema();
 	rf_writer_config cfg;
 	rf_writer_config_init(&cfg);
 	cfg.zstd_level = zstd;
+	cfg.format_version = version;
 	cfg.chunk_bytes = 600;
 	cfg.no_fsync = 1;
 	char *p = t_path(g_dir, name);
 	CHECK_RC(t_write(p, &s, 40, &cfg, 0), 0);
 	uint8_t *b = t_slurp(p, len);
 	free(p);
+	CHECK(rf_le32(b + 8) == (version ? version : RF_FMT_VERSION));
 	return b;
+}
+
+static uint8_t *
+make(const char *name, int zstd, size_t *len)
+{
+	return make_v(name, zstd, 0, len);
 }
 
 static void
@@ -284,7 +328,9 @@ crafted(const uint8_t *b, const struct layout *l)
 	WITH(b, l, F + 0, 8, UINT64_MAX - 4095, fix_footer, RF_ECORRUPT);
 	WITH(b, l, F + 16, 8, 1ULL << 62, fix_footer, RF_ECORRUPT);
 	WITH(b, l, F + 44, 4, 7, fix_footer, RF_ECORRUPT);
-	WITH(b, l, F + 40, 4, 2, fix_footer, RF_EFORMAT);
+	WITH(b, l, F + 40, 4, RF_FMT_VERSION + 1, fix_footer, RF_EFORMAT);
+	/* A version the library reads, but not the header's. */
+	WITH(b, l, F + 40, 4, rf_le32(b + 8) == 1 ? 2 : 1, fix_footer, RF_ECORRUPT);
 	/* Index entries. */
 	WITH(b, l, I + 16, 8, 1ULL << 40, fix_index, RF_ECORRUPT);      /* raw huge */
 	WITH(b, l, I + 16, 8, 0, fix_index, RF_ECORRUPT);
@@ -301,6 +347,8 @@ crafted(const uint8_t *b, const struct layout *l)
 	WITH(b, l, I + 36, 1, 2, fix_index, RF_ECORRUPT);               /* codec */
 	WITH(b, l, I + 38, 1, 1, fix_index, RF_ECORRUPT);               /* reserved */
 	WITH(b, l, I + 60, 1, 1, fix_index, RF_ECORRUPT);
+	if (rf_le32(b + 8) == 1)
+		WITH(b, l, I + 50, 1, 1, fix_index, RF_ECORRUPT);       /* v1: reserved */
 	WITH(b, l, I + 16, 8, 8, fix_index, RF_ECORRUPT);               /* below minimum */
 	/* Header, with the checksum and its footer copy recomputed. */
 	WITH(b, l, 20, 4, 0, fix_header, RF_ECORRUPT);                  /* nfields */
@@ -310,7 +358,7 @@ crafted(const uint8_t *b, const struct layout *l)
 	WITH(b, l, 12, 4, UINT32_MAX, fix_header, RF_ECORRUPT);
 	WITH(b, l, 16, 4, 1, fix_header, RF_ECORRUPT);                  /* flags */
 	WITH(b, l, 24, 1, 1, fix_header, RF_ECORRUPT);                  /* reserved */
-	WITH(b, l, 8, 4, 2, fix_header, RF_EFORMAT);                    /* version */
+	WITH(b, l, 8, 4, RF_FMT_VERSION + 1, fix_header, RF_EFORMAT);   /* version */
 	WITH(b, l, 8, 4, 0, fix_header, RF_EFORMAT);
 	uint64_t f0 = 32, f1 = 32 + 128, f2 = 32 + 256;
 	WITH(b, l, f0 + 56, 1, 0, fix_header, RF_ECORRUPT);             /* dtype */
@@ -409,6 +457,52 @@ crafted_chunks(const uint8_t *b, const struct layout *l)
 	free(cp);
 }
 
+/* (e) Format 2's per-sample checksum tables. */
+static void
+crafted_sums(const uint8_t *b, const struct layout *l)
+{
+	uint8_t *cp = malloc(l->size);
+	uint64_t last = l->nchunks - 1;
+	uint8_t *e = entry((uint8_t *)b, l, 1);
+	uint64_t at = rf_fmt_sums_offset(rf_le64(e), rf_le64(e + 8));
+	uint64_t tb = rf_fmt_sums_bytes(rf_le32(e + 32), 3);
+	/* Each entry of a table (label's of sample 0, x's of the last sample)
+	 * flipped: verify names the table; the chunk's own checksum and
+	 * every other chunk stay good. */
+	uint64_t flip[] = {at + 8, at + tb - 1};
+	for (int i = 0; i < 2; i++) {
+		memcpy(cp, b, l->size);
+		cp[flip[i]] ^= 0x10;
+		expect_chunk_sums(cp, l->size, 1, "per-sample checksum table");
+	}
+	/* The entry and the table's checksum rewritten to match: the value
+	 * no longer matches, named with its sample and field. */
+	memcpy(cp, b, l->size);
+	cp[at + 8] ^= 0x10;
+	rf_put_le64(entry(cp, l, 1) + 48, XXH3_64bits(cp + at, tb));
+	fix_index(cp, l);
+	expect_chunk_sums(cp, l->size, 1, "sample 0 of the chunk");
+	CHECK(strstr(rf_dataset_errmsg_last, "field label") != NULL);
+	/* Only the table's checksum changed. */
+	memcpy(cp, b, l->size);
+	rf_put_le64(entry(cp, l, 1) + 48, rf_le64(entry(cp, l, 1) + 48) ^ 1);
+	fix_index(cp, l);
+	expect_chunk_sums(cp, l->size, 1, "per-sample checksum table");
+	/* The last chunk's table would run into the index (its stored bytes
+	 * still fit): refused at open. */
+	memcpy(cp, b, l->size);
+	e = entry(cp, l, last);
+	uint64_t room = l->index_offset - rf_le64(e);
+	uint32_t n = rf_le32(e + 32);
+	CHECK(room > rf_le64(e + 8));
+	rf_put_le32(e + 32, n + (uint32_t)(room / 24));
+	rf_put_le64(cp + l->size - 64 + 16, rf_le64(cp + l->size - 64 + 16) + room / 24);
+	fix_index(cp, l);
+	expect_open(cp, l->size, RF_ECORRUPT);
+	CHECK(strstr(rf_dataset_last_open_error(), "checksum table runs into the index") != NULL);
+	free(cp);
+}
+
 static void
 crafted_zstd(const uint8_t *b, const struct layout *l)
 {
@@ -458,6 +552,18 @@ main(void)
 	CHECK(rl.nchunks >= 3 && zl.nchunks >= 2);
 	expect_open(rb, rlen, 0);
 	expect_open(zb, zlen, 0);
+	/* Format 1, as earlier writers made it: every check still holds. */
+	size_t r1len;
+	uint8_t *r1 = make_v("raw1.rfs", 0, 1, &r1len);
+	struct layout r1l = parse(r1, r1len);
+	CHECK(r1l.nchunks >= 3);
+	expect_open(r1, r1len, 0);
+	truncations(r1, &r1l);
+	flips(r1, &r1l);
+	crafted(r1, &r1l);
+	crafted_chunks(r1, &r1l);
+	free(r1);
+	crafted_sums(rb, &rl);
 
 	truncations(rb, &rl);
 	truncations(zb, &zl);

@@ -100,7 +100,7 @@ main(void)
 	const rf_schema *all[] = {&s, &many};
 	for (int t = 0; t < 2; t++) {
 		const rf_schema *x = all[t];
-		rf_fmt_encode_header(x, h);
+		rf_fmt_encode_header(x, RF_FMT_VERSION, h);
 		CHECK(memcmp(h, RF_FMT_MAGIC, 8) == 0);
 		CHECK(rf_le32(h + 12) == RF_FMT_HEADER_SIZE(x->nfields));
 		for (uint32_t k = 0; k < x->nfields; k++) {
@@ -113,7 +113,7 @@ main(void)
 		}
 	}
 	/* A record with a bad name byte is refused with a message. */
-	rf_fmt_encode_header(&s, h);
+	rf_fmt_encode_header(&s, RF_FMT_VERSION, h);
 	h[32] = ' ';
 	rf_field f;
 	CHECK_RC(rf_fmt_decode_field(h + 32, 0, &f, "x.rfs", &d), RF_ECORRUPT);

@@ -68,6 +68,10 @@ lt_value(const char *name, uint64_t g, uint8_t *buf)
 	return 20;
 }
 
+/* The format version lt_pack writes (rf_writer_config.format_version):
+ * 0, the latest, unless a test asks for an older one. */
+static uint32_t lt_pack_format __attribute__((unused));
+
 /* Pack n samples into dir/name.rfs (or name-NNNNN.rfs shards when
  * shard_bytes is set).  Returns 0 or the writer's error. */
 static inline int
@@ -91,6 +95,7 @@ lt_pack(const char *dir, const char *name, uint64_t n, int zstd, uint64_t chunk_
 	cfg.chunk_bytes = chunk_bytes;
 	cfg.shard_bytes = shard_bytes;
 	cfg.no_fsync = 1;
+	cfg.format_version = lt_pack_format;
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/%s.rfs", dir, name);
 	rf_writer *w;

@@ -11,12 +11,18 @@
  * values read in place and through the O_DIRECT bounce area; a zstd dataset
  * and a loaded variable-size field are refused with RF_EUSAGE and a message
  * that suggests window shuffling, while the fixed fields before a variable
- * one load.  Argument "cuda": the same on the cudart emulator, with its
- * hazard counters checked at the end.
+ * one load.  Checksums: a byte flipped in one sample's value stops the stream
+ * with RF_ECHECKSUM naming shard, chunk, sample and field, no batch holding
+ * it delivered, and so does a byte flipped in its row of checksums (verify off delivers it; chunk modes catch it by the chunk
+ * checksum); a format 1 shard (no per-sample checksums) is refused with
+ * verify on, with a message that says how to repack, reads with verify off,
+ * and still reads in every other mode.  Argument "cuda": the same on the
+ * cudart emulator, with its hazard counters checked at the end.
  */
 #include "lt.h"
 #include "lt_gpu.h"
 #include "../cuda-emulator/emulator.h"
+#include "format/format.h"
 #include "plan/plan.h"
 
 static char dir[256];
@@ -112,7 +118,11 @@ struct opts {
 	size_t resume_len;
 	const char *const *fields;
 	size_t nfields;
+	int no_verify;
+	int mode;               /* RF_SHUFFLE_x + 1; 0: full */
 };
+
+static int last_open_rc;
 
 static rf_loader *
 open_full(const struct opts *o)
@@ -129,7 +139,8 @@ open_full(const struct opts *o)
 	cfg.batch_size = o->batch;
 	cfg.drop_last = o->drop_last;
 	cfg.epochs = o->epochs;
-	cfg.shuffle = RF_SHUFFLE_FULL;
+	cfg.shuffle = o->mode ? (enum rf_shuffle)(o->mode - 1) : RF_SHUFFLE_FULL;
+	cfg.verify = !o->no_verify;
 	cfg.seed = o->seed;
 	cfg.rank = o->rank;
 	cfg.world = o->world;
@@ -141,7 +152,7 @@ open_full(const struct opts *o)
 	cfg.resume = o->resume;
 	cfg.resume_len = o->resume_len;
 	rf_loader *ld = NULL;
-	if (rf_loader_open(&ld, &cfg) < 0)
+	if ((last_open_rc = rf_loader_open(&ld, &cfg)) < 0)
 		return NULL;
 	return ld;
 }
@@ -482,6 +493,197 @@ test_refused(void)
 	}
 }
 
+/* Where sample g's "img" value lies in dir/name (fields x u16[3], y i64,
+ * img u8[4][5], all fixed: sections at 64-aligned offsets). */
+static uint64_t
+img_offset(const char *name, uint64_t g, uint64_t *chunk, uint64_t *in_chunk)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	const char *paths[] = {path};
+	rf_dataset *ds;
+	if (rf_dataset_open(&ds, paths, 1, NULL) < 0)
+		return 0;
+	rf_chunk_info ci;
+	rf_dataset_find_chunk(ds, g, chunk);
+	rf_dataset_chunk_info(ds, *chunk, &ci);
+	rf_dataset_close(&ds);
+	uint64_t n = ci.samples;
+	uint64_t img = RF_ALIGN_UP(RF_ALIGN_UP(n * 6, 64) + n * 8, 64);
+	*in_chunk = g - ci.first_sample;
+	return ci.offset + img + *in_chunk * 20;
+}
+
+static void
+flip_byte(const char *name, uint64_t at)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	FILE *f = fopen(path, "r+b");
+	LT_CHECK(f != NULL);
+	if (!f)
+		return;
+	fseek(f, (long)at, SEEK_SET);
+	int c = fgetc(f);
+	fseek(f, (long)at, SEEK_SET);
+	fputc(c ^ 0x20, f);
+	fclose(f);
+}
+
+/* Read a whole epoch; returns the stream's end code (0, or the error of
+ * rf_loader_next), counting delivered rows holding sample `bad` and rows
+ * whose values are wrong. */
+static int
+drain(rf_loader *ld, uint64_t bad, size_t *bad_rows, size_t *wrong_rows, size_t *rows)
+{
+	const rf_batch *b;
+	int rc;
+	*bad_rows = *wrong_rows = *rows = 0;
+	while ((rc = rf_loader_next(ld, &b)) == 0 && b) {
+		for (uint32_t i = 0; i < b->samples; i++) {
+			uint64_t g = row_sample(b, i);
+			*bad_rows += g == bad;
+			*wrong_rows += !row_ok(b, i, g);
+			++*rows;
+		}
+		rf_loader_release(ld, b, NULL);
+	}
+	return rc;
+}
+
+static void
+test_flip(void)
+{
+	const uint64_t N = 500, G = 321;
+	LT_CHECK(lt_pack(dir, "c", N, 0, 4096, 0, 0) == 0);
+	uint64_t chunk = 0, in_chunk = 0;
+	uint64_t at = img_offset("c.rfs", G, &chunk, &in_chunk);
+	LT_CHECK(at > 0 && chunk > 0);
+	flip_byte("c.rfs", at + 7);
+	char want_chunk[64], want_sample[96];
+	snprintf(want_chunk, sizeof(want_chunk), ": chunk %llu at offset ",
+		 (unsigned long long)chunk);
+	snprintf(want_sample, sizeof(want_sample), "sample %llu of the chunk (sample %llu of the "
+		 "dataset), field img", (unsigned long long)in_chunk, (unsigned long long)G);
+	size_t bad, wrong, rows;
+	/* Full mode, verify on: the stream stops at the bad sample. */
+	struct opts o = {.pattern = "c.rfs", .seed = 5, .rank = 0, .world = 1, .batch = 8,
+			 .epochs = 1};
+	rf_loader *ld = open_full(&o);
+	LT_CHECK(ld != NULL);
+	if (ld) {
+		int rc = drain(ld, G, &bad, &wrong, &rows);
+		const char *m = rf_loader_errmsg(ld);
+		LT_CHECK(rc == RF_ECHECKSUM);
+		LT_CHECK(bad == 0 && wrong == 0 && rows < N);
+		LT_CHECK(strstr(m, "c.rfs") && strstr(m, want_chunk) && strstr(m, want_sample));
+		if (!strstr(m, want_sample))
+			fprintf(stderr, "message: %s\n", m);
+		rf_loader_close(&ld);
+	}
+	/* Only the loaded fields are checked: without img, the epoch is whole. */
+	const char *xy[] = {"x", "y"};
+	o.fields = xy;
+	o.nfields = 2;
+	ld = open_full(&o);
+	LT_CHECK(ld != NULL);
+	if (ld) {
+		LT_CHECK(drain(ld, G, &bad, &wrong, &rows) == 0 && rows == N && bad == 1);
+		rf_loader_close(&ld);
+	}
+	o.fields = NULL;
+	o.nfields = 0;
+	/* Verify off: delivered as it is on disk. */
+	o.no_verify = 1;
+	ld = open_full(&o);
+	LT_CHECK(ld != NULL);
+	if (ld) {
+		LT_CHECK(drain(ld, G, &bad, &wrong, &rows) == 0);
+		LT_CHECK(rows == N && bad == 1 && wrong == 1);
+		rf_loader_close(&ld);
+	}
+	/* A chunk mode catches it with the chunk's checksum. */
+	o.no_verify = 0;
+	o.mode = RF_SHUFFLE_CHUNKS + 1;
+	ld = open_full(&o);
+	LT_CHECK(ld != NULL);
+	if (ld) {
+		LT_CHECK(drain(ld, G, &bad, &wrong, &rows) == RF_ECHECKSUM && bad == 0);
+		rf_loader_close(&ld);
+	}
+}
+
+/* A flipped byte in a sample's row of its chunk's checksum table: the
+ * stream stops the same way, naming the sample and the field whose entry
+ * no longer matches. */
+static void
+test_flip_table(void)
+{
+	const uint64_t N = 500, G = 77;
+	LT_CHECK(lt_pack(dir, "t", N, 0, 4096, 0, 0) == 0);
+	char path[512];
+	snprintf(path, sizeof(path), "%s/t.rfs", dir);
+	const char *paths[] = {path};
+	rf_dataset *ds;
+	LT_CHECK(rf_dataset_open(&ds, paths, 1, NULL) == 0);
+	uint64_t chunk = 0;
+	rf_chunk_info ci;
+	rf_dataset_find_chunk(ds, G, &chunk);
+	rf_dataset_chunk_info(ds, chunk, &ci);
+	rf_dataset_close(&ds);
+	/* Fields x, y, img: the entry of y is the second of the row. */
+	uint64_t in_chunk = G - ci.first_sample;
+	flip_byte("t.rfs", rf_fmt_sums_offset(ci.offset, ci.stored_bytes) + in_chunk * 24 + 8 + 3);
+	char want[96];
+	snprintf(want, sizeof(want), "sample %llu of the chunk (sample %llu of the dataset), "
+		 "field y", (unsigned long long)in_chunk, (unsigned long long)G);
+	struct opts o = {.pattern = "t.rfs", .seed = 8, .rank = 0, .world = 1, .batch = 8,
+			 .epochs = 2};
+	rf_loader *ld = open_full(&o);
+	LT_CHECK(ld != NULL);
+	if (ld) {
+		size_t bad, wrong, rows;
+		LT_CHECK(drain(ld, G, &bad, &wrong, &rows) == RF_ECHECKSUM && bad == 0);
+		LT_CHECK(strstr(rf_loader_errmsg(ld), want) != NULL);
+		rf_loader_close(&ld);
+	}
+}
+
+static void
+test_v1(uint64_t N)
+{
+	lt_pack_format = 1;
+	LT_CHECK(lt_pack(dir, "old", N, 0, 4096, 0, 0) == 0);
+	lt_pack_format = 0;
+	struct opts o = {.pattern = "old.rfs", .seed = 3, .rank = 0, .world = 1, .batch = 8,
+			 .epochs = 1};
+	rf_loader *ld = open_full(&o);
+	const char *m = rf_loader_last_open_error();
+	LT_CHECK(ld == NULL && last_open_rc == RF_EUSAGE);
+	LT_CHECK(strstr(m, "old.rfs") && strstr(m, "format version 1") &&
+		 strstr(m, "ringfeed pack") && strstr(m, "verify = 0"));
+	/* Unchecked on request, and the other modes check chunks as ever. */
+	o.no_verify = 1;
+	for (int mode = 0; mode <= RF_SHUFFLE_WINDOW + 1; mode++) {
+		if (mode == 1)
+			o.no_verify = 0;
+		o.mode = mode;
+		ld = open_full(&o);
+		LT_CHECK(ld != NULL);
+		if (!ld)
+			continue;
+		struct seq s = {.v = malloc(8 * (2 * N + 64))};
+		take(ld, 0, &s, NULL);
+		LT_CHECK(is_permutation(s.v, s.n, 0, N));
+		free(s.v);
+		rf_loader_close(&ld);
+	}
+	/* Full mode over a mix of format 1 and 2 shards names the old one. */
+	o.mode = 0;
+	o.pattern = "[co]*.rfs"; /* c.rfs (format 2), old.rfs */
+	LT_CHECK(open_full(&o) == NULL && strstr(rf_loader_last_open_error(), "old.rfs"));
+}
+
 int
 main(int argc, char **argv)
 {
@@ -512,6 +714,9 @@ main(int argc, char **argv)
 	test_resume("w.rfs", NW);
 	test_elastic("f.rfs", N);
 	test_refused();
+	test_flip();
+	test_flip_table();
+	test_v1(N);
 	lt_rmtree(dir);
 	lt_gpu_fini();
 	if (use_cuda && !lt_gpu_on) {

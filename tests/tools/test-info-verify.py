@@ -3,7 +3,8 @@
 # `ringfeed verify`: exit 0 on good shards; after bytes are flipped inside two
 # chunks of one shard (found from the index bytes), exit 1 with one line per
 # bad chunk naming the shard, the chunk and its byte offset, the other shards
-# still checked; a shard with a broken footer is reported and the rest checked.
+# still checked; a shard with a broken footer is reported and the rest checked;
+# a flipped byte in a chunk's per-sample checksum table is reported (exit 1).
 import json
 import os
 
@@ -43,7 +44,7 @@ with TempDir() as tmp:
     sdir = os.path.join(tmp, "ds")
     os.mkdir(sdir)
     base = os.path.join(sdir, "d.rfs")
-    run("pack", "-q", "--chunk-bytes", "16K", "--shard-bytes", "64K", "-o", base,
+    run("pack", "-q", "--chunk-bytes", "16K", "--shard-bytes", "96K", "-o", base,
         "image=" + ip, "label=" + lp, expect=0)
     shards = sorted(os.path.join(sdir, f) for f in os.listdir(sdir))
     check(len(shards) >= 3, "shards: %s" % shards)
@@ -85,4 +86,20 @@ with TempDir() as tmp:
     rc, _, err = run("info", shards[2], expect=1)
     check(os.path.basename(shards[2]) in err, "info message %r" % err)
     run("verify", os.path.join(tmp, "nothing-*.rfs"), expect=1)
+
+    # A flipped byte in a chunk's per-sample checksum table (format 2: it
+    # follows the stored bytes at the next multiple of 64, 2 fields x 8
+    # bytes per sample): the chunk's own checksum still holds, verify
+    # reports the table, naming the chunk, and exits 1.
+    run("verify", "-q", one, expect=0)
+    off, stored, samples = chunks[1]
+    table = off + (stored + 63) // 64 * 64
+    with open(one, "r+b") as f:
+        f.seek(table + 16 * (samples // 2) + 3)
+        b = f.read(1)
+        f.seek(table + 16 * (samples // 2) + 3)
+        f.write(bytes([b[0] ^ 0x01]))
+    rc, out, err = run("verify", one, expect=1)
+    check("chunk 1 " in err and "per-sample checksum table" in err,
+          "table flip not reported: %r" % err)
 finish()
