@@ -8,7 +8,9 @@
  * expansion bound is exact for any stored size, not only a round one: raw =
  * 32768 x stored opens, one byte more is refused at open, naming the bound.
  * Every index checksum is recomputed, so the structural checks themselves
- * decide.
+ * decide.  Both format versions: in version 2 the chunk's per-sample
+ * checksum table follows its stored bytes, so a stored size up to the index
+ * leaves the table no room and is refused too.
  */
 #include <xxhash.h>
 
@@ -20,10 +22,11 @@ struct shard {
 	uint8_t *b;
 	size_t size;
 	uint64_t index_offset, nchunks;
+	uint32_t version;
 };
 
 static struct shard
-make(const char *dir, const char *name, uint64_t chunk_bytes)
+make(const char *dir, const char *name, uint64_t chunk_bytes, uint32_t version)
 {
 	rf_schema s = {0};
 	CHECK_RC(rf_schema_add(&s, "tokens", RF_DTYPE_U16, 1, (uint64_t[]){0}, 0), 0);
@@ -33,6 +36,7 @@ make(const char *dir, const char *name, uint64_t chunk_bytes)
 	cfg.zstd_level = 3;
 	cfg.chunk_bytes = chunk_bytes;
 	cfg.no_fsync = 1;
+	cfg.format_version = version;
 	char *p = t_path(dir, name);
 	CHECK_RC(t_write(p, &s, 60, &cfg, 0), 0);
 	struct shard sh;
@@ -40,6 +44,7 @@ make(const char *dir, const char *name, uint64_t chunk_bytes)
 	free(p);
 	sh.index_offset = rf_le64(sh.b + sh.size - 64);
 	sh.nchunks = rf_le64(sh.b + sh.size - 64 + 8);
+	sh.version = version;
 	return sh;
 }
 
@@ -108,8 +113,10 @@ last_entry_stored(const struct shard *sh)
 	CHECK(off < sh->index_offset);
 	uint64_t room = sh->index_offset - off;
 	EXPECT(sh, last, UINT64_MAX, UINT64_MAX, 0);
-	/* Up to the index (the zero padding before it) is still the chunk's. */
-	EXPECT(sh, last, room, UINT64_MAX, 0);
+	/* Version 1: up to the index (the zero padding before it) is still the
+	 * chunk's.  Version 2: the checksum table after it would overlap the
+	 * index. */
+	EXPECT(sh, last, room, UINT64_MAX, sh->version == 1 ? 0 : RF_ECORRUPT);
 	EXPECT(sh, last, room + 1, UINT64_MAX, RF_ECORRUPT);
 	EXPECT(sh, last, room + 4096, UINT64_MAX, RF_ECORRUPT);
 	EXPECT(sh, last, 1ULL << 40, UINT64_MAX, RF_ECORRUPT);
@@ -139,15 +146,18 @@ main(void)
 {
 	char *dir = t_tmpdir();
 	g_mut = t_path(dir, "mutated.rfs");
-	struct shard many = make(dir, "many.rfs", 512), one = make(dir, "one.rfs", 1 << 20);
-	CHECK(many.nchunks >= 3);
-	CHECK(one.nchunks == 1);
-	last_entry_stored(&many);
-	last_entry_stored(&one);
-	zstd_bound(&many);
-	zstd_bound(&one);
-	free(many.b);
-	free(one.b);
+	for (uint32_t v = 1; v <= 2; v++) {
+		struct shard many = make(dir, "many.rfs", 512, v);
+		struct shard one = make(dir, "one.rfs", 1 << 20, v);
+		CHECK(many.nchunks >= 3);
+		CHECK(one.nchunks == 1);
+		last_entry_stored(&many);
+		last_entry_stored(&one);
+		zstd_bound(&many);
+		zstd_bound(&one);
+		free(many.b);
+		free(one.b);
+	}
 	t_rmtree(dir);
 	free(g_mut);
 	free(dir);
