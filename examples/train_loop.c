@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A training loop fed by ringfeed: streams a packed dataset for a few
- * epochs, on the GPU when there is one (device auto), else in host memory,
- * and runs a small computation per batch on the consumer side: the sum of
- * every fixed-size numeric field (a stand-in for a training step).
+ * epochs in a new order each epoch (the window shuffle, the mode for
+ * training), on the GPU when there is one (device auto), else in host
+ * memory, and runs a small computation per batch on the consumer side: the
+ * sum of every fixed-size numeric field (a stand-in for a training step).
  *
- *     train_loop [--device host|cuda|auto] [--batch B] [--epochs E] PATH...
+ *     train_loop [--device host|cuda|auto] [--batch B] [--epochs E]
+ *                [--shuffle window|chunks|full|none] [--seed S] PATH...
  *
  * The shape of the loop is the one a real program uses:
  *     next -> wait (the consumer's stream waits for the copy) -> compute ->
@@ -62,6 +64,7 @@ main(int argc, char **argv)
 	rf_config_init(&cfg);
 	cfg.batch_size = 64;
 	cfg.epochs = 2;
+	cfg.shuffle = RF_SHUFFLE_WINDOW;
 	cfg.log = log_cb;
 	const char *paths[64];
 	size_t npaths = 0;
@@ -74,13 +77,20 @@ main(int argc, char **argv)
 			cfg.batch_size = (uint32_t)strtoul(argv[++i], NULL, 10);
 		} else if (!strcmp(argv[i], "--epochs") && i + 1 < argc) {
 			cfg.epochs = (uint32_t)strtoul(argv[++i], NULL, 10);
+		} else if (!strcmp(argv[i], "--shuffle") && i + 1 < argc) {
+			const char *m = argv[++i];
+			cfg.shuffle = !strcmp(m, "none") ? RF_SHUFFLE_NONE
+				      : !strcmp(m, "chunks") ? RF_SHUFFLE_CHUNKS
+				      : !strcmp(m, "full") ? RF_SHUFFLE_FULL : RF_SHUFFLE_WINDOW;
+		} else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
+			cfg.seed = strtoull(argv[++i], NULL, 10);
 		} else if (npaths < 64) {
 			paths[npaths++] = argv[i];
 		}
 	}
 	if (!npaths) {
 		fprintf(stderr, "usage: train_loop [--device host|cuda|auto] [--batch B] "
-			"[--epochs E] PATH...\n");
+			"[--epochs E] [--shuffle window|chunks|full|none] [--seed S] PATH...\n");
 		return 2;
 	}
 	cfg.paths = paths;
@@ -92,9 +102,13 @@ main(int argc, char **argv)
 		fprintf(stderr, "train_loop: %s\n", rf_loader_last_open_error());
 		return 1;
 	}
-	rf_stats st = {.size = sizeof(st)};
+	/* Where auto put the batches: a GPU (device_ordinal >= 0) or host
+	 * memory, which no kernel may read. */
+	rf_stats st;
+	memset(&st, 0, sizeof st);
+	st.size = sizeof st;
 	rf_loader_stats(ld, &st);
-	int on_host = !strcmp(st.device, "host");
+	int on_host = st.device_ordinal < 0;
 	printf("device %s\n", st.device);
 
 	double dsum[64] = {0};

@@ -2,13 +2,14 @@
 # SPDX-License-Identifier: MIT
 # Description: runs the examples on small datasets packed first:
 # train_loop on the loader tests' dataset (packed with the public writer API
-# by lt-pack), two epochs, checking the sample count and the exact sum of
-# every fixed field; llmc_loop on llm.c token shards (u16 and u32) packed
-# with `ringfeed pack --llmc`, over more steps than two epochs have, checking
-# every token of the int32 inputs and targets it dumps against the rows read
-# from the .bin files by a reader of their own: in file order with shuffle
-# none, each a distinct row per epoch with window.  On the host backend,
-# auto and, when the cudart emulator is given, on cuda.
+# by lt-pack), two epochs in its default window shuffle, checking the sample
+# count and the exact sum of every fixed field; llmc_loop on llm.c token
+# shards (u16 and u32) packed with `ringfeed pack --llmc`, over more steps
+# than two epochs have, checking every token of the int32 inputs and targets
+# it dumps against the rows read from the .bin files by a reader of their
+# own: in file order with shuffle none, each a distinct row per epoch with
+# window.  On the host backend, auto and, when the cudart emulator is given,
+# on cuda.
 # Usage: test_examples.py TRAIN_LOOP LLMC_LOOP LT_PACK RINGFEED [EMULATOR]
 import os
 import re
@@ -80,6 +81,7 @@ with tempfile.TemporaryDirectory(dir=".") as d:
         check(r.returncode == 0, f"train_loop {dev} exit")
         check(f"device {dev}" in out or (dev == "cuda" and "device cuda" in out),
               f"train_loop {dev} device line: {out[:80]}")
+        check("plan: shuffle window," in r.stderr, f"train_loop {dev} shuffles by window")
         check(f"batches {2 * ((n + 49) // 50)} samples {2 * n}" in out, f"train_loop {dev} counts")
         check(out.count(f": {n} samples") == 2, f"train_loop {dev} epochs")
         for name, s in want.items():
