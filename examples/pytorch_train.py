@@ -5,6 +5,10 @@ model with PyTorch's DataLoader beside it for comparison.
 
     PYTHONPATH=build/src/python python3 examples/pytorch_train.py [--loader both]
 
+Each epoch is drawn in a new order: ringfeed's window shuffle (the mode for
+training: every batch draws from a window of decoded chunks), the
+DataLoader's shuffle=True.
+
 The data is MNIST-shaped (28x28 u8 images, int64 labels), generated once into
 DIR/train.rfs (ringfeed) and DIR/x.npy, DIR/y.npy (the DataLoader reads them
 as memory maps).  With a GPU the ringfeed batches arrive in GPU memory (the
@@ -60,14 +64,15 @@ def step(model, opt, images, labels):
 
 
 def train_ringfeed(path, args):
-    loader = ringfeed.Loader(path, args.batch, device=args.device, drop_last=True)
+    loader = ringfeed.Loader(path, args.batch, shuffle=args.shuffle, seed=0,
+                             device=args.device, drop_last=True)
     device = torch.device(loader.device)
     model = make_model(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     t0 = time.perf_counter()
     samples = 0
     for epoch in range(args.epochs):
-        loader.set_epoch(epoch)  # the order of an epoch when shuffling
+        loader.set_epoch(epoch)  # this epoch's order
         total = torch.zeros((), device=device)
         for batch in loader:
             # Tensors over the loader's buffer: no copy.  On CUDA the
@@ -83,8 +88,8 @@ def train_ringfeed(path, args):
     rate = samples / (time.perf_counter() - t0)
     stats = loader.stats()
     loader.close()
-    print("ringfeed   %.0f samples/s on %s (the step waited for data %.0f%% of the time)" % (
-        rate, device, 100 * stats["stall_share"]))
+    print("ringfeed   %.0f samples/s on %s, shuffle %s (the step waited for data %.0f%% of "
+          "the time)" % (rate, device, args.shuffle, 100 * stats["stall_share"]))
     return model, device
 
 
@@ -101,9 +106,12 @@ class MemmapDataset(torch.utils.data.Dataset):
 
 
 def train_dataloader(dirname, args):
-    device = torch.device("cuda" if torch.cuda.is_available() and args.device != "cpu"
-                          else "cpu")
+    if args.device == "auto":
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    else:
+        device = torch.device(args.device)
     loader = torch.utils.data.DataLoader(MemmapDataset(dirname), batch_size=args.batch,
+                                         shuffle=args.shuffle != "none",
                                          num_workers=args.workers, drop_last=True,
                                          pin_memory=device.type == "cuda")
     model = make_model(device)
@@ -141,7 +149,9 @@ def main():
     ap.add_argument("--samples", type=int, default=60000)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    ap.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    ap.add_argument("--shuffle", choices=["window", "chunks", "none"], default="window",
+                    help="ringfeed's order of each epoch (window: the mode for training)")
     ap.add_argument("--loader", choices=["ringfeed", "dataloader", "both"], default="both")
     ap.add_argument("--workers", type=int, default=2, help="DataLoader num_workers")
     ap.add_argument("--min-accuracy", type=float, default=0.0,

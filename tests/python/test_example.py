@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 # Description: examples/pytorch_train.py runs end to end on a small dataset
-# (ringfeed and DataLoader versions, one epoch each) and the model trained on
-# ringfeed batches learns (accuracy above chance by far).
+# (ringfeed and DataLoader versions, one epoch each), ringfeed in its default
+# window shuffle, and the model trained on ringfeed batches learns (accuracy
+# above chance by far).
 import os
 import subprocess
 import sys
@@ -18,4 +19,5 @@ r = subprocess.run([sys.executable, example, "--data", d, "--samples", "3000", "
 print(r.stdout, r.stderr)
 check(r.returncode == 0, "exit status %d" % r.returncode)
 check("ringfeed   accuracy" in r.stdout and "DataLoader accuracy" in r.stdout, "both ran")
+check("shuffle window" in r.stdout, "ringfeed trains on window-shuffled epochs by default")
 print("ok")
