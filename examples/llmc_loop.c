@@ -10,7 +10,8 @@
  * int32 arrays in its place, "inputs" [B, T] (tokens [0, T) of each row) and
  * "targets" [B, T] (tokens [1, T + 1)): the inputs and targets llm.c's
  * DataLoader produces with fread + cudaMemcpy, here already on the GPU, read
- * with O_DIRECT and copied while the previous step ran.  A step is
+ * ahead of the step (O_DIRECT for a dataset larger than a quarter of the
+ * available memory) and copied while the previous step ran.  A step is
  *
  *     rf_batch_wait(b, stream);
  *     gpt2_forward(&model, inputs, targets, B, T);   // the batch's pointers
