@@ -156,6 +156,41 @@ lt_check_batch(const rf_batch *b, uint64_t first)
 	return bad;
 }
 
+/* The sample row i of a batch holds, read off its "y" value (g * 1000003 -
+ * 5); UINT64_MAX when the batch has no "y".  Reads host-readable memory. */
+static inline uint64_t
+lt_row_sample(const rf_batch *b, uint32_t i)
+{
+	for (uint32_t f = 0; f < b->nfields; f++)
+		if (!strcmp(b->fields[f].name, "y")) {
+			int64_t y;
+			memcpy(&y, (const uint8_t *)b->fields[f].data + 8 * i, 8);
+			return (uint64_t)((y + 5) / 1000003);
+		}
+	return UINT64_MAX;
+}
+
+/* Whether every field of row i of a batch holds sample g's value (variable
+ * fields by their offsets). */
+static inline int
+lt_row_ok(const rf_batch *b, uint32_t i, uint64_t g)
+{
+	uint8_t want[64];
+	for (uint32_t f = 0; f < b->nfields; f++) {
+		const rf_batch_field *bf = &b->fields[f];
+		const uint8_t *data = bf->data;
+		size_t len = lt_value(bf->name, g, want);
+		if (bf->offsets) {
+			if ((size_t)(bf->offsets[i + 1] - bf->offsets[i]) != len ||
+			    memcmp(data + bf->offsets[i], want, len))
+				return 0;
+		} else if (memcmp(data + (uint64_t)i * len, want, len)) {
+			return 0;
+		}
+	}
+	return 1;
+}
+
 static int
 lt_rm_cb(const char *path, const struct stat *sb, int type, struct FTW *ftw)
 {

@@ -40,19 +40,6 @@ chi2_ok(const char *what, const uint64_t *counts, size_t k, uint64_t total)
 	return x < crit;
 }
 
-/* The sample a row holds, from its "y" value (g * 1000003 - 5). */
-static uint64_t
-row_sample(const rf_batch *b, uint32_t i)
-{
-	for (uint32_t f = 0; f < b->nfields; f++)
-		if (!strcmp(b->fields[f].name, "y")) {
-			int64_t y;
-			memcpy(&y, (const uint8_t *)b->fields[f].data + 8 * i, 8);
-			return (uint64_t)((y + 5) / 1000003);
-		}
-	return UINT64_MAX;
-}
-
 int
 main(void)
 {
@@ -111,7 +98,7 @@ main(void)
 			uint32_t ord[MAXC], no = 0, seen = 0;
 			LT_CHECK(b->samples == n);
 			for (uint32_t i = 0; i < b->samples; i++) {
-				uint64_t g = row_sample(b, i);
+				uint64_t g = lt_row_sample(b, i);
 				if (g >= n) {
 					lt_failures++;
 					break;

@@ -20,39 +20,6 @@
 
 static char dir[256];
 
-/* The sample a row holds, from its "y" value (g * 1000003 - 5). */
-static uint64_t
-row_sample(const rf_batch *b, uint32_t i)
-{
-	for (uint32_t f = 0; f < b->nfields; f++)
-		if (!strcmp(b->fields[f].name, "y")) {
-			int64_t y;
-			memcpy(&y, (const uint8_t *)b->fields[f].data + 8 * i, 8);
-			return (uint64_t)((y + 5) / 1000003);
-		}
-	return UINT64_MAX;
-}
-
-/* Check one row against sample g, every field. */
-static int
-row_ok(const rf_batch *b, uint32_t i, uint64_t g)
-{
-	uint8_t want[64];
-	for (uint32_t f = 0; f < b->nfields; f++) {
-		const rf_batch_field *bf = &b->fields[f];
-		const uint8_t *data = bf->data;
-		size_t len = lt_value(bf->name, g, want);
-		if (bf->offsets) {
-			if ((size_t)(bf->offsets[i + 1] - bf->offsets[i]) != len ||
-			    memcmp(data + bf->offsets[i], want, len))
-				return 0;
-		} else if (memcmp(data + (uint64_t)i * len, want, len)) {
-			return 0;
-		}
-	}
-	return 1;
-}
-
 struct run {
 	uint64_t *samples; /* delivered samples, in order, all epochs */
 	uint64_t n, batches;
@@ -110,8 +77,8 @@ stream(const char *pattern, enum rf_shuffle mode, uint64_t seed, int32_t rank, i
 			LT_CHECK(n == 0 || b->first_sample == items[0].pos);
 		}
 		for (uint32_t i = 0; i < b->samples; i++) {
-			uint64_t g = row_sample(b, i);
-			LT_CHECK(row_ok(b, i, g));
+			uint64_t g = lt_row_sample(b, i);
+			LT_CHECK(lt_row_ok(b, i, g));
 			if (check && i < n)
 				LT_CHECK(g == items[i].sample);
 			out->samples[out->n++] = g;
@@ -142,7 +109,7 @@ take(rf_loader *ld, size_t batches, struct seq *out)
 		if (rc || !b)
 			return;
 		for (uint32_t i = 0; i < b->samples; i++)
-			out->v[out->n++] = row_sample(b, i);
+			out->v[out->n++] = lt_row_sample(b, i);
 		out->v[out->n++] = UINT64_MAX - b->epoch;
 		LT_CHECK(rf_loader_release(ld, b, NULL) == 0);
 	}

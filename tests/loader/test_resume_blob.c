@@ -30,19 +30,6 @@
 
 static char dir[256], path[512];
 
-/* The sample a row holds, from its "y" value (g * 1000003 - 5). */
-static uint64_t
-row_sample(const rf_batch *b, uint32_t i)
-{
-	for (uint32_t f = 0; f < b->nfields; f++)
-		if (!strcmp(b->fields[f].name, "y")) {
-			int64_t y;
-			memcpy(&y, (const uint8_t *)b->fields[f].data + 8 * i, 8);
-			return (uint64_t)((y + 5) / 1000003);
-		}
-	return UINT64_MAX;
-}
-
 static int
 open_loader(rf_loader **ld, const void *resume, size_t len)
 {
@@ -80,7 +67,7 @@ take(rf_loader *ld, uint64_t batches, uint64_t *s)
 			break;
 		LT_CHECK(lt_failures || b->samples == B);
 		for (uint32_t i = 0; i < b->samples && n < MAXS; i++)
-			s[n++] = row_sample(b, i);
+			s[n++] = lt_row_sample(b, i);
 		LT_CHECK(rf_loader_release(ld, b, NULL) == 0);
 	}
 	return n;

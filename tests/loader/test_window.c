@@ -80,13 +80,7 @@ stream_share(enum rf_shuffle mode, int32_t rank, const struct knobs *k, uint8_t 
 	const rf_batch *b;
 	while ((rc = rf_loader_next(ld, &b)) == 0 && b) {
 		for (uint32_t i = 0; i < b->samples; i++) {
-			const rf_batch_field *y = NULL;
-			for (uint32_t f = 0; f < b->nfields; f++)
-				if (!strcmp(b->fields[f].name, "y"))
-					y = &b->fields[f];
-			int64_t v;
-			memcpy(&v, (const uint8_t *)y->data + 8 * i, 8);
-			uint64_t g = (uint64_t)((v + 5) / 1000003);
+			uint64_t g = lt_row_sample(b, i);
 			LT_CHECK(g < n);
 			if (g < n) {
 				if (hit[g])
