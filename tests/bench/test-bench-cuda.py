@@ -10,25 +10,11 @@ import subprocess
 import sys
 import tempfile
 
-try:
-    import numpy as np
-except ImportError:
-    print("numpy is not available: skipping")
-    sys.exit(77)
+from benchtest import check, exe, failures, need_numpy
 
-EXE = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else None
-if not EXE or not os.access(EXE, os.X_OK) or not os.environ.get("RINGFEED_CUDART"):
-    print("usage: RINGFEED_CUDART=libcudart-emulator.so %s PATH/TO/ringfeed" % sys.argv[0])
-    sys.exit(1)
+np = need_numpy()
 
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        print("FAIL: " + msg)
-        failures.append(msg)
-
+EXE = exe(need_cudart=True)
 
 tmp = tempfile.mkdtemp(prefix="rf-bench-cuda-")
 try:
