@@ -229,6 +229,26 @@ lt_log(void *user, enum rf_log_level level, const char *msg)
 		fprintf(stderr, "[ringfeed %d] %s\n", (int)level, msg);
 }
 
+/* The path a config made by lt_config points at. */
+struct lt_paths {
+	char path[512];
+	const char *paths[1];
+};
+
+/* rf_config_init, then the one dataset dir/name (p holds its path and must
+ * outlive the config's use), the host backend, and logging to lt_log. */
+static inline void
+lt_config(rf_config *cfg, struct lt_paths *p, const char *dir, const char *name)
+{
+	snprintf(p->path, sizeof(p->path), "%s/%s", dir, name);
+	p->paths[0] = p->path;
+	rf_config_init(cfg);
+	cfg->paths = p->paths;
+	cfg->npaths = 1;
+	cfg->device = RF_DEVICE_HOST;
+	cfg->log = lt_log;
+}
+
 /* The plan rf_plan_create makes for dataset dir/pattern (its chunks' sample
  * counts, read from the dataset), with the given parameters; NULL when the
  * dataset does not open.  The caller destroys it. */

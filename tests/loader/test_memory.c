@@ -70,19 +70,16 @@ static uint64_t
 stream(const char *name, uint64_t n, enum rf_pinning pin, uint32_t epochs)
 {
 	int fds0 = count_dir("/proc/self/fd"), threads0 = count_dir("/proc/self/task");
-	char path[512];
-	snprintf(path, sizeof(path), "%s/%s.rfs", dir, name);
-	const char *paths[] = {path};
+	char file[64];
+	snprintf(file, sizeof(file), "%s.rfs", name);
+	struct lt_paths lp;
 	rf_config cfg;
-	rf_config_init(&cfg);
-	cfg.paths = paths;
-	cfg.npaths = 1;
+	lt_config(&cfg, &lp, dir, file);
 	cfg.batch_size = 256;
 	cfg.pinned_bytes = PINNED;
 	cfg.pinning = pin;
 	cfg.epochs = epochs;
 	cfg.device = use_cuda ? RF_DEVICE_CUDA : RF_DEVICE_HOST;
-	cfg.log = lt_log;
 	if (use_cuda && !lt_gpu_on)
 		emu.reset_counters();
 	rf_loader *ld;

@@ -32,13 +32,9 @@ static int
 stream(const char *pattern, enum rf_shuffle mode, uint64_t seed, int32_t rank, int32_t world,
        uint32_t batch, int drop_last, uint32_t epochs, struct run *out, rf_plan *check)
 {
-	char path[512];
-	snprintf(path, sizeof(path), "%s/%s", dir, pattern);
-	const char *paths[] = {path};
+	struct lt_paths lp;
 	rf_config cfg;
-	rf_config_init(&cfg);
-	cfg.paths = paths;
-	cfg.npaths = 1;
+	lt_config(&cfg, &lp, dir, pattern);
 	cfg.batch_size = batch;
 	cfg.drop_last = drop_last;
 	cfg.epochs = epochs;
@@ -47,11 +43,9 @@ stream(const char *pattern, enum rf_shuffle mode, uint64_t seed, int32_t rank, i
 	cfg.seed = seed;
 	cfg.rank = rank;
 	cfg.world = world;
-	cfg.device = RF_DEVICE_HOST;
 	cfg.map = use_map;
 	cfg.pinned_bytes = 256 << 10;
 	cfg.decode_threads = 3;
-	cfg.log = lt_log;
 	rf_loader *ld;
 	int rc = rf_loader_open(&ld, &cfg);
 	if (rc < 0) {
@@ -120,13 +114,9 @@ static enum rf_shuffle resume_mode = RF_SHUFFLE_CHUNKS;
 static rf_loader *
 open_for_resume(const void *blob, size_t len)
 {
-	char path[512];
-	snprintf(path, sizeof(path), "%s/o-*.rfs", dir);
-	const char *paths[] = {path};
+	struct lt_paths lp;
 	rf_config cfg;
-	rf_config_init(&cfg);
-	cfg.paths = paths;
-	cfg.npaths = 1;
+	lt_config(&cfg, &lp, dir, "o-*.rfs");
 	cfg.batch_size = 17;
 	cfg.epochs = 0;
 	cfg.shuffle = resume_mode;
@@ -134,10 +124,8 @@ open_for_resume(const void *blob, size_t len)
 	cfg.seed = 5;
 	cfg.rank = 0;
 	cfg.world = 1;
-	cfg.device = RF_DEVICE_HOST;
 	cfg.map = use_map;
 	cfg.pinned_bytes = 256 << 10;
-	cfg.log = lt_log;
 	cfg.resume = blob;
 	cfg.resume_len = len;
 	rf_loader *ld = NULL;

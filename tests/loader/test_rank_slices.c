@@ -29,13 +29,9 @@ static void
 stream(enum rf_shuffle mode, uint32_t rank, uint32_t world, uint32_t batch, int drop_last,
        struct stream *out)
 {
-	char path[512];
-	snprintf(path, sizeof(path), "%s/d.rfs", dir);
-	const char *paths[] = {path};
+	struct lt_paths lp;
 	rf_config cfg;
-	rf_config_init(&cfg);
-	cfg.paths = paths;
-	cfg.npaths = 1;
+	lt_config(&cfg, &lp, dir, "d.rfs");
 	cfg.batch_size = batch;
 	cfg.drop_last = drop_last;
 	cfg.shuffle = mode;
@@ -43,9 +39,7 @@ stream(enum rf_shuffle mode, uint32_t rank, uint32_t world, uint32_t batch, int 
 	cfg.epoch = 4;
 	cfg.rank = (int32_t)rank;
 	cfg.world = (int32_t)world;
-	cfg.device = RF_DEVICE_HOST;
 	cfg.pinned_bytes = 1 << 20;
-	cfg.log = lt_log;
 	rf_loader *ld;
 	if (rf_loader_open(&ld, &cfg) < 0) {
 		fprintf(stderr, "open (rank %u of %u, B %u): %s\n", rank, world, batch,

@@ -27,11 +27,9 @@ static int
 open_loader(rf_loader **ld, enum rf_shuffle mode, uint32_t window, uint64_t seed, int32_t rank,
 	    int32_t world, uint32_t batch, int drop_last, uint64_t epoch, const struct knobs *k)
 {
-	const char *paths[] = {path};
+	struct lt_paths lp;
 	rf_config cfg;
-	rf_config_init(&cfg);
-	cfg.paths = paths;
-	cfg.npaths = 1;
+	lt_config(&cfg, &lp, dir, "w.rfs");
 	cfg.batch_size = batch;
 	cfg.drop_last = drop_last;
 	cfg.epochs = 1;
@@ -41,13 +39,11 @@ open_loader(rf_loader **ld, enum rf_shuffle mode, uint32_t window, uint64_t seed
 	cfg.seed = seed;
 	cfg.rank = rank;
 	cfg.world = world;
-	cfg.device = RF_DEVICE_HOST;
 	cfg.pinned_bytes = k->pinned;
 	cfg.depth = k->depth;
 	cfg.decode_threads = k->threads;
 	cfg.map = k->map;
 	cfg.direct = k->direct;
-	cfg.log = lt_log;
 	return rf_loader_open(ld, &cfg);
 }
 

@@ -82,22 +82,16 @@ stream(int lag, uint64_t *delivered)
 {
 	g_lag = lag;
 	g_batches = 0;
-	char path[512];
-	snprintf(path, sizeof(path), "%s/d.rfs", dir);
-	const char *paths[] = {path};
+	struct lt_paths lp;
 	rf_config cfg;
-	rf_config_init(&cfg);
-	cfg.paths = paths;
-	cfg.npaths = 1;
+	lt_config(&cfg, &lp, dir, "d.rfs");
 	cfg.batch_size = B;
 	cfg.drop_last = 1;
 	cfg.shuffle = RF_SHUFFLE_WINDOW;
 	cfg.window = W;
 	cfg.seed = 11;
-	cfg.device = RF_DEVICE_HOST;
 	cfg.pinned_bytes = 8 << 20;
 	cfg.decode_threads = 2;
-	cfg.log = lt_log;
 	rf_loader *ld;
 	int rc = rf_loader_open(&ld, &cfg);
 	if (rc < 0) {
