@@ -14,7 +14,6 @@
 
 #include "lt.h"
 #include "lt_gpu.h"
-#include "../cuda-emulator/emulator.h"
 
 #define PINNED (512u << 10)
 
@@ -147,15 +146,9 @@ stream(const char *name, uint64_t n, enum rf_pinning pin, uint32_t epochs)
 int
 main(int argc, char **argv)
 {
-	use_cuda = argc > 1 && (!strcmp(argv[1], "cuda") || !strcmp(argv[1], "gpu"));
-	if (argc > 1 && !strcmp(argv[1], "gpu")) {
-		int rc = lt_gpu_init();
-		if (rc)
-			return rc;
-	} else if (use_cuda && rfemu_api_load(&emu, NULL) != 0) {
-		fprintf(stderr, "RINGFEED_CUDART is not the cudart emulator: skipped\n");
-		return LT_SKIP;
-	}
+	int rc = lt_backend(argc, argv, &emu, &use_cuda);
+	if (rc)
+		return rc;
 	snprintf(dir, sizeof(dir), "%s",
 		 lt_tmpdir(lt_gpu_on ? "memory-gpu" : use_cuda ? "memory-cuda" : "memory-host"));
 	/* 34 bytes a sample: 480000 samples are over 16 MiB, 32 x pinned. */
