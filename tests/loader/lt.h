@@ -229,6 +229,16 @@ lt_log(void *user, enum rf_log_level level, const char *msg)
 		fprintf(stderr, "[ringfeed %d] %s\n", (int)level, msg);
 }
 
+/* rf_dataset_open on the one dataset dir/name (a shard pattern too). */
+static inline int
+lt_dataset_open(rf_dataset **ds, const char *dir, const char *name)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	const char *paths[] = {path};
+	return rf_dataset_open(ds, paths, 1, NULL);
+}
+
 /* The path a config made by lt_config points at. */
 struct lt_paths {
 	char path[512];
@@ -256,11 +266,8 @@ static inline rf_plan *
 lt_make_plan(const char *dir, const char *pattern, enum rf_plan_mode mode, uint64_t seed,
 	     uint32_t rank, uint32_t world, uint32_t batch, uint32_t window, int drop_last)
 {
-	char path[512];
-	snprintf(path, sizeof(path), "%s/%s", dir, pattern);
-	const char *paths[] = {path};
 	rf_dataset *ds;
-	if (rf_dataset_open(&ds, paths, 1, NULL) < 0)
+	if (lt_dataset_open(&ds, dir, pattern) < 0)
 		return NULL;
 	uint64_t nc = rf_dataset_chunks(ds);
 	uint32_t *counts = malloc(nc * sizeof(*counts));

@@ -47,11 +47,8 @@ main(void)
 	uint64_t n = 40;
 	if (lt_pack(dir, "d", n, 0, 450, 0, 0) < 0)
 		return 1;
-	char path[512];
-	snprintf(path, sizeof(path), "%s/d.rfs", dir);
-	const char *paths[] = {path};
 	rf_dataset *ds;
-	if (rf_dataset_open(&ds, paths, 1, NULL) < 0)
+	if (lt_dataset_open(&ds, dir, "d.rfs") < 0)
 		return 1;
 	uint64_t C = rf_dataset_chunks(ds);
 	uint32_t chunk_of[64];
@@ -73,18 +70,15 @@ main(void)
 	uint64_t place[MAXC][MAXC] = {{0}};
 
 	for (uint64_t seed = 0; seed < SEEDS; seed++) {
+		struct lt_paths lp;
 		rf_config cfg;
-		rf_config_init(&cfg);
-		cfg.paths = paths;
-		cfg.npaths = 1;
+		lt_config(&cfg, &lp, dir, "d.rfs");
 		cfg.batch_size = (uint32_t)n;
 		cfg.epochs = EPOCHS;
 		cfg.shuffle = RF_SHUFFLE_CHUNKS;
 		cfg.seed = seed * 7919 + 1;
-		cfg.device = RF_DEVICE_HOST;
 		cfg.pinned_bytes = 1 << 20;
 		cfg.decode_threads = 1;
-		cfg.log = lt_log;
 		rf_loader *ld;
 		if (rf_loader_open(&ld, &cfg) < 0) {
 			fprintf(stderr, "open: %s\n", rf_loader_last_open_error());

@@ -28,22 +28,19 @@
 		}                                                                         \
 	} while (0)
 
-static char dir[256], path[512];
+static char dir[256];
 
 static int
 open_loader(rf_loader **ld, const void *resume, size_t len)
 {
-	const char *paths[] = {path};
+	struct lt_paths lp;
 	rf_config cfg;
-	rf_config_init(&cfg);
-	cfg.paths = paths;
-	cfg.npaths = 1;
+	lt_config(&cfg, &lp, dir, "d.rfs");
 	cfg.batch_size = B;
 	cfg.drop_last = 1;
 	cfg.epochs = 3;
 	cfg.shuffle = RF_SHUFFLE_CHUNKS;
 	cfg.seed = 3;
-	cfg.device = RF_DEVICE_HOST;
 	cfg.pinned_bytes = 1 << 20;
 	cfg.resume = resume;
 	cfg.resume_len = len;
@@ -104,7 +101,6 @@ main(void)
 	snprintf(dir, sizeof(dir), "%s", lt_tmpdir("rblob"));
 	if (lt_pack(dir, "d", 600, 0, 512, 0, 0) < 0)
 		return 1;
-	snprintf(path, sizeof(path), "%s/d.rfs", dir);
 
 	/* The reference: 75 batches an epoch; save after epoch 0 and 5
 	 * batches of epoch 1. */

@@ -132,11 +132,8 @@ main(void)
 	 * its chunks in raw buffers and the reader never waits for a slot. */
 	if (lt_pack(dir, "d", 480, 1, 256, 0, 0) < 0)
 		return 1;
-	char path[512];
-	snprintf(path, sizeof(path), "%s/d.rfs", dir);
-	const char *paths[] = {path};
 	rf_dataset *ds;
-	if (rf_dataset_open(&ds, paths, 1, NULL) < 0)
+	if (lt_dataset_open(&ds, dir, "d.rfs") < 0)
 		return 1;
 	uint64_t nc = rf_dataset_chunks(ds);
 	g_chunks = calloc(nc, sizeof(*g_chunks));
