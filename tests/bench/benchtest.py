@@ -21,17 +21,13 @@ def need_numpy():
     return numpy
 
 
-def exe(need_cudart=False):
+def exe():
     """The ringfeed executable given as the first argument (run() runs it);
-    exits 1 with a usage line when it is missing or, with need_cudart, when
-    RINGFEED_CUDART is not set."""
+    exits 1 with a usage line when it is missing."""
     global EXE
     EXE = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else None
-    if not EXE or not os.access(EXE, os.X_OK) or (need_cudart and not os.environ.get("RINGFEED_CUDART")):
-        if need_cudart:
-            print("usage: RINGFEED_CUDART=libcudart-emulator.so %s PATH/TO/ringfeed" % sys.argv[0])
-        else:
-            print("usage: %s PATH/TO/ringfeed" % sys.argv[0])
+    if not EXE or not os.access(EXE, os.X_OK):
+        print("usage: %s PATH/TO/ringfeed" % sys.argv[0])
         sys.exit(1)
     return EXE
 

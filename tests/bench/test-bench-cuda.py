@@ -3,6 +3,8 @@
 # (RINGFEED_CUDART): batches go to the (emulated) device, the pinned
 # host-to-device copy limit is measured through the runtime and counts, and
 # the JSON report stays sane.
+# Self-contained, not using benchtest.py: the GPU kit (tools/gpu/prepare)
+# ships this file alone.
 import json
 import os
 import shutil
@@ -10,11 +12,25 @@ import subprocess
 import sys
 import tempfile
 
-from benchtest import check, exe, failures, need_numpy
+try:
+    import numpy as np
+except ImportError:
+    print("numpy is not available: skipping")
+    sys.exit(77)
 
-np = need_numpy()
+EXE = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else None
+if not EXE or not os.access(EXE, os.X_OK) or not os.environ.get("RINGFEED_CUDART"):
+    print("usage: RINGFEED_CUDART=libcudart-emulator.so %s PATH/TO/ringfeed" % sys.argv[0])
+    sys.exit(1)
 
-EXE = exe(need_cudart=True)
+failures = []
+
+
+def check(cond, msg):
+    if not cond:
+        print("FAIL: " + msg)
+        failures.append(msg)
+
 
 tmp = tempfile.mkdtemp(prefix="rf-bench-cuda-")
 try:
