@@ -3,6 +3,8 @@
 # (RINGFEED_CUDART): batches go to the (emulated) device, the pinned
 # host-to-device copy limit is measured through the runtime and counts, and
 # the JSON report stays sane.
+# Self-contained, not using benchtest.py: the GPU kit (tools/gpu/prepare)
+# ships this file alone.
 import json
 import os
 import shutil

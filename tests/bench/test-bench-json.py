@@ -13,34 +13,15 @@ import sys
 import tempfile
 import time
 
-try:
-    import numpy as np
-except ImportError:
-    print("numpy is not available: skipping")
-    sys.exit(77)
+from benchtest import check, exe, failures, need_numpy, run
 
-EXE = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else None
-if not EXE or not os.access(EXE, os.X_OK):
-    print("usage: %s PATH/TO/ringfeed" % sys.argv[0])
-    sys.exit(1)
+np = need_numpy()
+
+EXE = exe()
 
 # Which half to run: "basic" (keys, uncompressed and zstd, the table,
 # Ctrl-C) or "modes" (--epochs, --cold/--step-us/--touch, shuffles); "all".
 PART = sys.argv[2] if len(sys.argv) > 2 else "all"
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        print("FAIL: " + msg)
-        failures.append(msg)
-    return cond
-
-
-def run(*args):
-    p = subprocess.run([EXE] + [str(a) for a in args], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True, timeout=120)
-    return p.returncode, p.stdout, p.stderr
 
 
 # The documented keys (docs/bench.md), section by section.

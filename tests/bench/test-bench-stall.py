@@ -8,34 +8,14 @@
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
-try:
-    import numpy as np
-except ImportError:
-    print("numpy is not available: skipping")
-    sys.exit(77)
+from benchtest import check, exe, failures, need_numpy, run
 
-EXE = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else None
-if not EXE or not os.access(EXE, os.X_OK):
-    print("usage: %s PATH/TO/ringfeed" % sys.argv[0])
-    sys.exit(1)
-failures = []
+np = need_numpy()
 
-
-def check(cond, msg):
-    if not cond:
-        print("FAIL: " + msg)
-        failures.append(msg)
-    return cond
-
-
-def run(*args):
-    p = subprocess.run([EXE] + [str(a) for a in args], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True, timeout=120)
-    return p.returncode, p.stdout, p.stderr
+exe()
 
 
 def bench(tmp, path, step_us):

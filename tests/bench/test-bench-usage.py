@@ -1,14 +1,12 @@
 # SPDX-License-Identifier: MIT
 # Description: `ringfeed bench` exits 2 with a message naming the problem for
 # every kind of bad command line, and 0 for --help.
-import os
 import subprocess
 import sys
 
-EXE = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else None
-if not EXE or not os.access(EXE, os.X_OK):
-    print("usage: %s PATH/TO/ringfeed" % sys.argv[0])
-    sys.exit(1)
+from benchtest import exe
+
+EXE = exe()
 
 failures = 0
 

@@ -156,6 +156,41 @@ lt_check_batch(const rf_batch *b, uint64_t first)
 	return bad;
 }
 
+/* The sample row i of a batch holds, read off its "y" value (g * 1000003 -
+ * 5); UINT64_MAX when the batch has no "y".  Reads host-readable memory. */
+static inline uint64_t
+lt_row_sample(const rf_batch *b, uint32_t i)
+{
+	for (uint32_t f = 0; f < b->nfields; f++)
+		if (!strcmp(b->fields[f].name, "y")) {
+			int64_t y;
+			memcpy(&y, (const uint8_t *)b->fields[f].data + 8 * i, 8);
+			return (uint64_t)((y + 5) / 1000003);
+		}
+	return UINT64_MAX;
+}
+
+/* Whether every field of row i of a batch holds sample g's value (variable
+ * fields by their offsets). */
+static inline int
+lt_row_ok(const rf_batch *b, uint32_t i, uint64_t g)
+{
+	uint8_t want[64];
+	for (uint32_t f = 0; f < b->nfields; f++) {
+		const rf_batch_field *bf = &b->fields[f];
+		const uint8_t *data = bf->data;
+		size_t len = lt_value(bf->name, g, want);
+		if (bf->offsets) {
+			if ((size_t)(bf->offsets[i + 1] - bf->offsets[i]) != len ||
+			    memcmp(data + bf->offsets[i], want, len))
+				return 0;
+		} else if (memcmp(data + (uint64_t)i * len, want, len)) {
+			return 0;
+		}
+	}
+	return 1;
+}
+
 static int
 lt_rm_cb(const char *path, const struct stat *sb, int type, struct FTW *ftw)
 {
@@ -194,6 +229,36 @@ lt_log(void *user, enum rf_log_level level, const char *msg)
 		fprintf(stderr, "[ringfeed %d] %s\n", (int)level, msg);
 }
 
+/* rf_dataset_open on the one dataset dir/name (a shard pattern too). */
+static inline int
+lt_dataset_open(rf_dataset **ds, const char *dir, const char *name)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	const char *paths[] = {path};
+	return rf_dataset_open(ds, paths, 1, NULL);
+}
+
+/* The path a config made by lt_config points at. */
+struct lt_paths {
+	char path[512];
+	const char *paths[1];
+};
+
+/* rf_config_init, then the one dataset dir/name (p holds its path and must
+ * outlive the config's use), the host backend, and logging to lt_log. */
+static inline void
+lt_config(rf_config *cfg, struct lt_paths *p, const char *dir, const char *name)
+{
+	snprintf(p->path, sizeof(p->path), "%s/%s", dir, name);
+	p->paths[0] = p->path;
+	rf_config_init(cfg);
+	cfg->paths = p->paths;
+	cfg->npaths = 1;
+	cfg->device = RF_DEVICE_HOST;
+	cfg->log = lt_log;
+}
+
 /* The plan rf_plan_create makes for dataset dir/pattern (its chunks' sample
  * counts, read from the dataset), with the given parameters; NULL when the
  * dataset does not open.  The caller destroys it. */
@@ -201,11 +266,8 @@ static inline rf_plan *
 lt_make_plan(const char *dir, const char *pattern, enum rf_plan_mode mode, uint64_t seed,
 	     uint32_t rank, uint32_t world, uint32_t batch, uint32_t window, int drop_last)
 {
-	char path[512];
-	snprintf(path, sizeof(path), "%s/%s", dir, pattern);
-	const char *paths[] = {path};
 	rf_dataset *ds;
-	if (rf_dataset_open(&ds, paths, 1, NULL) < 0)
+	if (lt_dataset_open(&ds, dir, pattern) < 0)
 		return NULL;
 	uint64_t nc = rf_dataset_chunks(ds);
 	uint32_t *counts = malloc(nc * sizeof(*counts));

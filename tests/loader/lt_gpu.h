@@ -10,6 +10,7 @@
 
 #include "lt.h"
 #include "../common/rf_gpu.h"
+#include "../cuda-emulator/emulator.h"
 
 static struct rf_gpu lt_gpu;
 static void *lt_gpu_stream;
@@ -29,6 +30,23 @@ lt_gpu_init(void)
 	if (lt_gpu.stream_create(&lt_gpu_stream) != 0)
 		return 1;
 	lt_gpu_on = 1;
+	return 0;
+}
+
+/* The backend argv[1] names: none or "host", "cuda" (the cudart emulator,
+ * whose API is loaded into emu) or "gpu" (a real device, lt_gpu_init).
+ * Sets *use_cuda for both CUDA backends.  Returns 0, or the status to exit
+ * with: LT_SKIP when the backend is not there, 1 on an error. */
+static inline int
+lt_backend(int argc, char **argv, struct rfemu_api *emu, int *use_cuda)
+{
+	*use_cuda = argc > 1 && (!strcmp(argv[1], "cuda") || !strcmp(argv[1], "gpu"));
+	if (argc > 1 && !strcmp(argv[1], "gpu"))
+		return lt_gpu_init();
+	if (*use_cuda && rfemu_api_load(emu, NULL) != 0) {
+		fprintf(stderr, "RINGFEED_CUDART is not the cudart emulator: skipped\n");
+		return LT_SKIP;
+	}
 	return 0;
 }
 

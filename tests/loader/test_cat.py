@@ -10,6 +10,7 @@
 # (1); and a default window shuffle whose order does not depend on --depth
 # (two ranks with different depths receive disjoint samples).
 # Usage: test_cat.py RINGFEED LT_PACK [EMULATOR]
+import functools
 import os
 import subprocess
 import sys
@@ -17,24 +18,11 @@ import tempfile
 
 import numpy as np
 
+from ltpy import cat as cat_in, check, finish
+
 ringfeed, lt_pack = sys.argv[1], sys.argv[2]
 emulator = sys.argv[3] if len(sys.argv) > 3 else ""
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        print("FAILED:", what, file=sys.stderr)
-        failures += 1
-
-
-def cat(args, env=None):
-    e = dict(os.environ)
-    if env:
-        e.update(env)
-    return subprocess.run([ringfeed, "cat"] + args, capture_output=True, env=e)
-
+cat = functools.partial(cat_in, ringfeed)
 
 def tok(g):
     n = ((g * 2654435761) & (2**64 - 1)) >> 7
@@ -117,4 +105,4 @@ with tempfile.TemporaryDirectory(dir=".") as top:
     # 31 global batches of 16, and the 13 left shared out 6 a rank.
     check(len(vals) == 508 and len(set(vals)) == 508, "ranks of different depths are disjoint")
 
-sys.exit(1 if failures else 0)
+finish()

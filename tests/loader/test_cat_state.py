@@ -10,6 +10,7 @@
 # bad usage (exit 2).  Runs on the host backend, and with --device cuda when
 # the cudart emulator is given.
 # Usage: test_cat_state.py RINGFEED LT_PACK [EMULATOR]
+import functools
 import os
 import subprocess
 import sys
@@ -17,24 +18,11 @@ import tempfile
 
 import numpy as np
 
+from ltpy import cat as cat_in, check, finish
+
 ringfeed, lt_pack = sys.argv[1], sys.argv[2]
 emulator = sys.argv[3] if len(sys.argv) > 3 else ""
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        print("FAILED:", what, file=sys.stderr)
-        failures += 1
-
-
-def cat(args, env=None):
-    e = dict(os.environ)
-    if env:
-        e.update(env)
-    return subprocess.run([ringfeed, "cat"] + args, capture_output=True, env=e)
-
+cat = functools.partial(cat_in, ringfeed)
 
 def samples(raw):
     # Field "y" of sample g is g * 1000003 - 5 (tests/loader/lt.h).
@@ -109,4 +97,4 @@ with tempfile.TemporaryDirectory(dir=".") as top:
     r = cat([ds, "--field", "y", "--rank", "3", "--world", "3"])
     check(r.returncode == 2, "--rank >= --world exits 2")
 
-sys.exit(1 if failures else 0)
+finish()

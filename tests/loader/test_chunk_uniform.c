@@ -40,19 +40,6 @@ chi2_ok(const char *what, const uint64_t *counts, size_t k, uint64_t total)
 	return x < crit;
 }
 
-/* The sample a row holds, from its "y" value (g * 1000003 - 5). */
-static uint64_t
-row_sample(const rf_batch *b, uint32_t i)
-{
-	for (uint32_t f = 0; f < b->nfields; f++)
-		if (!strcmp(b->fields[f].name, "y")) {
-			int64_t y;
-			memcpy(&y, (const uint8_t *)b->fields[f].data + 8 * i, 8);
-			return (uint64_t)((y + 5) / 1000003);
-		}
-	return UINT64_MAX;
-}
-
 int
 main(void)
 {
@@ -60,11 +47,8 @@ main(void)
 	uint64_t n = 40;
 	if (lt_pack(dir, "d", n, 0, 450, 0, 0) < 0)
 		return 1;
-	char path[512];
-	snprintf(path, sizeof(path), "%s/d.rfs", dir);
-	const char *paths[] = {path};
 	rf_dataset *ds;
-	if (rf_dataset_open(&ds, paths, 1, NULL) < 0)
+	if (lt_dataset_open(&ds, dir, "d.rfs") < 0)
 		return 1;
 	uint64_t C = rf_dataset_chunks(ds);
 	uint32_t chunk_of[64];
@@ -86,18 +70,15 @@ main(void)
 	uint64_t place[MAXC][MAXC] = {{0}};
 
 	for (uint64_t seed = 0; seed < SEEDS; seed++) {
+		struct lt_paths lp;
 		rf_config cfg;
-		rf_config_init(&cfg);
-		cfg.paths = paths;
-		cfg.npaths = 1;
+		lt_config(&cfg, &lp, dir, "d.rfs");
 		cfg.batch_size = (uint32_t)n;
 		cfg.epochs = EPOCHS;
 		cfg.shuffle = RF_SHUFFLE_CHUNKS;
 		cfg.seed = seed * 7919 + 1;
-		cfg.device = RF_DEVICE_HOST;
 		cfg.pinned_bytes = 1 << 20;
 		cfg.decode_threads = 1;
-		cfg.log = lt_log;
 		rf_loader *ld;
 		if (rf_loader_open(&ld, &cfg) < 0) {
 			fprintf(stderr, "open: %s\n", rf_loader_last_open_error());
@@ -111,7 +92,7 @@ main(void)
 			uint32_t ord[MAXC], no = 0, seen = 0;
 			LT_CHECK(b->samples == n);
 			for (uint32_t i = 0; i < b->samples; i++) {
-				uint64_t g = row_sample(b, i);
+				uint64_t g = lt_row_sample(b, i);
 				if (g >= n) {
 					lt_failures++;
 					break;

@@ -33,13 +33,9 @@ struct seq {
 static rf_loader *
 open_run(uint64_t epoch, uint32_t epochs, const void *blob, size_t len)
 {
-	static char path[512];
-	snprintf(path, sizeof(path), "%s/e-*.rfs", dir);
-	const char *paths[] = {path};
+	struct lt_paths lp;
 	rf_config cfg;
-	rf_config_init(&cfg);
-	cfg.paths = paths;
-	cfg.npaths = 1;
+	lt_config(&cfg, &lp, dir, "e-*.rfs");
 	cfg.batch_size = BATCH;
 	cfg.epoch = epoch;
 	cfg.epochs = epochs;
@@ -48,9 +44,7 @@ open_run(uint64_t epoch, uint32_t epochs, const void *blob, size_t len)
 	cfg.window = mode == RF_SHUFFLE_WINDOW ? 4 : 0;
 	cfg.rank = 0;
 	cfg.world = 1;
-	cfg.device = RF_DEVICE_HOST;
 	cfg.pinned_bytes = 256 << 10;
-	cfg.log = lt_log;
 	cfg.resume = blob;
 	cfg.resume_len = len;
 	rf_loader *ld = NULL;

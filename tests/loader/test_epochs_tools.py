@@ -10,28 +10,18 @@
 # from loader.epoch on), yields exactly the batches of the uninterrupted
 # loop.
 # Usage: test_epochs_tools.py RINGFEED LT_PACK [PYTHONPATH]
-import os
+import functools
 import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
+from ltpy import cat as cat_in, check, finish
+
 ringfeed, lt_pack = sys.argv[1], sys.argv[2]
 pypath = sys.argv[3] if len(sys.argv) > 3 else ""
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        print("FAILED:", what, file=sys.stderr)
-        failures += 1
-
-
-def cat(args):
-    return subprocess.run([ringfeed, "cat"] + args, capture_output=True)
-
+cat = functools.partial(cat_in, ringfeed)
 
 N = 301
 with tempfile.TemporaryDirectory(dir=".") as top:
@@ -89,4 +79,4 @@ with tempfile.TemporaryDirectory(dir=".") as top:
         check(head + tail == ref, "python: %d + %d batches, uninterrupted %d"
               % (len(head), len(tail), len(ref)))
 
-sys.exit(1 if failures else 0)
+finish()

@@ -21,7 +21,6 @@
  */
 #include "lt.h"
 #include "lt_gpu.h"
-#include "../cuda-emulator/emulator.h"
 #include "format/format.h"
 #include "plan/plan.h"
 
@@ -687,15 +686,9 @@ test_v1(uint64_t N)
 int
 main(int argc, char **argv)
 {
-	use_cuda = argc > 1 && (!strcmp(argv[1], "cuda") || !strcmp(argv[1], "gpu"));
-	if (argc > 1 && !strcmp(argv[1], "gpu")) {
-		int rc = lt_gpu_init();
-		if (rc)
-			return rc;
-	} else if (use_cuda && rfemu_api_load(&emu, NULL) != 0) {
-		fprintf(stderr, "RINGFEED_CUDART is not the cudart emulator: skipped\n");
-		return LT_SKIP;
-	}
+	int rc = lt_backend(argc, argv, &emu, &use_cuda);
+	if (rc)
+		return rc;
 	snprintf(dir, sizeof(dir), "%s",
 		 lt_tmpdir(lt_gpu_on ? "full-gpu" : use_cuda ? "full-cuda" : "full-host"));
 	const uint64_t N = 1234, NW = 300;

@@ -14,7 +14,6 @@
 
 #include "lt.h"
 #include "lt_gpu.h"
-#include "../cuda-emulator/emulator.h"
 
 #define PINNED (512u << 10)
 
@@ -70,19 +69,16 @@ static uint64_t
 stream(const char *name, uint64_t n, enum rf_pinning pin, uint32_t epochs)
 {
 	int fds0 = count_dir("/proc/self/fd"), threads0 = count_dir("/proc/self/task");
-	char path[512];
-	snprintf(path, sizeof(path), "%s/%s.rfs", dir, name);
-	const char *paths[] = {path};
+	char file[64];
+	snprintf(file, sizeof(file), "%s.rfs", name);
+	struct lt_paths lp;
 	rf_config cfg;
-	rf_config_init(&cfg);
-	cfg.paths = paths;
-	cfg.npaths = 1;
+	lt_config(&cfg, &lp, dir, file);
 	cfg.batch_size = 256;
 	cfg.pinned_bytes = PINNED;
 	cfg.pinning = pin;
 	cfg.epochs = epochs;
 	cfg.device = use_cuda ? RF_DEVICE_CUDA : RF_DEVICE_HOST;
-	cfg.log = lt_log;
 	if (use_cuda && !lt_gpu_on)
 		emu.reset_counters();
 	rf_loader *ld;
@@ -150,15 +146,9 @@ stream(const char *name, uint64_t n, enum rf_pinning pin, uint32_t epochs)
 int
 main(int argc, char **argv)
 {
-	use_cuda = argc > 1 && (!strcmp(argv[1], "cuda") || !strcmp(argv[1], "gpu"));
-	if (argc > 1 && !strcmp(argv[1], "gpu")) {
-		int rc = lt_gpu_init();
-		if (rc)
-			return rc;
-	} else if (use_cuda && rfemu_api_load(&emu, NULL) != 0) {
-		fprintf(stderr, "RINGFEED_CUDART is not the cudart emulator: skipped\n");
-		return LT_SKIP;
-	}
+	int rc = lt_backend(argc, argv, &emu, &use_cuda);
+	if (rc)
+		return rc;
 	snprintf(dir, sizeof(dir), "%s",
 		 lt_tmpdir(lt_gpu_on ? "memory-gpu" : use_cuda ? "memory-cuda" : "memory-host"));
 	/* 34 bytes a sample: 480000 samples are over 16 MiB, 32 x pinned. */

@@ -20,39 +20,6 @@
 
 static char dir[256];
 
-/* The sample a row holds, from its "y" value (g * 1000003 - 5). */
-static uint64_t
-row_sample(const rf_batch *b, uint32_t i)
-{
-	for (uint32_t f = 0; f < b->nfields; f++)
-		if (!strcmp(b->fields[f].name, "y")) {
-			int64_t y;
-			memcpy(&y, (const uint8_t *)b->fields[f].data + 8 * i, 8);
-			return (uint64_t)((y + 5) / 1000003);
-		}
-	return UINT64_MAX;
-}
-
-/* Check one row against sample g, every field. */
-static int
-row_ok(const rf_batch *b, uint32_t i, uint64_t g)
-{
-	uint8_t want[64];
-	for (uint32_t f = 0; f < b->nfields; f++) {
-		const rf_batch_field *bf = &b->fields[f];
-		const uint8_t *data = bf->data;
-		size_t len = lt_value(bf->name, g, want);
-		if (bf->offsets) {
-			if ((size_t)(bf->offsets[i + 1] - bf->offsets[i]) != len ||
-			    memcmp(data + bf->offsets[i], want, len))
-				return 0;
-		} else if (memcmp(data + (uint64_t)i * len, want, len)) {
-			return 0;
-		}
-	}
-	return 1;
-}
-
 struct run {
 	uint64_t *samples; /* delivered samples, in order, all epochs */
 	uint64_t n, batches;
@@ -65,13 +32,9 @@ static int
 stream(const char *pattern, enum rf_shuffle mode, uint64_t seed, int32_t rank, int32_t world,
        uint32_t batch, int drop_last, uint32_t epochs, struct run *out, rf_plan *check)
 {
-	char path[512];
-	snprintf(path, sizeof(path), "%s/%s", dir, pattern);
-	const char *paths[] = {path};
+	struct lt_paths lp;
 	rf_config cfg;
-	rf_config_init(&cfg);
-	cfg.paths = paths;
-	cfg.npaths = 1;
+	lt_config(&cfg, &lp, dir, pattern);
 	cfg.batch_size = batch;
 	cfg.drop_last = drop_last;
 	cfg.epochs = epochs;
@@ -80,11 +43,9 @@ stream(const char *pattern, enum rf_shuffle mode, uint64_t seed, int32_t rank, i
 	cfg.seed = seed;
 	cfg.rank = rank;
 	cfg.world = world;
-	cfg.device = RF_DEVICE_HOST;
 	cfg.map = use_map;
 	cfg.pinned_bytes = 256 << 10;
 	cfg.decode_threads = 3;
-	cfg.log = lt_log;
 	rf_loader *ld;
 	int rc = rf_loader_open(&ld, &cfg);
 	if (rc < 0) {
@@ -110,8 +71,8 @@ stream(const char *pattern, enum rf_shuffle mode, uint64_t seed, int32_t rank, i
 			LT_CHECK(n == 0 || b->first_sample == items[0].pos);
 		}
 		for (uint32_t i = 0; i < b->samples; i++) {
-			uint64_t g = row_sample(b, i);
-			LT_CHECK(row_ok(b, i, g));
+			uint64_t g = lt_row_sample(b, i);
+			LT_CHECK(lt_row_ok(b, i, g));
 			if (check && i < n)
 				LT_CHECK(g == items[i].sample);
 			out->samples[out->n++] = g;
@@ -142,7 +103,7 @@ take(rf_loader *ld, size_t batches, struct seq *out)
 		if (rc || !b)
 			return;
 		for (uint32_t i = 0; i < b->samples; i++)
-			out->v[out->n++] = row_sample(b, i);
+			out->v[out->n++] = lt_row_sample(b, i);
 		out->v[out->n++] = UINT64_MAX - b->epoch;
 		LT_CHECK(rf_loader_release(ld, b, NULL) == 0);
 	}
@@ -153,13 +114,9 @@ static enum rf_shuffle resume_mode = RF_SHUFFLE_CHUNKS;
 static rf_loader *
 open_for_resume(const void *blob, size_t len)
 {
-	char path[512];
-	snprintf(path, sizeof(path), "%s/o-*.rfs", dir);
-	const char *paths[] = {path};
+	struct lt_paths lp;
 	rf_config cfg;
-	rf_config_init(&cfg);
-	cfg.paths = paths;
-	cfg.npaths = 1;
+	lt_config(&cfg, &lp, dir, "o-*.rfs");
 	cfg.batch_size = 17;
 	cfg.epochs = 0;
 	cfg.shuffle = resume_mode;
@@ -167,10 +124,8 @@ open_for_resume(const void *blob, size_t len)
 	cfg.seed = 5;
 	cfg.rank = 0;
 	cfg.world = 1;
-	cfg.device = RF_DEVICE_HOST;
 	cfg.map = use_map;
 	cfg.pinned_bytes = 256 << 10;
-	cfg.log = lt_log;
 	cfg.resume = blob;
 	cfg.resume_len = len;
 	rf_loader *ld = NULL;

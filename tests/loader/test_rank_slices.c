@@ -25,48 +25,13 @@ struct stream {
 	uint64_t s[MAXB][64];
 };
 
-/* The sample a row holds, from its "y" value (g * 1000003 - 5). */
-static uint64_t
-row_sample(const rf_batch *b, uint32_t i)
-{
-	for (uint32_t f = 0; f < b->nfields; f++)
-		if (!strcmp(b->fields[f].name, "y")) {
-			int64_t y;
-			memcpy(&y, (const uint8_t *)b->fields[f].data + 8 * i, 8);
-			return (uint64_t)((y + 5) / 1000003);
-		}
-	return UINT64_MAX;
-}
-
-static int
-row_ok(const rf_batch *b, uint32_t i, uint64_t g)
-{
-	uint8_t want[64];
-	for (uint32_t f = 0; f < b->nfields; f++) {
-		const rf_batch_field *bf = &b->fields[f];
-		size_t len = lt_value(bf->name, g, want);
-		if (bf->offsets) {
-			if ((size_t)(bf->offsets[i + 1] - bf->offsets[i]) != len ||
-			    memcmp((const uint8_t *)bf->data + bf->offsets[i], want, len))
-				return 0;
-		} else if (memcmp((const uint8_t *)bf->data + (uint64_t)i * len, want, len)) {
-			return 0;
-		}
-	}
-	return 1;
-}
-
 static void
 stream(enum rf_shuffle mode, uint32_t rank, uint32_t world, uint32_t batch, int drop_last,
        struct stream *out)
 {
-	char path[512];
-	snprintf(path, sizeof(path), "%s/d.rfs", dir);
-	const char *paths[] = {path};
+	struct lt_paths lp;
 	rf_config cfg;
-	rf_config_init(&cfg);
-	cfg.paths = paths;
-	cfg.npaths = 1;
+	lt_config(&cfg, &lp, dir, "d.rfs");
 	cfg.batch_size = batch;
 	cfg.drop_last = drop_last;
 	cfg.shuffle = mode;
@@ -74,9 +39,7 @@ stream(enum rf_shuffle mode, uint32_t rank, uint32_t world, uint32_t batch, int 
 	cfg.epoch = 4;
 	cfg.rank = (int32_t)rank;
 	cfg.world = (int32_t)world;
-	cfg.device = RF_DEVICE_HOST;
 	cfg.pinned_bytes = 1 << 20;
-	cfg.log = lt_log;
 	rf_loader *ld;
 	if (rf_loader_open(&ld, &cfg) < 0) {
 		fprintf(stderr, "open (rank %u of %u, B %u): %s\n", rank, world, batch,
@@ -94,8 +57,8 @@ stream(enum rf_shuffle mode, uint32_t rank, uint32_t world, uint32_t batch, int 
 		out->size[out->nb] = b->samples;
 		out->first[out->nb] = b->first_sample;
 		for (uint32_t i = 0; i < b->samples; i++) {
-			out->s[out->nb][i] = row_sample(b, i);
-			LT_CHECK(row_ok(b, i, out->s[out->nb][i]));
+			out->s[out->nb][i] = lt_row_sample(b, i);
+			LT_CHECK(lt_row_ok(b, i, out->s[out->nb][i]));
 		}
 		out->nb++;
 		LT_CHECK(rf_loader_release(ld, b, NULL) == 0);

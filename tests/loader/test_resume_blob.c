@@ -28,35 +28,19 @@
 		}                                                                         \
 	} while (0)
 
-static char dir[256], path[512];
-
-/* The sample a row holds, from its "y" value (g * 1000003 - 5). */
-static uint64_t
-row_sample(const rf_batch *b, uint32_t i)
-{
-	for (uint32_t f = 0; f < b->nfields; f++)
-		if (!strcmp(b->fields[f].name, "y")) {
-			int64_t y;
-			memcpy(&y, (const uint8_t *)b->fields[f].data + 8 * i, 8);
-			return (uint64_t)((y + 5) / 1000003);
-		}
-	return UINT64_MAX;
-}
+static char dir[256];
 
 static int
 open_loader(rf_loader **ld, const void *resume, size_t len)
 {
-	const char *paths[] = {path};
+	struct lt_paths lp;
 	rf_config cfg;
-	rf_config_init(&cfg);
-	cfg.paths = paths;
-	cfg.npaths = 1;
+	lt_config(&cfg, &lp, dir, "d.rfs");
 	cfg.batch_size = B;
 	cfg.drop_last = 1;
 	cfg.epochs = 3;
 	cfg.shuffle = RF_SHUFFLE_CHUNKS;
 	cfg.seed = 3;
-	cfg.device = RF_DEVICE_HOST;
 	cfg.pinned_bytes = 1 << 20;
 	cfg.resume = resume;
 	cfg.resume_len = len;
@@ -80,7 +64,7 @@ take(rf_loader *ld, uint64_t batches, uint64_t *s)
 			break;
 		LT_CHECK(lt_failures || b->samples == B);
 		for (uint32_t i = 0; i < b->samples && n < MAXS; i++)
-			s[n++] = row_sample(b, i);
+			s[n++] = lt_row_sample(b, i);
 		LT_CHECK(rf_loader_release(ld, b, NULL) == 0);
 	}
 	return n;
@@ -117,7 +101,6 @@ main(void)
 	snprintf(dir, sizeof(dir), "%s", lt_tmpdir("rblob"));
 	if (lt_pack(dir, "d", 600, 0, 512, 0, 0) < 0)
 		return 1;
-	snprintf(path, sizeof(path), "%s/d.rfs", dir);
 
 	/* The reference: 75 batches an epoch; save after epoch 0 and 5
 	 * batches of epoch 1. */

@@ -83,18 +83,13 @@ main(int argc, char **argv)
 	snprintf(dir, sizeof(dir), "%s", lt_tmpdir("stall"));
 	if (lt_pack(dir, "d", 64, 0, 4096, 0, 0) < 0)
 		return 1;
-	char path[512];
-	snprintf(path, sizeof(path), "%s/d.rfs", dir);
-	const char *paths[] = {path};
+	struct lt_paths lp;
 	rf_config cfg;
-	rf_config_init(&cfg);
-	cfg.paths = paths;
-	cfg.npaths = 1;
+	lt_config(&cfg, &lp, dir, "d.rfs");
 	cfg.batch_size = 4;
 	cfg.device = RF_DEVICE_CUDA;
 	cfg.depth = DEPTH;
 	cfg.pinned_bytes = 1 << 20;
-	cfg.log = lt_log;
 	rf_loader *ld;
 	int rc = rf_loader_open(&ld, &cfg);
 	if (rc < 0) {

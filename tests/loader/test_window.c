@@ -13,7 +13,6 @@
 #include "lt.h"
 
 static char dir[256];
-static char path[512];
 
 /* Everything but the order's inputs: what differs between two ranks. */
 struct knobs {
@@ -27,11 +26,9 @@ static int
 open_loader(rf_loader **ld, enum rf_shuffle mode, uint32_t window, uint64_t seed, int32_t rank,
 	    int32_t world, uint32_t batch, int drop_last, uint64_t epoch, const struct knobs *k)
 {
-	const char *paths[] = {path};
+	struct lt_paths lp;
 	rf_config cfg;
-	rf_config_init(&cfg);
-	cfg.paths = paths;
-	cfg.npaths = 1;
+	lt_config(&cfg, &lp, dir, "w.rfs");
 	cfg.batch_size = batch;
 	cfg.drop_last = drop_last;
 	cfg.epochs = 1;
@@ -41,13 +38,11 @@ open_loader(rf_loader **ld, enum rf_shuffle mode, uint32_t window, uint64_t seed
 	cfg.seed = seed;
 	cfg.rank = rank;
 	cfg.world = world;
-	cfg.device = RF_DEVICE_HOST;
 	cfg.pinned_bytes = k->pinned;
 	cfg.depth = k->depth;
 	cfg.decode_threads = k->threads;
 	cfg.map = k->map;
 	cfg.direct = k->direct;
-	cfg.log = lt_log;
 	return rf_loader_open(ld, &cfg);
 }
 
@@ -80,13 +75,7 @@ stream_share(enum rf_shuffle mode, int32_t rank, const struct knobs *k, uint8_t 
 	const rf_batch *b;
 	while ((rc = rf_loader_next(ld, &b)) == 0 && b) {
 		for (uint32_t i = 0; i < b->samples; i++) {
-			const rf_batch_field *y = NULL;
-			for (uint32_t f = 0; f < b->nfields; f++)
-				if (!strcmp(b->fields[f].name, "y"))
-					y = &b->fields[f];
-			int64_t v;
-			memcpy(&v, (const uint8_t *)y->data + 8 * i, 8);
-			uint64_t g = (uint64_t)((v + 5) / 1000003);
+			uint64_t g = lt_row_sample(b, i);
 			LT_CHECK(g < n);
 			if (g < n) {
 				if (hit[g])
@@ -234,15 +223,13 @@ main(int argc, char **argv)
 	(void)argc;
 	(void)argv;
 	snprintf(dir, sizeof(dir), "%s", lt_tmpdir("window"));
-	snprintf(path, sizeof(path), "%s/w.rfs", dir);
 	/* 4000 samples of 34 bytes in chunks of about 3.5 KiB (40 of them),
 	 * uncompressed, fixed fields (full mode reads them too); 4000 is 125
 	 * global batches of 2 x 16. */
 	const uint64_t n = 4000;
 	LT_CHECK(lt_pack(dir, "w", n, 0, 3500, 0, 0) == 0);
 	rf_dataset *ds;
-	const char *paths[] = {path};
-	LT_CHECK(rf_dataset_open(&ds, paths, 1, NULL) == 0);
+	LT_CHECK(lt_dataset_open(&ds, dir, "w.rfs") == 0);
 	LT_CHECK(rf_dataset_chunks(ds) == 40);
 	rf_dataset_close(&ds);
 

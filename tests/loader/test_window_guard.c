@@ -75,33 +75,6 @@ __wrap_rf_plan_next_batch(rf_plan *plan, rf_plan_item *items, uint32_t cap, uint
 	return 0;
 }
 
-/* The sample a row holds, from its "y" value (g * 1000003 - 5). */
-static uint64_t
-row_sample(const rf_batch *b, uint32_t i)
-{
-	for (uint32_t f = 0; f < b->nfields; f++)
-		if (!strcmp(b->fields[f].name, "y")) {
-			int64_t y;
-			memcpy(&y, (const uint8_t *)b->fields[f].data + 8 * i, 8);
-			return (uint64_t)((y + 5) / 1000003);
-		}
-	return UINT64_MAX;
-}
-
-/* Every field of row i holds sample g's value. */
-static int
-row_ok(const rf_batch *b, uint32_t i, uint64_t g)
-{
-	uint8_t want[64];
-	for (uint32_t f = 0; f < b->nfields; f++) {
-		const rf_batch_field *bf = &b->fields[f];
-		size_t len = lt_value(bf->name, g, want);
-		if (bf->offsets || memcmp((const uint8_t *)bf->data + (uint64_t)i * len, want, len))
-			return 0;
-	}
-	return 1;
-}
-
 /* Stream the dataset through the stub plan; returns the final code (0 at
  * the end of the data) and the batches delivered. */
 static int
@@ -109,22 +82,16 @@ stream(int lag, uint64_t *delivered)
 {
 	g_lag = lag;
 	g_batches = 0;
-	char path[512];
-	snprintf(path, sizeof(path), "%s/d.rfs", dir);
-	const char *paths[] = {path};
+	struct lt_paths lp;
 	rf_config cfg;
-	rf_config_init(&cfg);
-	cfg.paths = paths;
-	cfg.npaths = 1;
+	lt_config(&cfg, &lp, dir, "d.rfs");
 	cfg.batch_size = B;
 	cfg.drop_last = 1;
 	cfg.shuffle = RF_SHUFFLE_WINDOW;
 	cfg.window = W;
 	cfg.seed = 11;
-	cfg.device = RF_DEVICE_HOST;
 	cfg.pinned_bytes = 8 << 20;
 	cfg.decode_threads = 2;
-	cfg.log = lt_log;
 	rf_loader *ld;
 	int rc = rf_loader_open(&ld, &cfg);
 	if (rc < 0) {
@@ -136,7 +103,7 @@ stream(int lag, uint64_t *delivered)
 	while ((rc = rf_loader_next(ld, &b)) == 0 && b) {
 		LT_CHECK(b->samples == B && b->epoch == 0 && b->first_sample == k * B);
 		for (uint32_t i = 0; i < b->samples && i < B; i++) {
-			uint64_t g = row_sample(b, i);
+			uint64_t g = lt_row_sample(b, i);
 			if (g != g_expect[k][i]) {
 				fprintf(stderr, "%s: batch %llu row %u holds sample %llu, the plan put "
 					"%llu there\n", lag ? "lag" : "slide", (unsigned long long)k, i,
@@ -145,7 +112,7 @@ stream(int lag, uint64_t *delivered)
 			}
 		}
 		for (uint32_t i = 0; i < b->samples; i++)
-			LT_CHECK(row_ok(b, i, row_sample(b, i)));
+			LT_CHECK(lt_row_ok(b, i, lt_row_sample(b, i)));
 		LT_CHECK(rf_loader_release(ld, b, NULL) == 0);
 		k++;
 	}
@@ -165,11 +132,8 @@ main(void)
 	 * its chunks in raw buffers and the reader never waits for a slot. */
 	if (lt_pack(dir, "d", 480, 1, 256, 0, 0) < 0)
 		return 1;
-	char path[512];
-	snprintf(path, sizeof(path), "%s/d.rfs", dir);
-	const char *paths[] = {path};
 	rf_dataset *ds;
-	if (rf_dataset_open(&ds, paths, 1, NULL) < 0)
+	if (lt_dataset_open(&ds, dir, "d.rfs") < 0)
 		return 1;
 	uint64_t nc = rf_dataset_chunks(ds);
 	g_chunks = calloc(nc, sizeof(*g_chunks));
