@@ -262,7 +262,12 @@ enum rf_device_kind {
 	RF_DEVICE_AUTO = 0,  /* cuda when a CUDA runtime and a device are there, else host
 	                        (logged at RF_LOG_INFO; rf_stats.device_ordinal is -1:
 	                        check it before handing batches to kernels, as the
-	                        example above does) */
+	                        example above does).  Host only when nothing was
+	                        chosen: with device_index >= 0 or RINGFEED_CUDART
+	                        set, a failure is the error, as with cuda (an index
+	                        the runtime does not have is RF_ENODEVICE naming it
+	                        and the count; a RINGFEED_CUDART that does not load
+	                        or start is RF_ENODEVICE) */
 	RF_DEVICE_HOST = 1,  /* host memory; copies run on a loader thread */
 	RF_DEVICE_CUDA = 2,  /* a CUDA device; RF_ENODEVICE when there is none */
 };
