@@ -3109,7 +3109,15 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 	int rc;
 
 	if (cfg->npaths == 0 || !cfg->paths)
-		return rf_fail(&ld->diag, RF_EUSAGE, "loader: no dataset paths given");
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: no dataset paths given (paths %s, "
+			       "npaths %zu)", cfg->paths ? "set" : "NULL", cfg->npaths);
+	/* A count without its array is a mistake, not "the default". */
+	if (!cfg->fields && cfg->nfields)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: nfields is %zu but fields is NULL "
+			       "(NULL with nfields 0 loads every field)", cfg->nfields);
+	if (!cfg->resume && cfg->resume_len)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: resume_len is %zu but resume is NULL",
+			       cfg->resume_len);
 	if (cfg->batch_size == 0)
 		return rf_fail(&ld->diag, RF_EUSAGE, "loader: batch_size must be at least 1");
 	if (cfg->depth == 0)

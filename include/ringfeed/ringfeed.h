@@ -364,7 +364,8 @@ typedef struct rf_config {
 	const char *const *paths;
 	size_t npaths;
 	/* The fields to load, by name, in the order they appear in a batch.
-	 * NULL (the default) loads every field in schema order. */
+	 * NULL (the default) loads every field in schema order; NULL with
+	 * nfields other than 0 is RF_EUSAGE. */
 	const char *const *fields;
 	size_t nfields;
 
@@ -424,7 +425,7 @@ typedef struct rf_config {
 	 * smaller than the blob's is RF_ESTATE).  `epoch` and `epochs` keep
 	 * their meaning: the stream still ends after epoch epoch + epochs - 1
 	 * (give them as in the run that saved the blob).  The blob is copied
-	 * at open. */
+	 * at open.  NULL with resume_len other than 0 is RF_EUSAGE. */
 	const void *resume;
 	size_t resume_len;
 
@@ -433,7 +434,8 @@ typedef struct rf_config {
 	                                RF_DEVICE_INDEX_AUTO (-1): the launcher's local
 	                                rank, else the thread's current device, else 0
 	                                (see rf_device_kind); below -1: RF_EUSAGE */
-	uint32_t depth;              /* device buffers in flight; default 2 (double buffering) */
+	uint32_t depth;              /* device buffers in flight; default 2 (double buffering);
+	                                0 means the default; at most 64 */
 
 	uint64_t pinned_bytes;       /* page-locked host budget; default 256 MiB */
 	enum rf_pinning pinning;     /* default RF_PINNING_RING */
