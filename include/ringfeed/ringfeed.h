@@ -236,7 +236,8 @@ RF_API int rf_dtype_parse(const char *name, enum rf_dtype *out);
  * runtime), libcudart.so.13, libcudart.so.12.  A runtime that does not load
  * or does not start (cudaGetDeviceCount fails, e.g. an older driver that
  * cannot run .so.13) is passed over for the next; the error, when none
- * starts, names each.
+ * starts, names each.  A fully static program (gcc -static) has the host
+ * device only: glibc cannot dlopen cudart into it (RF_ENODEVICE saying so).
  *
  * A C/CUDA program.  Recommended: build with `nvcc -cudart shared` (or link
  * -lcudart), so the program's libcudart.so is the one the loader finds
