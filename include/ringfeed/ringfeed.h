@@ -372,9 +372,14 @@ typedef struct rf_config {
 
 	uint32_t batch_size;         /* samples per batch, B (per rank); default 32 */
 	int drop_last;               /* 1: drop the last batch of an epoch when it has
-	                                fewer than B samples; 0 (default): deliver it
-	                                (with world > 1: a smaller batch of the same
-	                                size on every rank; see src/plan/plan.h) */
+	                                fewer than B samples; 0 (default): deliver it.
+	                                With world > 1 the last batch is global: the
+	                                rem = N % (world x B) samples left after the
+	                                full global batches; drop_last = 0 gives every
+	                                rank one more batch of rem / world samples (the
+	                                same size on every rank; none when that is 0)
+	                                and drops the last rem % world samples of the
+	                                epoch's order */
 	/* Passes over the data; default 1; 0 = until closed.  The stream ends
 	 * after epoch `epoch + epochs - 1` of this config, whether or not it
 	 * resumes: a position (resume, rf_loader_state_load, rf_loader_rewind)
@@ -855,7 +860,10 @@ typedef struct rf_stats {
 	 * epoch; the seed only when shuffled, W only for window shuffling):
 	 * equal on every rank of one job, so a job can assert its ranks agree
 	 * on the order (gather it from every rank and compare).  After a
-	 * resume, that of the blob's order.  Also in the open log line. */
+	 * resume, that of the order in force: the blob's shuffle, seed, W and
+	 * drop_last with this loader's world and batch_size (their product is
+	 * the blob's), so a resume at another world size gives the id of the
+	 * new world, not the saved one.  Also in the open log line. */
 	uint64_t order_id;
 	uint8_t reserved[40];
 } rf_stats;

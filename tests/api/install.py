@@ -100,6 +100,8 @@ with tempfile.TemporaryDirectory(prefix="rf-install-") as top:
     text = open(pc).read()
     prefix = re.search(r"^prefix=(.*)$", text, re.M).group(1)
     check("cuda" not in text.lower(), "ringfeed.pc names no CUDA library:\n" + text)
+    # nvcc takes the link line as it is; it rejects -pthread.
+    check(" -pthread" not in text, "ringfeed.pc has -lpthread, not -pthread:\n" + text)
     for line in text.splitlines():
         if line.startswith(("Libs", "Cflags")):
             for word in line.split(":", 1)[1].split():
