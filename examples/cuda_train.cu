@@ -15,8 +15,10 @@
  *     the kernel queued before it has run).
  *
  * Build (the loader takes the CUDA runtime that is already loaded, so link
- * it shared):
- *     nvcc -cudart shared -o cuda_train cuda_train.cu $(pkg-config --cflags --libs ringfeed)
+ * it shared; the run path finds a libringfeed installed outside the
+ * loader's search path):
+ *     nvcc -cudart shared -o cuda_train cuda_train.cu $(pkg-config --cflags --libs ringfeed) \
+ *         -Xlinker -rpath -Xlinker $(pkg-config --variable=libdir ringfeed)
  *
  * It prints the batches, the samples and the byte sum of the field, which a
  * check can compare with a host-side sum of the same data.

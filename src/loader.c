@@ -2362,9 +2362,12 @@ open_device(rf_loader *ld)
 		/* A probe: no runtime or no device is an answer here, not an
 		 * error, so it is logged once below at info level.  A usage
 		 * error (a malformed LOCAL_RANK, a bad index) is not an
-		 * answer: host would hide it. */
+		 * answer: host would hide it; nor is the failure of an
+		 * explicit choice, a device_index or RINGFEED_CUDART. */
 		rc = rf_device_open_cuda(&ld->dev, ld->cfg.device_index, d);
-		if (rc < 0 && rc != RF_EUSAGE) {
+		const char *cudart = getenv("RINGFEED_CUDART");
+		int chosen = ld->cfg.device_index >= 0 || (cudart && *cudart);
+		if (rc < 0 && rc != RF_EUSAGE && !chosen) {
 			rf_log(&ld->diag, RF_LOG_INFO, "device auto: no CUDA device (%s); using host",
 			       d->msg);
 			rc = rf_device_open_host(&ld->dev, d);
@@ -3106,7 +3109,15 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 	int rc;
 
 	if (cfg->npaths == 0 || !cfg->paths)
-		return rf_fail(&ld->diag, RF_EUSAGE, "loader: no dataset paths given");
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: no dataset paths given (paths %s, "
+			       "npaths %zu)", cfg->paths ? "set" : "NULL", cfg->npaths);
+	/* A count without its array is a mistake, not "the default". */
+	if (!cfg->fields && cfg->nfields)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: nfields is %zu but fields is NULL "
+			       "(NULL with nfields 0 loads every field)", cfg->nfields);
+	if (!cfg->resume && cfg->resume_len)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: resume_len is %zu but resume is NULL",
+			       cfg->resume_len);
 	if (cfg->batch_size == 0)
 		return rf_fail(&ld->diag, RF_EUSAGE, "loader: batch_size must be at least 1");
 	if (cfg->depth == 0)

@@ -90,6 +90,23 @@ cat_log(void *user, enum rf_log_level level, const char *msg)
 		fprintf(stderr, "%s: %s\n", rf_cli_prog, msg);
 }
 
+/* Whether the dataset of cfg has a field `name`: 1 also when it cannot be
+ * opened (that is not a usage error). */
+static int
+has_field(const rf_config *cfg, const char *name)
+{
+	rf_dataset_config dcfg;
+	rf_dataset_config_init(&dcfg);
+	dcfg.verify = 0;
+	dcfg.log = cat_log;
+	rf_dataset *ds;
+	if (rf_dataset_open(&ds, cfg->paths, cfg->npaths, &dcfg) < 0)
+		return 1;
+	int found = rf_schema_find(rf_dataset_schema(ds), name) >= 0;
+	rf_dataset_close(&ds);
+	return found;
+}
+
 /* IEEE half and bfloat16 to float, for --text (bit manipulation, no libm). */
 static float
 half_to_float(uint16_t h)
@@ -430,7 +447,9 @@ rf_cmd_cat(int argc, char **argv)
 	if (rc < 0) {
 		rf_cli_error("%s", *rf_loader_last_open_error() ? rf_loader_last_open_error()
 								: rf_strerror(rc));
-		return RF_CLI_FAIL;
+		/* A --field the dataset lacks is bad usage (the message
+		 * lists the fields there are). */
+		return rc == RF_EUSAGE && !has_field(&cfg, field) ? RF_CLI_USAGE : RF_CLI_FAIL;
 	}
 
 	/* A reader that goes away (`| head`) ends the output, not with an

@@ -121,6 +121,7 @@ rf_cmd_export(int argc, char **argv)
 			len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", i ? ", " : "",
 						s->fields[i].name);
 		rf_cli_error("no field '%s' in the dataset (fields: %s)", field_name, names);
+		status = RF_CLI_USAGE;
 		goto out;
 	}
 	f = &rf_dataset_schema(ds)->fields[fi];

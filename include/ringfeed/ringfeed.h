@@ -236,7 +236,8 @@ RF_API int rf_dtype_parse(const char *name, enum rf_dtype *out);
  * runtime), libcudart.so.13, libcudart.so.12.  A runtime that does not load
  * or does not start (cudaGetDeviceCount fails, e.g. an older driver that
  * cannot run .so.13) is passed over for the next; the error, when none
- * starts, names each.
+ * starts, names each.  A fully static program (gcc -static) has the host
+ * device only: glibc cannot dlopen cudart into it (RF_ENODEVICE saying so).
  *
  * A C/CUDA program.  Recommended: build with `nvcc -cudart shared` (or link
  * -lcudart), so the program's libcudart.so is the one the loader finds
@@ -262,7 +263,12 @@ enum rf_device_kind {
 	RF_DEVICE_AUTO = 0,  /* cuda when a CUDA runtime and a device are there, else host
 	                        (logged at RF_LOG_INFO; rf_stats.device_ordinal is -1:
 	                        check it before handing batches to kernels, as the
-	                        example above does) */
+	                        example above does).  Host only when nothing was
+	                        chosen: with device_index >= 0 or RINGFEED_CUDART
+	                        set, a failure is the error, as with cuda (an index
+	                        the runtime does not have is RF_ENODEVICE naming it
+	                        and the count; a RINGFEED_CUDART that does not load
+	                        or start is RF_ENODEVICE) */
 	RF_DEVICE_HOST = 1,  /* host memory; copies run on a loader thread */
 	RF_DEVICE_CUDA = 2,  /* a CUDA device; RF_ENODEVICE when there is none */
 };
@@ -359,15 +365,21 @@ typedef struct rf_config {
 	const char *const *paths;
 	size_t npaths;
 	/* The fields to load, by name, in the order they appear in a batch.
-	 * NULL (the default) loads every field in schema order. */
+	 * NULL (the default) loads every field in schema order; NULL with
+	 * nfields other than 0 is RF_EUSAGE. */
 	const char *const *fields;
 	size_t nfields;
 
 	uint32_t batch_size;         /* samples per batch, B (per rank); default 32 */
 	int drop_last;               /* 1: drop the last batch of an epoch when it has
-	                                fewer than B samples; 0 (default): deliver it
-	                                (with world > 1: a smaller batch of the same
-	                                size on every rank; see src/plan/plan.h) */
+	                                fewer than B samples; 0 (default): deliver it.
+	                                With world > 1 the last batch is global: the
+	                                rem = N % (world x B) samples left after the
+	                                full global batches; drop_last = 0 gives every
+	                                rank one more batch of rem / world samples (the
+	                                same size on every rank; none when that is 0)
+	                                and drops the last rem % world samples of the
+	                                epoch's order */
 	/* Passes over the data; default 1; 0 = until closed.  The stream ends
 	 * after epoch `epoch + epochs - 1` of this config, whether or not it
 	 * resumes: a position (resume, rf_loader_state_load, rf_loader_rewind)
@@ -419,7 +431,7 @@ typedef struct rf_config {
 	 * smaller than the blob's is RF_ESTATE).  `epoch` and `epochs` keep
 	 * their meaning: the stream still ends after epoch epoch + epochs - 1
 	 * (give them as in the run that saved the blob).  The blob is copied
-	 * at open. */
+	 * at open.  NULL with resume_len other than 0 is RF_EUSAGE. */
 	const void *resume;
 	size_t resume_len;
 
@@ -428,7 +440,8 @@ typedef struct rf_config {
 	                                RF_DEVICE_INDEX_AUTO (-1): the launcher's local
 	                                rank, else the thread's current device, else 0
 	                                (see rf_device_kind); below -1: RF_EUSAGE */
-	uint32_t depth;              /* device buffers in flight; default 2 (double buffering) */
+	uint32_t depth;              /* device buffers in flight; default 2 (double buffering);
+	                                0 means the default; at most 64 */
 
 	uint64_t pinned_bytes;       /* page-locked host budget; default 256 MiB */
 	enum rf_pinning pinning;     /* default RF_PINNING_RING */
@@ -847,7 +860,10 @@ typedef struct rf_stats {
 	 * epoch; the seed only when shuffled, W only for window shuffling):
 	 * equal on every rank of one job, so a job can assert its ranks agree
 	 * on the order (gather it from every rank and compare).  After a
-	 * resume, that of the blob's order.  Also in the open log line. */
+	 * resume, that of the order in force: the blob's shuffle, seed, W and
+	 * drop_last with this loader's world and batch_size (their product is
+	 * the blob's), so a resume at another world size gives the id of the
+	 * new world, not the saved one.  Also in the open log line. */
 	uint64_t order_id;
 	uint8_t reserved[40];
 } rf_stats;

@@ -24,6 +24,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -636,6 +637,28 @@ pick_index(struct cuda_dev *cd, int count, int *index)
 	return 0;
 }
 
+static int
+main_has_interp(struct dl_phdr_info *info, size_t size, void *data)
+{
+	(void)size;
+	for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_INTERP)
+			*(int *)data = 1;
+	return 1; /* the main program comes first: it alone is asked */
+}
+
+/* A program without a program interpreter (gcc -static, -static-pie) has
+ * no dynamic loader of its own: glibc's dlopen from it cannot set up the
+ * thread-local storage of the libraries it loads, which libcudart uses,
+ * and the process crashes in the runtime's first call. */
+static int
+statically_linked(void)
+{
+	int interp = 0;
+	dl_iterate_phdr(main_has_interp, &interp);
+	return !interp;
+}
+
 int
 rf_device_open_cuda(rf_device **out, int index, rf_diag *diag)
 {
@@ -645,6 +668,12 @@ rf_device_open_cuda(rf_device **out, int index, rf_diag *diag)
 			       "cuda: device index %d: must be a device ordinal (0, 1, ...) or -1 "
 			       "(chosen at open)",
 			       index);
+	if (statically_linked())
+		return rf_fail(diag, RF_ENODEVICE,
+			       "cuda: this program is statically linked (-static), and the CUDA "
+			       "runtime cannot be loaded into it (glibc's dlopen from a static "
+			       "program does not support its thread-local storage): link the "
+			       "program dynamically for the cuda device; the host device works");
 	struct cuda_dev *cd = calloc(1, sizeof *cd);
 	if (!cd)
 		return rf_fail(diag, -ENOMEM, "cuda: out of memory");

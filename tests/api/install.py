@@ -8,7 +8,9 @@
 # static with `pkg-config --static`) and the installed `ringfeed` tool run
 # with no environment variable at all and stream exactly the packed data;
 # the man pages ringfeed(1) and libringfeed(3) are installed and name every
-# option of each subcommand's --help.
+# option of each subcommand's --help.  The static program asked for the cuda
+# device (RINGFEED_CUDART naming the cudart emulator, RF_CUDA_EMULATOR) fails
+# with a clear error, not a crash in the dlopened runtime.
 # Usage: install.py MESON BUILD_ROOT CC
 import os
 import re
@@ -44,7 +46,7 @@ PROG = r"""
 int
 main(int argc, char **argv)
 {
-	if (argc != 2)
+	if (argc != 2 && argc != 3)
 		return 2;
 	rf_config cfg;
 	rf_config_init(&cfg);
@@ -52,7 +54,7 @@ main(int argc, char **argv)
 	cfg.paths = paths;
 	cfg.npaths = 1;
 	cfg.batch_size = 7;
-	cfg.device = RF_DEVICE_HOST;
+	cfg.device = argc == 3 ? RF_DEVICE_CUDA : RF_DEVICE_HOST;
 	cfg.pinned_bytes = 1 << 20;
 	rf_loader *ld;
 	if (rf_loader_open(&ld, &cfg) < 0) {
@@ -98,6 +100,8 @@ with tempfile.TemporaryDirectory(prefix="rf-install-") as top:
     text = open(pc).read()
     prefix = re.search(r"^prefix=(.*)$", text, re.M).group(1)
     check("cuda" not in text.lower(), "ringfeed.pc names no CUDA library:\n" + text)
+    # nvcc takes the link line as it is; it rejects -pthread.
+    check(" -pthread" not in text, "ringfeed.pc has -lpthread, not -pthread:\n" + text)
     for line in text.splitlines():
         if line.startswith(("Libs", "Cflags")):
             for word in line.split(":", 1)[1].split():
@@ -161,6 +165,12 @@ with tempfile.TemporaryDirectory(prefix="rf-install-") as top:
         check((kind == "static") == ("libringfeed" not in needed),
               "%s program: libringfeed %s" % (kind, "linked in" if kind == "static"
                                                 else "loaded"))
+        emu = os.environ.get("RF_CUDA_EMULATOR")
+        if kind == "static" and emu:
+            r = run([exe, ds, "cuda"], env={"RINGFEED_CUDART": emu})
+            check(r.returncode == 1 and "statically linked" in r.stderr,
+                  "static program, device cuda: a clear error, not a crash: rc %d, %r"
+                  % (r.returncode, r.stderr))
 
     # The man page lists every long option of each subcommand's --help.
     man = open([os.path.join(d, "ringfeed.1") for d, _, fs in os.walk(root)

@@ -79,7 +79,8 @@ with tempfile.TemporaryDirectory(dir=".") as top:
         check(r.returncode == 0 and r.stdout == want, f"raw tok {dev}")
 
     r = cat([d, "--field", "nope"])
-    check(r.returncode == 1 and b"nope" in r.stderr, "missing field exits 1 naming it")
+    check(r.returncode == 2 and b"nope" in r.stderr and b"its fields are:" in r.stderr,
+          "missing field is bad usage (2), naming it and the fields: %r" % r.stderr)
     r = cat([d, "--field", "a", "--device", "gpu"])
     check(r.returncode == 2, "bad --device exits 2")
     r = cat([d])

@@ -124,7 +124,8 @@ expect_device(enum rf_device_kind kind, int index, int want, const char *why, co
 /* Open must fail with `want_rc` and a message containing `needle`, logged
  * exactly once. */
 static void
-expect_open_error(enum rf_device_kind kind, int want_rc, const char *needle, const char *what)
+expect_open_error(enum rf_device_kind kind, int index, int want_rc, const char *needle,
+		  const char *what)
 {
 	struct logbuf lb;
 	memset(&lb, 0, sizeof lb);
@@ -136,6 +137,7 @@ expect_open_error(enum rf_device_kind kind, int want_rc, const char *needle, con
 	cfg.batch_size = 16;
 	cfg.pinned_bytes = 1 << 20;
 	cfg.device = kind;
+	cfg.device_index = index;
 	cfg.log = logcb;
 	cfg.log_user = &lb;
 	rf_loader *ld = NULL;
@@ -220,9 +222,9 @@ main(void)
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		clear_launcher();
 		setenv(i % 2 ? "SLURM_LOCALID" : "LOCAL_RANK", bad[i], 1);
-		expect_open_error(RF_DEVICE_CUDA, RF_EUSAGE, i % 2 ? "SLURM_LOCALID" : "LOCAL_RANK",
+		expect_open_error(RF_DEVICE_CUDA, -1, RF_EUSAGE, i % 2 ? "SLURM_LOCALID" : "LOCAL_RANK",
 				  "malformed, cuda");
-		expect_open_error(RF_DEVICE_AUTO, RF_EUSAGE, i % 2 ? "SLURM_LOCALID" : "LOCAL_RANK",
+		expect_open_error(RF_DEVICE_AUTO, -1, RF_EUSAGE, i % 2 ? "SLURM_LOCALID" : "LOCAL_RANK",
 				  "malformed, auto");
 	}
 	clear_launcher();
@@ -243,8 +245,24 @@ main(void)
 
 	/* A failed CUDA open is logged once. */
 	LT_CHECK(emu.set_option("RINGFEED_EMU_DEVICES", "0") == 0);
-	expect_open_error(RF_DEVICE_CUDA, RF_ENODEVICE, "cudaErrorNoDevice", "no device");
+	expect_open_error(RF_DEVICE_CUDA, -1, RF_ENODEVICE, "cudaErrorNoDevice", "no device");
 	LT_CHECK(emu.set_option("RINGFEED_EMU_DEVICES", "2") == 0);
+
+	/* An explicit choice that fails is an error with auto too: host
+	 * would hide it.  An index the runtime does not have names the
+	 * index and the count. */
+	expect_open_error(RF_DEVICE_AUTO, 5, RF_ENODEVICE, "device 5 requested",
+			  "index 5 of 2, auto");
+	expect_open_error(RF_DEVICE_AUTO, 5, RF_ENODEVICE, "sees 2 devices", "index 5 of 2, auto");
+	expect_open_error(RF_DEVICE_CUDA, 2, RF_ENODEVICE, "device 2 requested", "index 2 of 2");
+	{
+		char *saved = strdup(getenv("RINGFEED_CUDART"));
+		setenv("RINGFEED_CUDART", "/nonexistent.so", 1);
+		expect_open_error(RF_DEVICE_AUTO, -1, RF_ENODEVICE, "RINGFEED_CUDART=/nonexistent.so",
+				  "RINGFEED_CUDART missing, auto");
+		setenv("RINGFEED_CUDART", saved, 1);
+		free(saved);
+	}
 
 	/* The host device has no ordinal. */
 	{

@@ -46,8 +46,9 @@ try:
 except ringfeed.Error as e:
     check("nope" in str(e), "unknown field message: %s" % e)
 
-# No CUDA runtime: device="cuda" fails with ENODEVICE, "auto" falls back to the
-# host (in a child process: the runtime is chosen by the environment).
+# A RINGFEED_CUDART that does not load: ENODEVICE with "cuda" and with "auto"
+# too, as it was asked for (in a child process: the runtime is chosen by the
+# environment).
 code = """
 import ringfeed, sys
 try:
@@ -55,7 +56,11 @@ try:
     sys.exit(3)
 except ringfeed.Error as e:
     assert e.code == ringfeed.ENODEVICE and "RINGFEED_CUDART" in str(e), str(e)
-assert ringfeed.Loader(sys.argv[1], 16, device="auto").device == "cpu"
+try:
+    ringfeed.Loader(sys.argv[1], 16, device="auto")
+    sys.exit(4)
+except ringfeed.Error as e:
+    assert e.code == ringfeed.ENODEVICE and "RINGFEED_CUDART" in str(e), str(e)
 """
 env = dict(os.environ, RINGFEED_CUDART=os.path.join(d, "no-cudart.so"))
 r = subprocess.run([sys.executable, "-c", code, p], env=env, capture_output=True, text=True)

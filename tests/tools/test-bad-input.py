@@ -115,7 +115,7 @@ with TempDir() as tmp:
     # Export: a missing field, an unreadable dataset.
     run("pack", "-q", "-o", out, "a=" + good, expect=0)
     npy = os.path.join(tmp, "x.npy")
-    rc, _, err = run("export", out, "--field", "nope", "-o", npy, expect=1)
+    rc, _, err = run("export", out, "--field", "nope", "-o", npy, expect=2)
     check("nope" in err and "a" in err, "missing field message %r" % err)
     check(not os.path.exists(npy), "export output left after a failure")
     rc, _, err = run("export", good, "--field", "a", "-o", npy, expect=1)
