@@ -2362,11 +2362,13 @@ open_device(rf_loader *ld)
 		/* A probe: no runtime or no device is an answer here, not an
 		 * error, so it is logged once below at info level.  A usage
 		 * error (a malformed LOCAL_RANK, a bad index) is not an
-		 * answer: host would hide it; nor is the failure of an
-		 * explicit choice, a device_index or RINGFEED_CUDART. */
+		 * answer: host would hide it (an index the runtime does not
+		 * have is one); nor is the failure of a runtime named by
+		 * RINGFEED_CUDART.  An index with no runtime or no device at
+		 * all is the probe's answer: host. */
 		rc = rf_device_open_cuda(&ld->dev, ld->cfg.device_index, d);
 		const char *cudart = getenv("RINGFEED_CUDART");
-		int chosen = ld->cfg.device_index >= 0 || (cudart && *cudart);
+		int chosen = cudart && *cudart;
 		if (rc < 0 && rc != RF_EUSAGE && !chosen) {
 			rf_log(&ld->diag, RF_LOG_INFO, "device auto: no CUDA device (%s); using host",
 			       d->msg);

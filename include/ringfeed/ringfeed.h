@@ -263,12 +263,12 @@ enum rf_device_kind {
 	RF_DEVICE_AUTO = 0,  /* cuda when a CUDA runtime and a device are there, else host
 	                        (logged at RF_LOG_INFO; rf_stats.device_ordinal is -1:
 	                        check it before handing batches to kernels, as the
-	                        example above does).  Host only when nothing was
-	                        chosen: with device_index >= 0 or RINGFEED_CUDART
-	                        set, a failure is the error, as with cuda (an index
-	                        the runtime does not have is RF_ENODEVICE naming it
-	                        and the count; a RINGFEED_CUDART that does not load
-	                        or start is RF_ENODEVICE) */
+	                        example above does).  Host when no runtime starts
+	                        or it sees no device; not to hide a choice: a
+	                        device_index the runtime does not have is
+	                        RF_EUSAGE naming it and the count (also with cuda),
+	                        and with RINGFEED_CUDART set, a runtime that does
+	                        not load or start is RF_ENODEVICE */
 	RF_DEVICE_HOST = 1,  /* host memory; copies run on a loader thread */
 	RF_DEVICE_CUDA = 2,  /* a CUDA device; RF_ENODEVICE when there is none */
 };
@@ -439,7 +439,8 @@ typedef struct rf_config {
 	int device_index;            /* CUDA device ordinal (0 is device 0); default
 	                                RF_DEVICE_INDEX_AUTO (-1): the launcher's local
 	                                rank, else the thread's current device, else 0
-	                                (see rf_device_kind); below -1: RF_EUSAGE */
+	                                (see rf_device_kind); below -1, or an index
+	                                the runtime does not have: RF_EUSAGE */
 	uint32_t depth;              /* device buffers in flight; default 2 (double buffering);
 	                                0 means the default; at most 64 */
 

@@ -705,10 +705,12 @@ rf_device_open_cuda(rf_device **out, int index, rf_diag *diag)
 		snprintf(cd->base.why, sizeof cd->base.why, "device_index");
 	}
 	if (index >= count) {
-		rf_fail(diag, RF_ENODEVICE, "cuda: device %d requested, but %s sees %d device%s", index,
+		/* A setting out of range, not an absent device: RF_EUSAGE, so
+		 * that RF_DEVICE_AUTO does not hide it behind host. */
+		rf_fail(diag, RF_EUSAGE, "cuda: device %d requested, but %s sees %d device%s", index,
 			where, count, count == 1 ? "" : "s");
 		cuda_close(&cd->base);
-		return RF_ENODEVICE;
+		return RF_EUSAGE;
 	}
 	/* Creates the device's primary context now, not in the first copy. */
 	int prev;

@@ -10,7 +10,7 @@
  * objects still open.  A "training program" that loaded the same runtime
  * first keeps using it after the backend is closed.  Failures: no device or
  * no driver gives RF_ENODEVICE with cudart's error name and text, a device
- * index out of range RF_ENODEVICE, an allocation beyond VRAM -ENOMEM naming
+ * index out of range RF_EUSAGE, an allocation beyond VRAM -ENOMEM naming
  * cudaMalloc and cudaErrorMemoryAllocation, a ring the host cannot
  * page-lock a failed open with the numbers and cudart's error.
  */
@@ -187,7 +187,7 @@ gpu_main(void)
 	CHECK(strstr(diag.msg, "cudaMalloc") && strstr(diag.msg, "cudaErrorMemoryAllocation"));
 	rf_device_close(&dev);
 	/* An index past the device count. */
-	CHECK_RC(rf_device_open_cuda(&dev, g.devices + 5, &diag), RF_ENODEVICE);
+	CHECK_RC(rf_device_open_cuda(&dev, g.devices + 5, &diag), RF_EUSAGE);
 	printf("%s\n", diag.msg);
 	CHECK(dev == NULL);
 
@@ -296,9 +296,9 @@ main(int argc, char **argv)
 	CHECK(c.live_registered_ranges == 0);
 	rf_device_close(&dev);
 
-	/* Device index out of range. */
+	/* Device index out of range: a setting, RF_EUSAGE (auto does not hide it). */
 	CHECK(emu.set_option("RINGFEED_EMU_DEVICES", "2") == 0);
-	CHECK_RC(rf_device_open_cuda(&dev, 7, &diag), RF_ENODEVICE);
+	CHECK_RC(rf_device_open_cuda(&dev, 7, &diag), RF_EUSAGE);
 	printf("%s\n", diag.msg);
 	CHECK(dev == NULL && strstr(diag.msg, "device 7") && strstr(diag.msg, "2 devices"));
 

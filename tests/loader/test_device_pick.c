@@ -251,10 +251,10 @@ main(void)
 	/* An explicit choice that fails is an error with auto too: host
 	 * would hide it.  An index the runtime does not have names the
 	 * index and the count. */
-	expect_open_error(RF_DEVICE_AUTO, 5, RF_ENODEVICE, "device 5 requested",
+	expect_open_error(RF_DEVICE_AUTO, 5, RF_EUSAGE, "device 5 requested",
 			  "index 5 of 2, auto");
-	expect_open_error(RF_DEVICE_AUTO, 5, RF_ENODEVICE, "sees 2 devices", "index 5 of 2, auto");
-	expect_open_error(RF_DEVICE_CUDA, 2, RF_ENODEVICE, "device 2 requested", "index 2 of 2");
+	expect_open_error(RF_DEVICE_AUTO, 5, RF_EUSAGE, "sees 2 devices", "index 5 of 2, auto");
+	expect_open_error(RF_DEVICE_CUDA, 2, RF_EUSAGE, "device 2 requested", "index 2 of 2");
 	{
 		char *saved = strdup(getenv("RINGFEED_CUDART"));
 		setenv("RINGFEED_CUDART", "/nonexistent.so", 1);
