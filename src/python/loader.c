@@ -1378,10 +1378,30 @@ loader_stats(LoaderObject *self, PyObject *unused)
  * shuffle, seed), plus the library's own blob when it has one.  A state at
  * an epoch's start needs no blob: the loader reopens at that epoch.
  */
+/* The window shuffle's W in force (rf_stats.window: the one set, or the
+ * dataset's default), 0 in the other modes; -1 with an exception. */
+static long long
+loader_window(LoaderObject *self)
+{
+	rf_stats st;
+
+	memset(&st, 0, sizeof(st));
+	st.size = sizeof(st);
+	int rc = rf_loader_stats(self->core->ld, &st);
+	if (rc < 0) {
+		rfpy_raise(rc, "window", rf_loader_errmsg(self->core->ld));
+		return -1;
+	}
+	return st.window;
+}
+
 static PyObject *
 loader_state_dict(LoaderObject *self, PyObject *unused)
 {
 	if (loader_usable(self) < 0)
+		return NULL;
+	long long window = loader_window(self);
+	if (window < 0)
 		return NULL;
 	PyObject *blob = Py_NewRef(Py_None);
 	if (self->in_epoch > 0) {
@@ -1396,13 +1416,14 @@ loader_state_dict(LoaderObject *self, PyObject *unused)
 		if (!blob)
 			return NULL;
 	}
-	return Py_BuildValue("{s:i,s:K,s:K,s:K,s:I,s:I,s:s,s:K,s:N}", "version", 1,
+	return Py_BuildValue("{s:i,s:K,s:K,s:K,s:I,s:I,s:s,s:K,s:L,s:O,s:N}", "version", 1,
 			     "epoch", (unsigned long long)self->epoch,
 			     "batch", (unsigned long long)self->in_epoch,
 			     "samples", (unsigned long long)self->samples,
 			     "batch_size", self->cfg.batch_size, "world", self->world,
 			     "shuffle", shuffle_names[self->shuffle],
-			     "seed", (unsigned long long)self->seed, "blob", blob);
+			     "seed", (unsigned long long)self->seed, "window", window,
+			     "drop_last", self->cfg.drop_last ? Py_True : Py_False, "blob", blob);
 }
 
 static int
@@ -1461,6 +1482,40 @@ loader_load_state_dict(LoaderObject *self, PyObject *state)
 			     (unsigned long long)self->samples, self->cfg.batch_size, self->world,
 			     shuffle_names[self->shuffle], (unsigned long long)self->seed);
 		return NULL;
+	}
+	/* The rest of the order: the window in force (set, or the dataset's
+	 * default) and drop_last.  The library would take a blob's window
+	 * and drop_last over the loader's, leaving len() and order_id
+	 * describing another order than the passes.  States saved before
+	 * these keys existed have them missing and are not checked here. */
+	PyObject *sw = PyDict_GetItemString(state, "window");
+	if (sw) {
+		unsigned long long w = PyLong_AsUnsignedLongLong(sw);
+		if (w == (unsigned long long)-1 && PyErr_Occurred())
+			return NULL;
+		long long have = loader_window(self);
+		if (have < 0)
+			return NULL;
+		if (w != (unsigned long long)have) {
+			PyErr_Format(PyExc_ValueError,
+				     "state: saved with window %llu, this loader's window is %lld "
+				     "(window is part of the order: give the loader window=%llu)",
+				     w, have, w);
+			return NULL;
+		}
+	}
+	PyObject *sd = PyDict_GetItemString(state, "drop_last");
+	if (sd) {
+		int d = PyObject_IsTrue(sd);
+		if (d < 0)
+			return NULL;
+		if (d != !!self->cfg.drop_last) {
+			PyErr_Format(PyExc_ValueError,
+				     "state: saved with drop_last=%s, this loader has drop_last=%s "
+				     "(drop_last is part of the order)", d ? "True" : "False",
+				     self->cfg.drop_last ? "True" : "False");
+			return NULL;
+		}
 	}
 	if (batch > self->nbatches) {
 		PyErr_SetString(PyExc_ValueError, "state: batch position past the end of the epoch");
