@@ -367,7 +367,11 @@ typedef struct rf_config {
 	int drop_last;               /* 1: drop the last batch of an epoch when it has
 	                                fewer than B samples; 0 (default): deliver it
 	                                (with world > 1: a smaller batch of the same
-	                                size on every rank; see src/plan/plan.h) */
+	                                size on every rank; see src/plan/plan.h).
+	                                An epoch with no batch for this rank (B,
+	                                or world x B, above the samples) is
+	                                logged as a warning at open: the stream
+	                                is empty */
 	/* Passes over the data; default 1; 0 = until closed.  The stream ends
 	 * after epoch `epoch + epochs - 1` of this config, whether or not it
 	 * resumes: a position (resume, rf_loader_state_load, rf_loader_rewind)

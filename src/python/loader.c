@@ -1235,6 +1235,17 @@ loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	self->samples = rf_dataset_samples(ds);
 	rf_dataset_close(&ds);
 	self->nbatches = plan_batches(self->samples, (uint64_t)batch_size, self->world, drop_last);
+	/* A loader with nothing to deliver is a mistake, not a training loop
+	 * that should run no step in silence. */
+	if (self->nbatches == 0) {
+		PyErr_Format(PyExc_ValueError,
+			     "no batch to deliver: %llu samples, batch_size %lld x world %u%s "
+			     "leave this rank no batch per epoch; lower batch_size%s",
+			     (unsigned long long)self->samples, batch_size, self->world,
+			     drop_last ? " with drop_last=True" : "",
+			     drop_last ? " or pass drop_last=False" : "");
+		return -1;
+	}
 	return loader_open_core(self, epoch, NULL, 0);
 }
 
