@@ -1652,18 +1652,23 @@ loader_repr(LoaderObject *self)
 
 static PyMethodDef loader_methods[] = {
 	{"close", (PyCFunction)loader_close, METH_NOARGS,
+	 "close($self, /)\n--\n\n"
 	 "Stop the loader.  Its threads and buffers are freed now, or, when arrays of\n"
 	 "some batches are still alive, as soon as the last of them is released."},
 	{"set_epoch", (PyCFunction)loader_set_epoch, METH_O,
-	 "set_epoch(e): the next pass iterates epoch e (the order depends on it when\n"
+	 "set_epoch($self, epoch, /)\n--\n\n"
+	 "The next pass iterates epoch `epoch` (the order depends on it when\n"
 	 "shuffling).  Passes advance the epoch by themselves; call it to jump.\n"
 	 "A pass running meanwhile ends: its next step raises RuntimeError."},
 	{"stats", (PyCFunction)loader_stats, METH_NOARGS,
+	 "stats($self, /)\n--\n\n"
 	 "The loader's counters (rf_stats) as a dict, plus `depth` (the batches that\n"
 	 "may be held) and `buffers` (the library's device buffers: depth + 1)."},
 	{"state_dict", (PyCFunction)loader_state_dict, METH_NOARGS,
+	 "state_dict($self, /)\n--\n\n"
 	 "The position after the last batch yielded, as a small dict to checkpoint."},
 	{"load_state_dict", (PyCFunction)loader_load_state_dict, METH_O,
+	 "load_state_dict($self, state, /)\n--\n\n"
 	 "Restore a position from state_dict(): the next pass continues with the batch\n"
 	 "that would have followed."},
 	{"__enter__", (PyCFunction)loader_enter, METH_NOARGS, NULL},
@@ -1698,29 +1703,58 @@ static PyTypeObject LoaderType = {
 	.tp_repr = (reprfunc)loader_repr,
 	.tp_flags = Py_TPFLAGS_DEFAULT,
 	.tp_doc =
-	"Loader(paths, batch_size, *, fields=None, shuffle=\"none\", seed=0, epoch=0,\n"
-	"       rank=None, world=None, device=\"auto\", depth=2, pinned_bytes=256 MiB,\n"
-	"       drop_last=True, window=0, pinning=\"ring\", io_depth=32, direct=None,\n"
-	"       decode_threads=0, verify=True, var_bytes=0, map=False, tokens=\"stored\")\n\n"
+	"Loader(paths, batch_size, *, fields=None, shuffle='none', seed=0, epoch=0,\n"
+	"       rank=None, world=None, device='auto', depth=2, pinned_bytes=0,\n"
+	"       drop_last=True, window=0, pinning='ring', io_depth=0, direct=None,\n"
+	"       decode_threads=0, verify=True, var_bytes=0, map=False, tokens='stored')\n"
+	"--\n\n"
 	"Stream a dataset in batches.  Each pass (for batch in loader) yields one\n"
 	"epoch's len(loader) batches, then advances the epoch; each batch is a dict\n"
 	"{field: Array}, a variable-length field an (offsets, data) pair.  Arrays speak\n"
 	"DLPack: torch.from_dlpack(batch[\"x\"]) is a tensor on the loader's device with\n"
-	"no copy.  At most `depth` batches may be alive at once (one more raises\n"
-	"ringfeed.Error EHELD): a batch's buffer is reused once every array and\n"
-	"tensor made from it is gone.  The loader keeps depth + 1 device buffers of\n"
-	"the batch size: a for loop still holds its previous batch while it asks\n"
-	"for the next, and the spare buffer is refilled meanwhile, so that the copy\n"
-	"of the next batch never waits for the loop.  map=True reads chunks through\n"
-	"memory maps of the shards (rf_config.map in <ringfeed/ringfeed.h>: a copy\n"
-	"less per byte for a dataset in the page cache; a shard truncated while it\n"
-	"is read ends the process with SIGBUS).  tokens=\"inputs_targets\" delivers a\n"
-	"field \"tokens\" of T + 1 tokens (ringfeed pack --llmc) as int32 \"inputs\" and\n"
-	"\"targets\" of shape [B, T], what a GPT-style step takes (rf_config.tokens).\n"
-	"shuffle=True is \"window\" (the mode for training), False \"none\".  A Loader\n"
-	"belongs to the process that opened it: in a child of fork() (a DataLoader\n"
-	"worker) it raises ringfeed.Error EFORK; open one in each worker\n"
-	"(docs/python.md).",
+	"no copy.\n\n"
+	"Arguments (the order of each epoch depends only on paths, shuffle, seed,\n"
+	"window, batch_size, world and drop_last: keep them equal on every rank):\n"
+	"  paths           a .rfs shard, a directory of shards, a glob, or a list.\n"
+	"  batch_size      samples per batch on this rank.\n"
+	"  fields          names of the fields to load (None: all, schema order).\n"
+	"  shuffle         'none' (file order), 'chunks' (chunk order shuffled),\n"
+	"                  'window' (samples drawn from a window of decoded chunks:\n"
+	"                  the mode for training), 'full' (any sample, read one by\n"
+	"                  one); True is 'window', False 'none'.\n"
+	"  seed            key of the shuffled orders (an int, 0 .. 2**64-1).\n"
+	"  epoch           the first pass's epoch (each epoch has its own order).\n"
+	"  rank, world     this process's share of each global batch of\n"
+	"                  world x batch_size samples; None: from the launcher's\n"
+	"                  environment (RANK/WORLD_SIZE, ...), else 0 of 1.\n"
+	"  device          'auto' (a CUDA device when there is one, else host),\n"
+	"                  'cpu', 'cuda' or 'cuda:N' (or a torch.device).\n"
+	"  depth           batches that may be alive at once (one more raises\n"
+	"                  ringfeed.Error EHELD); the loader keeps depth + 1 buffers.\n"
+	"  pinned_bytes    page-locked host memory budget; 0: the default, 256 MiB.\n"
+	"  drop_last       drop an epoch's last, partial batch (default True).  A\n"
+	"                  loader with no batch per epoch raises ValueError.\n"
+	"  window          decoded chunks in the 'window' shuffle; 0: the dataset's\n"
+	"                  default (about 128 MiB of chunks, 2 to 1024).\n"
+	"  pinning         'ring' (a pinned ring, the default) or 'transient'.\n"
+	"  io_depth        reads in flight; 0: the library's default (32).\n"
+	"  direct          O_DIRECT reads: True, False, or None to let the library\n"
+	"                  choose (cached reads when the dataset fits in memory).\n"
+	"  decode_threads  decode workers; 0: chosen from the CPUs and codec.\n"
+	"  verify          check chunk checksums as they are read (default True).\n"
+	"  var_bytes       a variable field's bytes per batch; 0: from the dataset.\n"
+	"  map             read chunks through memory maps (a shard truncated while\n"
+	"                  read ends the process with SIGBUS).\n"
+	"  tokens          'stored', or 'inputs_targets': a field \"tokens\" of T + 1\n"
+	"                  tokens (ringfeed pack --llmc) delivered as int32 \"inputs\"\n"
+	"                  and \"targets\" of shape [B, T].\n\n"
+	"A batch's buffer is reused once every array and tensor made from it is\n"
+	"gone.  The loader keeps depth + 1 device buffers of the batch size: a for\n"
+	"loop still holds its previous batch while it asks for the next, and the\n"
+	"spare buffer is refilled meanwhile.  state_dict()/load_state_dict() resume\n"
+	"mid-epoch.  A Loader belongs to the process that opened it: in a child of\n"
+	"fork() (a DataLoader worker) it raises ringfeed.Error EFORK; open one in\n"
+	"each worker.",
 	.tp_methods = loader_methods,
 	.tp_getset = loader_getset,
 	.tp_as_sequence = &loader_sequence,
