@@ -470,6 +470,56 @@ array_getbuffer(ArrayObject *self, Py_buffer *view, int flags)
 	return 0;
 }
 
+/* numpy.asarray tries the buffer protocol first and, when it fails (device
+ * memory, bf16), falls back to __array__ and else to a 0-d object array: a
+ * silent wrong value.  So __array__ raises TypeError saying why; on the host
+ * it returns the buffer's array (no copy), which is what numpy made of it
+ * already. */
+static PyObject *
+array_array(ArrayObject *self, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = {"dtype", "copy", NULL};
+	PyObject *dtype = Py_None, *copy = Py_None;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:__array__", kwlist, &dtype, &copy))
+		return NULL;
+	if (self->batch->core->device.device_type != kDLCPU) {
+		PyErr_Format(PyExc_TypeError,
+			     "the array is in device memory (cuda:%d): NumPy cannot read it; use "
+			     "torch.from_dlpack(a) (or cupy.from_dlpack), and .cpu().numpy() for a "
+			     "host copy, or a Loader with device=\"cpu\"",
+			     (int)self->batch->core->device.device_id);
+		return NULL;
+	}
+	PyObject *mv = PyMemoryView_FromObject((PyObject *)self);
+	if (!mv) {
+		if (PyErr_ExceptionMatches(PyExc_BufferError)) {
+			PyObject *type, *value, *tb;
+			PyErr_Fetch(&type, &value, &tb);
+			PyObject *m = value ? PyObject_Str(value) : NULL;
+			Py_XDECREF(type);
+			Py_XDECREF(value);
+			Py_XDECREF(tb);
+			if (m) {
+				PyErr_Format(PyExc_TypeError, "NumPy cannot read this array: %U", m);
+				Py_DECREF(m);
+			}
+		}
+		return NULL;
+	}
+	PyObject *np = PyImport_ImportModule("numpy");
+	PyObject *r = NULL;
+	if (np) {
+		r = dtype == Py_None ? PyObject_CallMethod(np, "asarray", "O", mv)
+				     : PyObject_CallMethod(np, "asarray", "OO", mv, dtype);
+		Py_DECREF(np);
+	}
+	Py_DECREF(mv);
+	if (r && copy != Py_None && PyObject_IsTrue(copy) == 1)
+		Py_SETREF(r, PyObject_CallMethod(r, "copy", NULL));
+	return r;
+}
+
 static PyBufferProcs array_as_buffer = {
 	.bf_getbuffer = (getbufferproc)array_getbuffer,
 };
@@ -481,6 +531,10 @@ static PyMethodDef array_methods[] = {
 	 "cudaStream_t; None or 1 the legacy default stream, 2 the per-thread one)\n"
 	 "is made to wait for the batch's copy, without blocking the host; the batch\n"
 	 "goes back to the loader on that stream once every array of it is released."},
+	{"__array__", (PyCFunction)(void (*)(void))array_array, METH_VARARGS | METH_KEYWORDS,
+	 "__array__($self, /, dtype=None, copy=None)\n--\n\n"
+	 "numpy.asarray(a): the array itself on the host (no copy); TypeError for\n"
+	 "device memory or bf16, which NumPy cannot read."},
 	{"__dlpack_device__", (PyCFunction)array_dlpack_device, METH_NOARGS,
 	 "(device_type, device_id): (1, 0) for the CPU, (2, N) for CUDA device N."},
 	{NULL, NULL, 0, NULL},

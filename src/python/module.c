@@ -61,6 +61,19 @@ rfpy_raise(int code, const char *what, const char *detail)
 		msg = PyUnicode_FromString(detail);
 	if (!msg)
 		return NULL;
+	/* The library's advice names the C field; in Python it is the
+	 * device argument. */
+	if (strstr(detail, "set device_index")) {
+		PyObject *from = PyUnicode_FromString("set device_index");
+		PyObject *to = PyUnicode_FromString("pass device=\"cuda:N\"");
+		PyObject *r = from && to ? PyUnicode_Replace(msg, from, to, -1) : NULL;
+		Py_XDECREF(from);
+		Py_XDECREF(to);
+		Py_DECREF(msg);
+		if (!r)
+			return NULL;
+		msg = r;
+	}
 	exc = PyObject_CallOneArg(rfpy_Error, msg);
 	Py_DECREF(msg);
 	if (!exc)
