@@ -1737,7 +1737,9 @@ static PyGetSetDef loader_getset[] = {
 	{"batch_size", (getter)loader_get_batch_size, NULL, "Samples per batch.", NULL},
 	{"depth", (getter)loader_get_depth, NULL,
 	 "Batches that may be held at once (the loader has one device buffer more).", NULL},
-	{"held", (getter)loader_get_held, NULL, "Batches held now (by arrays or tensors).", NULL},
+	{"held", (getter)loader_get_held, NULL, "Batches of the current pass held now (by arrays or\n"
+	 "tensors).  A batch kept from an abandoned pass is not counted: it keeps\n"
+	 "that pass's pipeline (pinned ring, threads) alive until it is dropped.", NULL},
 	{"order_id", (getter)loader_get_order_id, NULL,
 	 "A 64-bit hash of every input of the order (dataset, shuffle, seed, window,\n"
 	 "batch_size, world, drop_last; not the rank or the epoch): equal on every\n"
