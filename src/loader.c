@@ -2982,6 +2982,13 @@ open_plan(rf_loader *ld)
 	       "%" PRIu64 " batches of %u per epoch, order id %016" PRIx64, modes[cfg->shuffle],
 	       wdesc, cfg->seed, pp.rank, pp.world, source, rf_plan_batches(ld->rplan),
 	       cfg->batch_size, ld->order_id);
+	/* A batch larger than the data (with drop_last) streams nothing: a
+	 * training loop that silently does no step. */
+	if (ld->plan_empty && rf_dataset_samples(ld->ds) > 0)
+		rf_log(&ld->diag, RF_LOG_WARN, "plan: an epoch has no batch for rank %u: %" PRIu64
+		       " samples, batch_size %u x world %u%s; the stream is empty",
+		       pp.rank, rf_dataset_samples(ld->ds), cfg->batch_size, pp.world,
+		       cfg->drop_last ? " with drop_last (the partial batch is dropped)" : "");
 	return 0;
 }
 

@@ -379,7 +379,11 @@ typedef struct rf_config {
 	                                rank one more batch of rem / world samples (the
 	                                same size on every rank; none when that is 0)
 	                                and drops the last rem % world samples of the
-	                                epoch's order */
+	                                epoch's order.
+	                                An epoch with no batch for this rank (B,
+	                                or world x B, above the samples) is
+	                                logged as a warning at open: the stream
+	                                is empty */
 	/* Passes over the data; default 1; 0 = until closed.  The stream ends
 	 * after epoch `epoch + epochs - 1` of this config, whether or not it
 	 * resumes: a position (resume, rf_loader_state_load, rf_loader_rewind)

@@ -755,19 +755,14 @@ rfpy_pack(PyObject *self, PyObject *args, PyObject *kwargs)
 		goto out;
 	zstd = (int)level;
 	/* shuffle: None, or a seed (an int; True is refused rather than read
-	 * as seed 1). */
-	if (shuffle != Py_None && (PyBool_Check(shuffle) || !PyLong_Check(shuffle))) {
+	 * as seed 1).  Out of range is an OverflowError naming the argument,
+	 * as for every other integer argument. */
+	if (shuffle != Py_None && PyBool_Check(shuffle)) {
 		PyErr_SetString(PyExc_TypeError, "shuffle takes a seed: an int in 0..2**64-1, or None");
 		goto out;
 	}
-	if (shuffle != Py_None) {
-		seed = PyLong_AsUnsignedLongLong(shuffle);
-		if (seed == (unsigned long long)-1 && PyErr_Occurred()) {
-			PyErr_Clear();
-			PyErr_SetString(PyExc_ValueError, "shuffle: the seed must be in 0..2**64-1");
-			goto out;
-		}
-	}
+	if (shuffle != Py_None && rfpy_arg_u64(shuffle, "shuffle", &seed) < 0)
+		goto out;
 	memset(&schema, 0, sizeof(schema));
 	Py_ssize_t nd = PyDict_GET_SIZE(columns);
 	if (nd == 0 || nd > RF_MAX_FIELDS) {

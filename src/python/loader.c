@@ -470,6 +470,56 @@ array_getbuffer(ArrayObject *self, Py_buffer *view, int flags)
 	return 0;
 }
 
+/* numpy.asarray tries the buffer protocol first and, when it fails (device
+ * memory, bf16), falls back to __array__ and else to a 0-d object array: a
+ * silent wrong value.  So __array__ raises TypeError saying why; on the host
+ * it returns the buffer's array (no copy), which is what numpy made of it
+ * already. */
+static PyObject *
+array_array(ArrayObject *self, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = {"dtype", "copy", NULL};
+	PyObject *dtype = Py_None, *copy = Py_None;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:__array__", kwlist, &dtype, &copy))
+		return NULL;
+	if (self->batch->core->device.device_type != kDLCPU) {
+		PyErr_Format(PyExc_TypeError,
+			     "the array is in device memory (cuda:%d): NumPy cannot read it; use "
+			     "torch.from_dlpack(a) (or cupy.from_dlpack), and .cpu().numpy() for a "
+			     "host copy, or a Loader with device=\"cpu\"",
+			     (int)self->batch->core->device.device_id);
+		return NULL;
+	}
+	PyObject *mv = PyMemoryView_FromObject((PyObject *)self);
+	if (!mv) {
+		if (PyErr_ExceptionMatches(PyExc_BufferError)) {
+			PyObject *type, *value, *tb;
+			PyErr_Fetch(&type, &value, &tb);
+			PyObject *m = value ? PyObject_Str(value) : NULL;
+			Py_XDECREF(type);
+			Py_XDECREF(value);
+			Py_XDECREF(tb);
+			if (m) {
+				PyErr_Format(PyExc_TypeError, "NumPy cannot read this array: %U", m);
+				Py_DECREF(m);
+			}
+		}
+		return NULL;
+	}
+	PyObject *np = PyImport_ImportModule("numpy");
+	PyObject *r = NULL;
+	if (np) {
+		r = dtype == Py_None ? PyObject_CallMethod(np, "asarray", "O", mv)
+				     : PyObject_CallMethod(np, "asarray", "OO", mv, dtype);
+		Py_DECREF(np);
+	}
+	Py_DECREF(mv);
+	if (r && copy != Py_None && PyObject_IsTrue(copy) == 1)
+		Py_SETREF(r, PyObject_CallMethod(r, "copy", NULL));
+	return r;
+}
+
 static PyBufferProcs array_as_buffer = {
 	.bf_getbuffer = (getbufferproc)array_getbuffer,
 };
@@ -481,6 +531,10 @@ static PyMethodDef array_methods[] = {
 	 "cudaStream_t; None or 1 the legacy default stream, 2 the per-thread one)\n"
 	 "is made to wait for the batch's copy, without blocking the host; the batch\n"
 	 "goes back to the loader on that stream once every array of it is released."},
+	{"__array__", (PyCFunction)(void (*)(void))array_array, METH_VARARGS | METH_KEYWORDS,
+	 "__array__($self, /, dtype=None, copy=None)\n--\n\n"
+	 "numpy.asarray(a): the array itself on the host (no copy); TypeError for\n"
+	 "device memory or bf16, which NumPy cannot read."},
 	{"__dlpack_device__", (PyCFunction)array_dlpack_device, METH_NOARGS,
 	 "(device_type, device_id): (1, 0) for the CPU, (2, N) for CUDA device N."},
 	{NULL, NULL, 0, NULL},
@@ -1235,6 +1289,17 @@ loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	self->samples = rf_dataset_samples(ds);
 	rf_dataset_close(&ds);
 	self->nbatches = plan_batches(self->samples, (uint64_t)batch_size, self->world, drop_last);
+	/* A loader with nothing to deliver is a mistake, not a training loop
+	 * that should run no step in silence. */
+	if (self->nbatches == 0) {
+		PyErr_Format(PyExc_ValueError,
+			     "no batch to deliver: %llu samples, batch_size %lld x world %u%s "
+			     "leave this rank no batch per epoch; lower batch_size%s",
+			     (unsigned long long)self->samples, batch_size, self->world,
+			     drop_last ? " with drop_last=True" : "",
+			     drop_last ? " or pass drop_last=False" : "");
+		return -1;
+	}
 	return loader_open_core(self, epoch, NULL, 0);
 }
 
@@ -1378,10 +1443,30 @@ loader_stats(LoaderObject *self, PyObject *unused)
  * shuffle, seed), plus the library's own blob when it has one.  A state at
  * an epoch's start needs no blob: the loader reopens at that epoch.
  */
+/* The window shuffle's W in force (rf_stats.window: the one set, or the
+ * dataset's default), 0 in the other modes; -1 with an exception. */
+static long long
+loader_window(LoaderObject *self)
+{
+	rf_stats st;
+
+	memset(&st, 0, sizeof(st));
+	st.size = sizeof(st);
+	int rc = rf_loader_stats(self->core->ld, &st);
+	if (rc < 0) {
+		rfpy_raise(rc, "window", rf_loader_errmsg(self->core->ld));
+		return -1;
+	}
+	return st.window;
+}
+
 static PyObject *
 loader_state_dict(LoaderObject *self, PyObject *unused)
 {
 	if (loader_usable(self) < 0)
+		return NULL;
+	long long window = loader_window(self);
+	if (window < 0)
 		return NULL;
 	PyObject *blob = Py_NewRef(Py_None);
 	if (self->in_epoch > 0) {
@@ -1396,13 +1481,14 @@ loader_state_dict(LoaderObject *self, PyObject *unused)
 		if (!blob)
 			return NULL;
 	}
-	return Py_BuildValue("{s:i,s:K,s:K,s:K,s:I,s:I,s:s,s:K,s:N}", "version", 1,
+	return Py_BuildValue("{s:i,s:K,s:K,s:K,s:I,s:I,s:s,s:K,s:L,s:O,s:N}", "version", 1,
 			     "epoch", (unsigned long long)self->epoch,
 			     "batch", (unsigned long long)self->in_epoch,
 			     "samples", (unsigned long long)self->samples,
 			     "batch_size", self->cfg.batch_size, "world", self->world,
 			     "shuffle", shuffle_names[self->shuffle],
-			     "seed", (unsigned long long)self->seed, "blob", blob);
+			     "seed", (unsigned long long)self->seed, "window", window,
+			     "drop_last", self->cfg.drop_last ? Py_True : Py_False, "blob", blob);
 }
 
 static int
@@ -1461,6 +1547,40 @@ loader_load_state_dict(LoaderObject *self, PyObject *state)
 			     (unsigned long long)self->samples, self->cfg.batch_size, self->world,
 			     shuffle_names[self->shuffle], (unsigned long long)self->seed);
 		return NULL;
+	}
+	/* The rest of the order: the window in force (set, or the dataset's
+	 * default) and drop_last.  The library would take a blob's window
+	 * and drop_last over the loader's, leaving len() and order_id
+	 * describing another order than the passes.  States saved before
+	 * these keys existed have them missing and are not checked here. */
+	PyObject *sw = PyDict_GetItemString(state, "window");
+	if (sw) {
+		unsigned long long w = PyLong_AsUnsignedLongLong(sw);
+		if (w == (unsigned long long)-1 && PyErr_Occurred())
+			return NULL;
+		long long have = loader_window(self);
+		if (have < 0)
+			return NULL;
+		if (w != (unsigned long long)have) {
+			PyErr_Format(PyExc_ValueError,
+				     "state: saved with window %llu, this loader's window is %lld "
+				     "(window is part of the order: give the loader window=%llu)",
+				     w, have, w);
+			return NULL;
+		}
+	}
+	PyObject *sd = PyDict_GetItemString(state, "drop_last");
+	if (sd) {
+		int d = PyObject_IsTrue(sd);
+		if (d < 0)
+			return NULL;
+		if (d != !!self->cfg.drop_last) {
+			PyErr_Format(PyExc_ValueError,
+				     "state: saved with drop_last=%s, this loader has drop_last=%s "
+				     "(drop_last is part of the order)", d ? "True" : "False",
+				     self->cfg.drop_last ? "True" : "False");
+			return NULL;
+		}
 	}
 	if (batch > self->nbatches) {
 		PyErr_SetString(PyExc_ValueError, "state: batch position past the end of the epoch");
@@ -1586,18 +1706,23 @@ loader_repr(LoaderObject *self)
 
 static PyMethodDef loader_methods[] = {
 	{"close", (PyCFunction)loader_close, METH_NOARGS,
+	 "close($self, /)\n--\n\n"
 	 "Stop the loader.  Its threads and buffers are freed now, or, when arrays of\n"
 	 "some batches are still alive, as soon as the last of them is released."},
 	{"set_epoch", (PyCFunction)loader_set_epoch, METH_O,
-	 "set_epoch(e): the next pass iterates epoch e (the order depends on it when\n"
+	 "set_epoch($self, epoch, /)\n--\n\n"
+	 "The next pass iterates epoch `epoch` (the order depends on it when\n"
 	 "shuffling).  Passes advance the epoch by themselves; call it to jump.\n"
 	 "A pass running meanwhile ends: its next step raises RuntimeError."},
 	{"stats", (PyCFunction)loader_stats, METH_NOARGS,
+	 "stats($self, /)\n--\n\n"
 	 "The loader's counters (rf_stats) as a dict, plus `depth` (the batches that\n"
 	 "may be held) and `buffers` (the library's device buffers: depth + 1)."},
 	{"state_dict", (PyCFunction)loader_state_dict, METH_NOARGS,
+	 "state_dict($self, /)\n--\n\n"
 	 "The position after the last batch yielded, as a small dict to checkpoint."},
 	{"load_state_dict", (PyCFunction)loader_load_state_dict, METH_O,
+	 "load_state_dict($self, state, /)\n--\n\n"
 	 "Restore a position from state_dict(): the next pass continues with the batch\n"
 	 "that would have followed."},
 	{"__enter__", (PyCFunction)loader_enter, METH_NOARGS, NULL},
@@ -1612,7 +1737,9 @@ static PyGetSetDef loader_getset[] = {
 	{"batch_size", (getter)loader_get_batch_size, NULL, "Samples per batch.", NULL},
 	{"depth", (getter)loader_get_depth, NULL,
 	 "Batches that may be held at once (the loader has one device buffer more).", NULL},
-	{"held", (getter)loader_get_held, NULL, "Batches held now (by arrays or tensors).", NULL},
+	{"held", (getter)loader_get_held, NULL, "Batches of the current pass held now (by arrays or\n"
+	 "tensors).  A batch kept from an abandoned pass is not counted: it keeps\n"
+	 "that pass's pipeline (pinned ring, threads) alive until it is dropped.", NULL},
 	{"order_id", (getter)loader_get_order_id, NULL,
 	 "A 64-bit hash of every input of the order (dataset, shuffle, seed, window,\n"
 	 "batch_size, world, drop_last; not the rank or the epoch): equal on every\n"
@@ -1632,29 +1759,58 @@ static PyTypeObject LoaderType = {
 	.tp_repr = (reprfunc)loader_repr,
 	.tp_flags = Py_TPFLAGS_DEFAULT,
 	.tp_doc =
-	"Loader(paths, batch_size, *, fields=None, shuffle=\"none\", seed=0, epoch=0,\n"
-	"       rank=None, world=None, device=\"auto\", depth=2, pinned_bytes=256 MiB,\n"
-	"       drop_last=True, window=0, pinning=\"ring\", io_depth=32, direct=None,\n"
-	"       decode_threads=0, verify=True, var_bytes=0, map=False, tokens=\"stored\")\n\n"
+	"Loader(paths, batch_size, *, fields=None, shuffle='none', seed=0, epoch=0,\n"
+	"       rank=None, world=None, device='auto', depth=2, pinned_bytes=0,\n"
+	"       drop_last=True, window=0, pinning='ring', io_depth=0, direct=None,\n"
+	"       decode_threads=0, verify=True, var_bytes=0, map=False, tokens='stored')\n"
+	"--\n\n"
 	"Stream a dataset in batches.  Each pass (for batch in loader) yields one\n"
 	"epoch's len(loader) batches, then advances the epoch; each batch is a dict\n"
 	"{field: Array}, a variable-length field an (offsets, data) pair.  Arrays speak\n"
 	"DLPack: torch.from_dlpack(batch[\"x\"]) is a tensor on the loader's device with\n"
-	"no copy.  At most `depth` batches may be alive at once (one more raises\n"
-	"ringfeed.Error EHELD): a batch's buffer is reused once every array and\n"
-	"tensor made from it is gone.  The loader keeps depth + 1 device buffers of\n"
-	"the batch size: a for loop still holds its previous batch while it asks\n"
-	"for the next, and the spare buffer is refilled meanwhile, so that the copy\n"
-	"of the next batch never waits for the loop.  map=True reads chunks through\n"
-	"memory maps of the shards (rf_config.map in <ringfeed/ringfeed.h>: a copy\n"
-	"less per byte for a dataset in the page cache; a shard truncated while it\n"
-	"is read ends the process with SIGBUS).  tokens=\"inputs_targets\" delivers a\n"
-	"field \"tokens\" of T + 1 tokens (ringfeed pack --llmc) as int32 \"inputs\" and\n"
-	"\"targets\" of shape [B, T], what a GPT-style step takes (rf_config.tokens).\n"
-	"shuffle=True is \"window\" (the mode for training), False \"none\".  A Loader\n"
-	"belongs to the process that opened it: in a child of fork() (a DataLoader\n"
-	"worker) it raises ringfeed.Error EFORK; open one in each worker\n"
-	"(docs/python.md).",
+	"no copy.\n\n"
+	"Arguments (the order of each epoch depends only on paths, shuffle, seed,\n"
+	"window, batch_size, world and drop_last: keep them equal on every rank):\n"
+	"  paths           a .rfs shard, a directory of shards, a glob, or a list.\n"
+	"  batch_size      samples per batch on this rank.\n"
+	"  fields          names of the fields to load (None: all, schema order).\n"
+	"  shuffle         'none' (file order), 'chunks' (chunk order shuffled),\n"
+	"                  'window' (samples drawn from a window of decoded chunks:\n"
+	"                  the mode for training), 'full' (any sample, read one by\n"
+	"                  one); True is 'window', False 'none'.\n"
+	"  seed            key of the shuffled orders (an int, 0 .. 2**64-1).\n"
+	"  epoch           the first pass's epoch (each epoch has its own order).\n"
+	"  rank, world     this process's share of each global batch of\n"
+	"                  world x batch_size samples; None: from the launcher's\n"
+	"                  environment (RANK/WORLD_SIZE, ...), else 0 of 1.\n"
+	"  device          'auto' (a CUDA device when there is one, else host),\n"
+	"                  'cpu', 'cuda' or 'cuda:N' (or a torch.device).\n"
+	"  depth           batches that may be alive at once (one more raises\n"
+	"                  ringfeed.Error EHELD); the loader keeps depth + 1 buffers.\n"
+	"  pinned_bytes    page-locked host memory budget; 0: the default, 256 MiB.\n"
+	"  drop_last       drop an epoch's last, partial batch (default True).  A\n"
+	"                  loader with no batch per epoch raises ValueError.\n"
+	"  window          decoded chunks in the 'window' shuffle; 0: the dataset's\n"
+	"                  default (about 128 MiB of chunks, 2 to 1024).\n"
+	"  pinning         'ring' (a pinned ring, the default) or 'transient'.\n"
+	"  io_depth        reads in flight; 0: the library's default (32).\n"
+	"  direct          O_DIRECT reads: True, False, or None to let the library\n"
+	"                  choose (cached reads when the dataset fits in memory).\n"
+	"  decode_threads  decode workers; 0: chosen from the CPUs and codec.\n"
+	"  verify          check chunk checksums as they are read (default True).\n"
+	"  var_bytes       a variable field's bytes per batch; 0: from the dataset.\n"
+	"  map             read chunks through memory maps (a shard truncated while\n"
+	"                  read ends the process with SIGBUS).\n"
+	"  tokens          'stored', or 'inputs_targets': a field \"tokens\" of T + 1\n"
+	"                  tokens (ringfeed pack --llmc) delivered as int32 \"inputs\"\n"
+	"                  and \"targets\" of shape [B, T].\n\n"
+	"A batch's buffer is reused once every array and tensor made from it is\n"
+	"gone.  The loader keeps depth + 1 device buffers of the batch size: a for\n"
+	"loop still holds its previous batch while it asks for the next, and the\n"
+	"spare buffer is refilled meanwhile.  state_dict()/load_state_dict() resume\n"
+	"mid-epoch.  A Loader belongs to the process that opened it: in a child of\n"
+	"fork() (a DataLoader worker) it raises ringfeed.Error EFORK; open one in\n"
+	"each worker.",
 	.tp_methods = loader_methods,
 	.tp_getset = loader_getset,
 	.tp_as_sequence = &loader_sequence,

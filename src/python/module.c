@@ -61,6 +61,19 @@ rfpy_raise(int code, const char *what, const char *detail)
 		msg = PyUnicode_FromString(detail);
 	if (!msg)
 		return NULL;
+	/* The library's advice names the C field; in Python it is the
+	 * device argument. */
+	if (strstr(detail, "set device_index")) {
+		PyObject *from = PyUnicode_FromString("set device_index");
+		PyObject *to = PyUnicode_FromString("pass device=\"cuda:N\"");
+		PyObject *r = from && to ? PyUnicode_Replace(msg, from, to, -1) : NULL;
+		Py_XDECREF(from);
+		Py_XDECREF(to);
+		Py_DECREF(msg);
+		if (!r)
+			return NULL;
+		msg = r;
+	}
 	exc = PyObject_CallOneArg(rfpy_Error, msg);
 	Py_DECREF(msg);
 	if (!exc)
@@ -318,22 +331,29 @@ rfpy_strerror(PyObject *self, PyObject *arg)
 
 static PyMethodDef rfpy_methods[] = {
 	{"open", (PyCFunction)(void (*)(void))rfpy_open, METH_VARARGS | METH_KEYWORDS,
-	 "open(paths, verify=True) -> Dataset\n\n"
+	 "open(paths, verify=True)\n--\n\n"
 	 "Open a dataset (a shard, a directory of shards, a glob, or a list of them)\n"
 	 "for random access: len(ds), ds[i] -> {name: numpy array}, ds.schema."},
 	{"pack", (PyCFunction)(void (*)(void))rfpy_pack, METH_VARARGS | METH_KEYWORDS,
-	 "pack(path, columns, zstd=0, chunk_bytes=4 MiB, shard_bytes=0, shuffle=None) -> int\n\n"
+	 "pack(path, columns, zstd=0, chunk_bytes=0, shard_bytes=0, shuffle=None)\n--\n\n"
 	 "Write a dataset from {name: array} (first dimension = samples; any object\n"
 	 "with the buffer protocol, such as a NumPy array), {name: (array, dtype)} to\n"
 	 "name the dtype (\"bf16\" from uint16 bits, \"bytes\"), or {name: [array, ...]}\n"
 	 "for a variable-length field (one array per sample, varying along axis 0).\n"
-	 "shuffle=SEED writes the samples in a permuted order keyed by SEED (the\n"
-	 "order of `ringfeed pack --shuffle SEED`): use it when the arrays are sorted\n"
-	 "(by class, source or length), which the loader's chunks and window shuffles\n"
-	 "mix poorly.\n"
+	 "path is a .rfs file (or, with shard_bytes, the shards' base name); zstd is\n"
+	 "a zstd level (0: stored uncompressed); chunk_bytes the chunk size (0: the\n"
+	 "default, 4 MiB); shard_bytes splits the output into shards of about that\n"
+	 "size (0: one file).  shuffle=SEED writes the samples in a permuted order\n"
+	 "keyed by SEED (the order of `ringfeed pack --shuffle SEED`): use it when\n"
+	 "the arrays are sorted (by class, source or length) and the dataset is much\n"
+	 "larger than the loader's window (W chunks, by default about 128 MiB of\n"
+	 "them): the chunks and window shuffles then give batches of few classes.  A\n"
+	 "dataset within the window is permuted uniformly by the window shuffle.\n"
+	 "The default shuffle=None keeps the arrays' order.\n"
 	 "Returns the number of samples written."},
-	{"version", rfpy_version, METH_NOARGS, "The library's version string."},
-	{"strerror", rfpy_strerror, METH_O, "The name of a library error code."},
+	{"version", rfpy_version, METH_NOARGS, "version()\n--\n\nThe library's version string."},
+	{"strerror", rfpy_strerror, METH_O,
+	 "strerror(code, /)\n--\n\nThe name of a library error code."},
 	{NULL, NULL, 0, NULL},
 };
 

@@ -73,12 +73,15 @@ for seed in (0, 2**64 - 1):
     ringfeed.pack(os.path.join(d, "e.rfs"), {"id": ids[:5]}, shuffle=seed)
 ringfeed.pack(os.path.join(d, "empty.rfs"), {"id": ids[:0]}, shuffle=1)
 
-for bad, exc in [(-1, ValueError), (2**64, ValueError), (True, TypeError), ("7", TypeError),
-                 (1.5, TypeError)]:
+# Out of range is an OverflowError naming the argument, as docs/python.md
+# says of every integer argument.
+for bad, exc in [(-1, OverflowError), (2**64, OverflowError), (True, TypeError),
+                 ("7", TypeError), (1.5, TypeError)]:
     try:
         ringfeed.pack(os.path.join(d, "bad.rfs"), {"id": ids}, shuffle=bad)
-    except exc:
-        pass
+    except exc as e:
+        if exc is OverflowError:
+            assert "shuffle" in str(e), str(e)
     else:
         raise AssertionError("shuffle=%r did not raise %s" % (bad, exc.__name__))
 print("ok")
