@@ -27,6 +27,20 @@
 #ifndef RF_TSAN
 #define RF_TSAN 0
 #endif
+/* AddressSanitizer's allocator (GCC 12's libasan) takes no lock across
+ * fork(): a child that allocates while a parent thread held it waits
+ * forever (seen in a DataLoader worker under ASan).  Under it, the child
+ * checks the refusals, which allocate nothing, and opens no loader. */
+#if defined(__SANITIZE_ADDRESS__)
+#define RF_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RF_ASAN 1
+#endif
+#endif
+#ifndef RF_ASAN
+#define RF_ASAN 0
+#endif
 
 #define N_SAMPLES 3000
 #define BATCH 16
@@ -104,8 +118,8 @@ child(rf_loader *ld, const rf_batch *held)
 
 	/* The pattern that works: a loader of the child's own (not under
 	 * ThreadSanitizer, which refuses new threads after a multi-threaded
-	 * fork). */
-	if (!use_cuda && !RF_TSAN) {
+	 * fork, nor AddressSanitizer, see RF_ASAN). */
+	if (!use_cuda && !RF_TSAN && !RF_ASAN) {
 		rf_config cfg;
 		const char *paths[1];
 		config(&cfg, paths);
