@@ -2467,8 +2467,7 @@ tokens_check(rf_loader *ld, const uint32_t *sel, uint32_t nsel, uint32_t *tok)
 			       "a loaded field named 'tokens' (as `ringfeed pack --llmc` writes); %s "
 			       "has none%s", ds, nsel < ld->schema->nfields ? " among the fields loaded" : "");
 	const rf_field *f = &ld->schema->fields[sel[*tok]];
-	if (f->var_dim >= 0 || f->rank != 1 || f->shape[0] < 2 || f->shape[0] - 1 > UINT32_MAX / 4 ||
-	    !(f->dtype == RF_DTYPE_U16 || f->dtype == RF_DTYPE_U32 || f->dtype == RF_DTYPE_I32))
+	if (!rf_token_field_ok(f))
 		return rf_fail(&ld->diag, RF_EUSAGE, "loader: the inputs/targets token layout needs "
 			       "field 'tokens' of %s to hold T + 1 >= 2 tokens of u16, u32 or i32 per "
 			       "sample (one fixed dimension); it is %s of %u dimension(s)%s", ds,

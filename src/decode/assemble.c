@@ -30,10 +30,8 @@ layout_take(uint64_t *pos, uint64_t bytes, uint64_t *start)
 	return 0;
 }
 
-/* A token field: fixed, one dimension of T + 1 >= 2 tokens of a type that
- * widens to int32. */
-static int
-token_field_ok(const rf_field *f)
+int
+rf_token_field_ok(const rf_field *f)
 {
 	return f->var_dim < 0 && f->rank == 1 && f->shape[0] >= 2 &&
 	       f->shape[0] - 1 <= UINT32_MAX / 4 &&
@@ -63,7 +61,7 @@ layout_build(rf_batch_layout *l, const rf_schema *schema, const uint32_t *sel, u
 			return -EINVAL;
 		uint64_t sz;
 		if (i == tok) {
-			if (!token_field_ok(f))
+			if (!rf_token_field_ok(f))
 				return -EINVAL;
 			/* Two parts of int32 [B, T]; value_bytes is what one
 			 * sample takes in the batch, as for any fixed part. */

@@ -72,6 +72,10 @@ uint64_t rf_decode_item_bytes(const rf_field *f);
 int rf_batch_layout_init(rf_batch_layout *l, const rf_schema *schema, const uint32_t *sel,
 			 uint32_t nsel, uint32_t batch, uint64_t var_cap, rf_diag *d);
 
+/* A field the token layout takes as 'tokens': fixed, one dimension of
+ * T + 1 >= 2 tokens of a type that widens to int32 (u16, u32, i32). */
+int rf_token_field_ok(const rf_field *f);
+
 /*
  * The same with the selected field sel[tok] split into two token parts, in
  * its place: RF_PART_INPUTS then RF_PART_TARGETS, each int32 [B, T].  The

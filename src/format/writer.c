@@ -528,8 +528,8 @@ job_write(rf_writer *w, struct wjob *j)
 	uint64_t stored = j->codec == RF_CODEC_NONE ? j->raw_size : j->out_len;
 	/* Format 2: the sums table at the first multiple of 64 past the
 	 * stored bytes, inside the chunk's 4096-aligned extent. */
-	uint64_t sums_at = w->version >= 2 ? RF_ALIGN_UP(stored, 64) : stored;
-	uint64_t sums_len = w->version >= 2 ? j->n * w->schema.nfields * 8 : 0;
+	uint64_t sums_at = w->version >= 2 ? rf_fmt_sums_offset(0, stored) : stored;
+	uint64_t sums_len = w->version >= 2 ? rf_fmt_sums_bytes((uint32_t)j->n, w->schema.nfields) : 0;
 	uint64_t span = RF_ALIGN_UP(sums_at + sums_len, RF_FMT_ALIGN);
 	if (w->cfg.shard_bytes && w->nchunks > 0) {
 		uint64_t end = w->pos + span + (w->nchunks + 1) * RF_FMT_INDEX_ENTRY_SIZE +
