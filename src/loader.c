@@ -1957,7 +1957,7 @@ full_main(void *arg)
 	/* Per queued batch: B checksum rows and the samples they belong to. */
 	uint64_t *fsum = ld->f_sums ? calloc((size_t)nfb * B * nf, 8) : NULL;
 	uint64_t *fsmp = ld->f_sums ? calloc((size_t)nfb * B, 8) : NULL;
-	/* Room for every table page of the dataset twice over (fewer
+	/* Four entries for every table page of the dataset (fewer
 	 * collisions), at most FULL_SUMS_CACHE. */
 	struct sums_cache sc = {0};
 	if (ld->f_sums) {
