@@ -50,6 +50,25 @@ lt_backend(int argc, char **argv, struct rfemu_api *emu, int *use_cuda)
 	return 0;
 }
 
+/* The emulator's counters after a test: no hazard (each one named), no
+ * device memory left; with `all`, nothing registered and no stream or event
+ * left either. */
+static inline void
+lt_emu_clean(struct rfemu_api *emu, int all)
+{
+	struct rfemu_counters c;
+	memset(&c, 0, sizeof(c));
+	LT_CHECK(emu->get_counters(&c, sizeof(c)) == 0);
+	for (int k = 0; k < RFEMU_HAZARD_COUNT; k++)
+		if (c.hazards[k])
+			fprintf(stderr, "hazard %s: %llu\n", emu->hazard_name(k),
+				(unsigned long long)c.hazards[k]);
+	LT_CHECK(c.hazards_total == 0);
+	LT_CHECK(c.device_bytes == 0 && c.live_allocations == 0);
+	if (all)
+		LT_CHECK(c.registered_bytes == 0 && c.live_streams == 0 && c.live_events == 0);
+}
+
 static inline void
 lt_gpu_fini(void)
 {

@@ -713,15 +713,7 @@ main(int argc, char **argv)
 	lt_rmtree(dir);
 	lt_gpu_fini();
 	if (use_cuda && !lt_gpu_on) {
-		struct rfemu_counters c;
-		memset(&c, 0, sizeof(c));
-		LT_CHECK(emu.get_counters(&c, sizeof(c)) == 0);
-		for (int k = 0; k < RFEMU_HAZARD_COUNT; k++)
-			if (c.hazards[k])
-				fprintf(stderr, "hazard %s: %llu\n", emu.hazard_name(k),
-					(unsigned long long)c.hazards[k]);
-		LT_CHECK(c.hazards_total == 0);
-		LT_CHECK(c.device_bytes == 0 && c.live_allocations == 0);
+		lt_emu_clean(&emu, 0);
 	}
 	if (lt_failures)
 		fprintf(stderr, "%d checks failed\n", lt_failures);

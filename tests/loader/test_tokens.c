@@ -18,6 +18,7 @@
  * as a reader of the device memory), then the path of the `ringfeed` tool.
  */
 #include "lt.h"
+#include "lt_gpu.h"
 #include "../cuda-emulator/emulator.h"
 
 #define T 16
@@ -492,16 +493,7 @@ main(int argc, char **argv)
 
 	if (use_cuda) {
 		LT_CHECK(emu.stream_destroy(stream) == 0);
-		struct rfemu_counters c;
-		memset(&c, 0, sizeof(c));
-		LT_CHECK(emu.get_counters(&c, sizeof(c)) == 0);
-		for (int k = 0; k < RFEMU_HAZARD_COUNT; k++)
-			if (c.hazards[k])
-				fprintf(stderr, "hazard %s: %llu\n", emu.hazard_name(k),
-					(unsigned long long)c.hazards[k]);
-		LT_CHECK(c.hazards_total == 0);
-		LT_CHECK(c.device_bytes == 0 && c.live_allocations == 0);
-		LT_CHECK(c.registered_bytes == 0 && c.live_streams == 0 && c.live_events == 0);
+		lt_emu_clean(&emu, 1);
 	}
 	if (lt_failures)
 		fprintf(stderr, "%d checks failed\n", lt_failures);
