@@ -347,8 +347,12 @@ enum rf_tokens {
 	RF_TOKENS_INPUTS_TARGETS = 1,/* int32 "inputs" [B, T] and "targets" [B, T] */
 };
 
-/* The most reads a loader keeps in flight (rf_config.io_depth). */
-#define RF_IO_DEPTH_MAX 4096
+/* Limits of the loader's settings.  A larger value is RF_EUSAGE at open,
+ * except where the field says it is lowered to the limit. */
+#define RF_IO_DEPTH_MAX 4096        /* rf_config.io_depth: reads in flight */
+#define RF_DEPTH_MAX 64             /* rf_config.depth: device buffers in flight */
+#define RF_DECODE_THREADS_MAX 64    /* rf_config.decode_threads */
+#define RF_WINDOW_MAX 1024          /* rf_config.window: decoded chunks held */
 
 /*
  * Loader settings.  Initialise with rf_config_init() and change what you
@@ -446,7 +450,7 @@ typedef struct rf_config {
 	                                (see rf_device_kind); below -1, or an index
 	                                the runtime does not have: RF_EUSAGE */
 	uint32_t depth;              /* device buffers in flight; default 2 (double buffering);
-	                                0 means the default; at most 64 */
+	                                0 means the default; at most RF_DEPTH_MAX */
 
 	uint64_t pinned_bytes;       /* page-locked host budget; default 256 MiB */
 	enum rf_pinning pinning;     /* default RF_PINNING_RING */
@@ -463,7 +467,7 @@ typedef struct rf_config {
 	 * reported in rf_stats.decode_threads: uncompressed, 1 below 4 CPUs
 	 * and 2 from 4 (checksums and gathers run at memory speed; on 2 CPUs
 	 * a second worker only takes a core from the consumer); compressed,
-	 * one per CPU, at most 8. */
+	 * one per CPU, at most 8.  Above RF_DECODE_THREADS_MAX: lowered to it. */
 	uint32_t decode_threads;
 	int verify;                  /* 1 (default): check every chunk's XXH3-64 before
 	                                its bytes are used, and in shuffle full every
