@@ -84,8 +84,8 @@ loader_next(rf_loader *ld, const rf_batch **out, uint64_t wait_ns)
 	if (forked(ld))
 		return fork_check(ld);
 	pthread_mutex_lock(&ld->mu);
-	if (ld->held >= ld->depth) {
-		unsigned held = ld->held;
+	if (ld->delivery.held >= ld->depth) {
+		unsigned held = ld->delivery.held;
 		pthread_mutex_unlock(&ld->mu);
 		return rf_fail(&ld->diag, RF_EHELD,
 			       "loader: the consumer holds %u batches, all of depth %u device "
@@ -99,13 +99,13 @@ loader_next(rf_loader *ld, const rf_batch **out, uint64_t wait_ns)
 	int rc = 0, timed_out = 0;
 	struct timespec deadline;
 	rf_ld_zc_promote_locked(ld);
-	while (ld->rq_len == 0) {
-		if (ld->final_code) {
-			rc = ld->final_code;
-			snprintf(ld->diag.msg, sizeof(ld->diag.msg), "%s", ld->final_msg);
+	while (ld->delivery.rq_len == 0) {
+		if (ld->delivery.final_code) {
+			rc = ld->delivery.final_code;
+			snprintf(ld->diag.msg, sizeof(ld->diag.msg), "%s", ld->delivery.final_msg);
 			break;
 		}
-		if (ld->eos)
+		if (ld->delivery.eos)
 			break;
 		if (!wait_ns || timed_out) {
 			rc = -EAGAIN;
@@ -123,23 +123,23 @@ loader_next(rf_loader *ld, const rf_batch **out, uint64_t wait_ns)
 			timed_out = 1;
 	}
 	if (t0)
-		ld->st_stall_ns += rf_ld_now_ns() - t0;
-	if (ld->rq_len == 0) {
+		ld->stats.stall_ns += rf_ld_now_ns() - t0;
+	if (ld->delivery.rq_len == 0) {
 		pthread_mutex_unlock(&ld->mu);
 		return rc;
 	}
-	struct dbuf *b = &ld->dbufs[ld->rq[ld->rq_head]];
-	ld->rq_head = (ld->rq_head + 1) % ld->depth;
-	ld->rq_len--;
+	struct dbuf *b = &ld->delivery.dbufs[ld->delivery.rq[ld->delivery.rq_head]];
+	ld->delivery.rq_head = (ld->delivery.rq_head + 1) % ld->depth;
+	ld->delivery.rq_len--;
 	b->state = DB_HELD;
-	ld->held++;
-	rf_ld_note_max(&ld->mx_held, ld->held);
-	ld->deliv_epoch = b->pub.epoch;
-	ld->deliv_done = b->plan_done;
-	ld->deliv_part = b->plan_part;
-	ld->st_batches++;
-	ld->st_samples += b->pub.samples;
-	ld->st_bytes_delivered += b->pub.bytes;
+	ld->delivery.held++;
+	rf_ld_note_max(&ld->stats.max_held, ld->delivery.held);
+	ld->delivery.epoch = b->pub.epoch;
+	ld->delivery.done = b->plan_done;
+	ld->delivery.part = b->plan_part;
+	ld->stats.batches++;
+	ld->stats.samples += b->pub.samples;
+	ld->stats.bytes_delivered += b->pub.bytes;
 	pthread_mutex_unlock(&ld->mu);
 	*out = &b->pub;
 	return 0;
@@ -167,15 +167,15 @@ rf_loader_try_next(rf_loader *ld, const rf_batch **batch)
 static struct dbuf *
 batch_dbuf(rf_loader *ld, const rf_batch *batch)
 {
-	if (!ld || !batch || !ld->dbufs)
+	if (!ld || !batch || !ld->delivery.dbufs)
 		return NULL;
 	/* Compare addresses as integers: a pointer into the middle of a
 	 * dbuf (or into another object) must not become an index. */
-	uintptr_t p = (uintptr_t)(const void *)batch, base = (uintptr_t)ld->dbufs;
+	uintptr_t p = (uintptr_t)(const void *)batch, base = (uintptr_t)ld->delivery.dbufs;
 	if (p < base || p - base >= (uintptr_t)ld->depth * sizeof(struct dbuf) ||
 	    (p - base) % sizeof(struct dbuf) != 0)
 		return NULL;
-	return &ld->dbufs[(p - base) / sizeof(struct dbuf)];
+	return &ld->delivery.dbufs[(p - base) / sizeof(struct dbuf)];
 }
 
 RF_API int
@@ -282,17 +282,17 @@ rf_loader_release(rf_loader *ld, const rf_batch *batch, void *stream)
 	/* Zero-copy: when the consumer's work is done already (always, for
 	 * host work on no stream), the slot goes back now, without a trip
 	 * through the copy thread. */
-	int done = rc < 0 || (ld->zero_copy && ld->dev->ops->event_query(ld->dev, b->rel_event) == 0);
+	int done = rc < 0 || (ld->mem.in_place && ld->dev->ops->event_query(ld->dev, b->rel_event) == 0);
 	pthread_mutex_lock(&ld->mu);
 	b->state = done ? DB_FREE : DB_RELEASED;
-	ld->held--;
+	ld->delivery.held--;
 	if (b->zc_src && done)
 		rf_ld_zc_recycle_locked(ld, b, 1);
 	ld->wake_defer = 1;
 	rf_ld_zc_promote_locked(ld);
 	/* The copy thread has something to do with a freed buffer only when
 	 * batches wait for one or its release is still pending. */
-	if (!ld->zero_copy || !done || ld->sq_len > 0)
+	if (!ld->mem.in_place || !done || ld->sq_len > 0)
 		rf_ld_wake_locked(ld, WAKE_COPY);
 	rf_ld_unlock_wake(ld);
 	/* Released, if only after a wait for the stream: the batch is gone
@@ -312,8 +312,8 @@ rf_loader_state_save(rf_loader *ld, void *buf, size_t cap, size_t *len)
 		return rf_fail(&ld->diag, -EINVAL, "loader: an empty dataset has no position to save");
 	}
 	pthread_mutex_lock(&ld->mu);
-	uint64_t epoch = ld->deliv_epoch, done = ld->deliv_done;
-	uint32_t part = ld->deliv_part;
+	uint64_t epoch = ld->delivery.epoch, done = ld->delivery.done;
+	uint32_t part = ld->delivery.part;
 	pthread_mutex_unlock(&ld->mu);
 	int rc = rf_plan_state_save_part(ld->splan, epoch, done, part, buf, cap, len);
 	if (rc < 0)
@@ -331,10 +331,10 @@ rf_loader_state_load(rf_loader *ld, const void *buf, size_t len)
 		return fork_check(ld);
 	if (!buf)
 		return rf_fail(&ld->diag, -EINVAL, "loader: loading a position from NULL");
-	if (!ld->gplan)
+	if (!ld->gather.plan)
 		return rf_fail(&ld->diag, RF_ESTATE, "loader: an empty dataset has no position to load");
 	pthread_mutex_lock(&ld->mu);
-	unsigned held = ld->held;
+	unsigned held = ld->delivery.held;
 	pthread_mutex_unlock(&ld->mu);
 	if (held)
 		return rf_fail(&ld->diag, -EBUSY, "loader: release the %u batches held before loading a "
@@ -342,8 +342,8 @@ rf_loader_state_load(rf_loader *ld, const void *buf, size_t len)
 	/* Where the stream stands, to come back to if the blob is refused. */
 	uint8_t here[RF_PLAN_STATE_SIZE];
 	size_t here_len = 0;
-	int rc = rf_plan_state_save_part(ld->splan, ld->deliv_epoch, ld->deliv_done,
-					 ld->deliv_part, here, sizeof(here), &here_len);
+	int rc = rf_plan_state_save_part(ld->splan, ld->delivery.epoch, ld->delivery.done,
+					 ld->delivery.part, here, sizeof(here), &here_len);
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc, "loader: saving the current position failed");
 	/* A refused blob leaves the stream as it was (the end never moves). */
@@ -352,7 +352,7 @@ rf_loader_state_load(rf_loader *ld, const void *buf, size_t len)
 	rf_ld_pipeline_reset(ld);
 	/* rf_batch.index counts batches handed out: the ones read ahead and
 	 * dropped here were not. */
-	ld->batch_counter = ld->st_batches;
+	ld->gather.batch_counter = ld->stats.batches;
 	rc = rf_ld_plan_seek_blob(ld, buf, len);
 	if (rc < 0) {
 		char msg[RF_ERRMSG_MAX];
@@ -370,11 +370,11 @@ rf_loader_rewind(rf_loader *ld, uint64_t epoch)
 {
 	if (!ld)
 		return -EINVAL;
-	if (ld->cfg.epochs && (epoch < ld->epoch_last - ld->cfg.epochs || epoch >= ld->epoch_last))
+	if (ld->cfg.epochs && (epoch < ld->reader.epoch_last - ld->cfg.epochs || epoch >= ld->reader.epoch_last))
 		return rf_fail(&ld->diag, RF_EUSAGE, "loader: rewind to epoch %" PRIu64 ": this "
 			       "loader streams epochs %" PRIu64 "..%" PRIu64 " (rf_config.epoch + "
-			       "epochs - 1)", epoch, ld->epoch_last - ld->cfg.epochs,
-			       ld->epoch_last - 1);
+			       "epochs - 1)", epoch, ld->reader.epoch_last - ld->cfg.epochs,
+			       ld->reader.epoch_last - 1);
 	if (!ld->splan)
 		return 0; /* an empty dataset: no epoch has a batch */
 	/* The start of an epoch is a position like any saved one: going
@@ -410,51 +410,51 @@ rf_loader_stats(rf_loader *ld, rf_stats *st)
 	rf_stats s;
 	memset(&s, 0, sizeof(s));
 	s.size = sizeof(s);
-	s.bytes_read = atomic_load_explicit(&ld->st_bytes_read, memory_order_relaxed);
-	s.read_ns = atomic_load_explicit(&ld->st_read_ns, memory_order_relaxed);
-	s.decode_ns = atomic_load_explicit(&ld->st_decode_ns, memory_order_relaxed);
-	s.copy_ns = atomic_load_explicit(&ld->st_copy_ns, memory_order_relaxed);
-	s.chunks = atomic_load_explicit(&ld->st_chunks, memory_order_relaxed);
-	uint64_t open_ns = (uint64_t)ld->t_open.tv_sec * 1000000000u + (uint64_t)ld->t_open.tv_nsec;
+	s.bytes_read = atomic_load_explicit(&ld->stats.bytes_read, memory_order_relaxed);
+	s.read_ns = atomic_load_explicit(&ld->stats.read_ns, memory_order_relaxed);
+	s.decode_ns = atomic_load_explicit(&ld->stats.decode_ns, memory_order_relaxed);
+	s.copy_ns = atomic_load_explicit(&ld->stats.copy_ns, memory_order_relaxed);
+	s.chunks = atomic_load_explicit(&ld->stats.chunks, memory_order_relaxed);
+	uint64_t open_ns = (uint64_t)ld->stats.t_open.tv_sec * 1000000000u + (uint64_t)ld->stats.t_open.tv_nsec;
 	s.wall_ns = rf_ld_now_ns() - open_ns;
 
 	pthread_mutex_lock(&ld->mu);
-	s.bytes_delivered = ld->st_bytes_delivered;
-	s.batches = ld->st_batches;
-	s.samples = ld->st_samples;
-	s.stall_ns = ld->st_stall_ns;
-	s.reads_inflight = ld->inflight;
-	s.reads_inflight_max = ld->mx_inflight;
+	s.bytes_delivered = ld->stats.bytes_delivered;
+	s.batches = ld->stats.batches;
+	s.samples = ld->stats.samples;
+	s.stall_ns = ld->stats.stall_ns;
+	s.reads_inflight = ld->reader.inflight;
+	s.reads_inflight_max = ld->stats.max_inflight;
 	s.slots_used = rf_ld_ring_used(ld);
-	s.slots_used_max = ld->mx_slots;
-	s.slots_total = ld->n_ring;
+	s.slots_used_max = ld->stats.max_slots;
+	s.slots_total = ld->mem.n_ring;
 	s.staged = ld->sq_len;
-	s.staged_max = ld->mx_staged;
-	s.ready = ld->rq_len;
-	s.ready_max = ld->mx_ready;
-	s.held = ld->held;
-	s.held_max = ld->mx_held;
+	s.staged_max = ld->stats.max_staged;
+	s.ready = ld->delivery.rq_len;
+	s.ready_max = ld->stats.max_ready;
+	s.held = ld->delivery.held;
+	s.held_max = ld->stats.max_held;
 	/* A thread marked live cannot finish exiting while mu is held (it
 	 * takes mu to clear the mark), so its clock is valid here. */
-	uint64_t cpu = atomic_load_explicit(&ld->cpu_done_ns, memory_order_relaxed);
-	for (unsigned i = 0; i < ld->ncpu; i++)
-		if (ld->cpu[i].live)
-			cpu += rf_ld_thread_cpu_ns(ld->cpu[i].thread);
+	uint64_t cpu = atomic_load_explicit(&ld->stats.cpu_done_ns, memory_order_relaxed);
+	for (unsigned i = 0; i < ld->stats.ncpu; i++)
+		if (ld->stats.cpu[i].live)
+			cpu += rf_ld_thread_cpu_ns(ld->stats.cpu[i].thread);
 	pthread_mutex_unlock(&ld->mu);
 	s.thread_cpu_ns = cpu;
 	s.stall_share = s.wall_ns ? (double)s.stall_ns / (double)s.wall_ns : 0.0;
-	s.slot_bytes = ld->ring_slot_bytes;
+	s.slot_bytes = ld->mem.ring_slot_bytes;
 	s.batch_bytes = ld->layout.bytes;
 	s.pinned_bytes = rf_ring_pinned_bytes(ld->ring);
 	s.pinned_peak = rf_ring_pinned_peak(ld->ring);
-	s.device_bytes = ld->device_bytes;
-	s.device_peak = ld->device_bytes;
-	s.in_place = ld->zero_copy;
+	s.device_bytes = ld->stats.device_bytes;
+	s.device_peak = ld->stats.device_bytes;
+	s.in_place = ld->mem.in_place;
 	s.decode_threads = ld->nworkers;
 	s.window = ld->order_window;
 	s.order_id = ld->order_id;
-	snprintf(s.io_engine, sizeof(s.io_engine), "%s", ld->io_engine);
-	s.io_direct = ld->io_direct;
+	snprintf(s.io_engine, sizeof(s.io_engine), "%s", ld->stats.io_engine);
+	s.io_direct = ld->stats.io_direct;
 	snprintf(s.device, sizeof(s.device), "%s", ld->dev->desc);
 	s.device_ordinal = ld->dev->index;
 

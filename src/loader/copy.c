@@ -9,7 +9,7 @@
  * Transient pinning.  A staging slot holds one batch: it is pinned for that
  * batch's copy alone.  A read slot can hold several direct batches whose
  * copies are in flight together: it is pinned whole on the first and
- * unpinned when the last has completed (pin_refs counts them; copy thread
+ * unpinned when the last has completed (copy.pin_refs counts them; copy thread
  * only).
  */
 static int
@@ -17,13 +17,13 @@ pin_for_copy(rf_loader *ld, const struct staged *s)
 {
 	if (ld->cfg.pinning != RF_PINNING_TRANSIENT)
 		return 0;
-	if (s->direct && ld->pin_refs[s->slot]++ > 0)
+	if (s->direct && ld->copy.pin_refs[s->slot]++ > 0)
 		return 0;
 	int rc = rf_ring_pin(ld->ring, s->slot,
-			     s->direct ? ld->slot_bytes : s->src_off + s->copy_bytes);
+			     s->direct ? ld->mem.slot_bytes : s->src_off + s->copy_bytes);
 	if (rc < 0) {
 		if (s->direct)
-			ld->pin_refs[s->slot]--;
+			ld->copy.pin_refs[s->slot]--;
 		return rf_fail(&ld->copy_diag, rc, "loader: pinning slot %u (%" PRIu64 " bytes) "
 			       "failed: %s", s->slot, s->copy_bytes,
 			       *ld->ring_diag.msg ? ld->ring_diag.msg : ld->dev_diag.msg);
@@ -36,7 +36,7 @@ unpin_after_copy(rf_loader *ld, const struct staged *s)
 {
 	if (ld->cfg.pinning != RF_PINNING_TRANSIENT)
 		return 0;
-	if (s->direct && --ld->pin_refs[s->slot] > 0)
+	if (s->direct && --ld->copy.pin_refs[s->slot] > 0)
 		return 0;
 	int rc = rf_ring_unpin(ld->ring, s->slot);
 	if (rc < 0)
@@ -56,11 +56,11 @@ copy_issue(rf_loader *ld, struct dbuf *b, struct staged *s)
 	if (rc < 0)
 		return rc;
 	s->t_issue = rf_ld_now_ns();
-	rc = ops->copy_h2d_async(ld->dev, b->dptr, src, s->copy_bytes, ld->copy_stream);
+	rc = ops->copy_h2d_async(ld->dev, b->dptr, src, s->copy_bytes, ld->copy.stream);
 	if (rc == 0)
-		rc = ops->event_record(ld->dev, b->copy_event, ld->copy_stream);
+		rc = ops->event_record(ld->dev, b->copy_event, ld->copy.stream);
 	if (rc < 0) {
-		ops->stream_sync(ld->dev, ld->copy_stream); /* nothing may still read src */
+		ops->stream_sync(ld->dev, ld->copy.stream); /* nothing may still read src */
 		rf_fail(&ld->copy_diag, rc, "loader: copying batch %" PRIu64 " to the device failed: %s",
 			s->index, ld->dev_diag.msg);
 		unpin_after_copy(ld, s);
@@ -75,9 +75,9 @@ copy_complete(rf_loader *ld, struct dbuf *b, const struct staged *s)
 {
 	const struct rf_device_ops *ops = ld->dev->ops;
 	int rc = ops->event_sync(ld->dev, b->copy_event);
-	atomic_fetch_add_explicit(&ld->st_copy_ns, rf_ld_now_ns() - s->t_issue, memory_order_relaxed);
+	atomic_fetch_add_explicit(&ld->stats.copy_ns, rf_ld_now_ns() - s->t_issue, memory_order_relaxed);
 	if (rc < 0) {
-		ops->stream_sync(ld->dev, ld->copy_stream);
+		ops->stream_sync(ld->dev, ld->copy.stream);
 		rf_fail(&ld->copy_diag, rc, "loader: copying batch %" PRIu64 " to the device failed: %s",
 			s->index, ld->dev_diag.msg);
 	}
@@ -111,7 +111,7 @@ rf_ld_copy_main(void *arg)
 		 * stream work was still pending at release (rf_loader_release
 		 * handles the others) gives its slot back once that work is
 		 * done, and free buffers take the staged batches. */
-		if (ld->zero_copy && rf_ld_zc_reclaim_locked(ld))
+		if (ld->mem.in_place && rf_ld_zc_reclaim_locked(ld))
 			continue;
 		/* A marker reaches the consumer once every batch before it is
 		 * ready. */
@@ -120,19 +120,19 @@ rf_ld_copy_main(void *arg)
 			ld->sq_head = (ld->sq_head + 1) % ld->sq_cap;
 			ld->sq_len--;
 			if (m.kind == SK_END) {
-				ld->eos = 1;
-			} else if (!ld->final_code) {
-				ld->final_code = ld->fail_code ? ld->fail_code : -EIO;
-				memcpy(ld->final_msg, ld->fail_msg, sizeof(ld->final_msg));
+				ld->delivery.eos = 1;
+			} else if (!ld->delivery.final_code) {
+				ld->delivery.final_code = ld->fail_code ? ld->fail_code : -EIO;
+				memcpy(ld->delivery.final_msg, ld->fail_msg, sizeof(ld->delivery.final_msg));
 			}
 			pthread_cond_broadcast(&ld->cons_cv);
 			continue;
 		}
-		if (!ld->zero_copy && ld->sq_issued < ld->sq_len && !ld->copy_failed) {
+		if (!ld->mem.in_place && ld->sq_issued < ld->sq_len && !ld->copy_failed) {
 			struct staged *it = &ld->sq[(ld->sq_head + ld->sq_issued) % ld->sq_cap];
 			int pick = it->kind == SK_BATCH ? rf_ld_pick_dbuf_locked(ld) : -1;
 			if (pick >= 0) {
-				struct dbuf *b = &ld->dbufs[pick];
+				struct dbuf *b = &ld->delivery.dbufs[pick];
 				int was_released = b->state == DB_RELEASED;
 				b->state = DB_COPYING;
 				it->dbuf = pick;
@@ -162,7 +162,7 @@ rf_ld_copy_main(void *arg)
 		}
 		if (ld->sq_issued > 0) {
 			struct staged s = ld->sq[ld->sq_head];
-			struct dbuf *b = &ld->dbufs[s.dbuf];
+			struct dbuf *b = &ld->delivery.dbufs[s.dbuf];
 			pthread_mutex_unlock(&ld->mu);
 			int rc = s.err ? s.err : copy_complete(ld, b, &s);
 			rf_ld_staged_done(ld, &s);
@@ -184,18 +184,18 @@ rf_ld_copy_main(void *arg)
 				ld->copy_failed = 1; /* issue nothing more */
 				ld->copy_lost = 1;   /* and drop what was issued after it */
 				rf_ld_fail_locked(ld, rc, ld->copy_diag.msg);
-				if (!ld->final_code) {
-					ld->final_code = rc;
-					snprintf(ld->final_msg, sizeof(ld->final_msg), "%s",
+				if (!ld->delivery.final_code) {
+					ld->delivery.final_code = rc;
+					snprintf(ld->delivery.final_msg, sizeof(ld->delivery.final_msg), "%s",
 						 ld->copy_diag.msg);
 				}
 				pthread_cond_broadcast(&ld->cons_cv);
 				continue;
 			}
 			b->state = DB_READY;
-			ld->rq[(ld->rq_head + ld->rq_len) % ld->depth] = (unsigned)s.dbuf;
-			ld->rq_len++;
-			rf_ld_note_max(&ld->mx_ready, ld->rq_len);
+			ld->delivery.rq[(ld->delivery.rq_head + ld->delivery.rq_len) % ld->depth] = (unsigned)s.dbuf;
+			ld->delivery.rq_len++;
+			rf_ld_note_max(&ld->stats.max_ready, ld->delivery.rq_len);
 			pthread_cond_signal(&ld->cons_cv);
 			continue;
 		}
@@ -205,7 +205,7 @@ rf_ld_copy_main(void *arg)
 	 * unmapped or unpinned under a pending DMA. */
 	while (ld->sq_issued > 0) {
 		struct staged s = ld->sq[ld->sq_head];
-		struct dbuf *b = &ld->dbufs[s.dbuf];
+		struct dbuf *b = &ld->delivery.dbufs[s.dbuf];
 		pthread_mutex_unlock(&ld->mu);
 		if (!s.err) {
 			ops->event_sync(ld->dev, b->copy_event);

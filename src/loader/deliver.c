@@ -96,8 +96,8 @@ rf_ld_staged_done(rf_loader *ld, const struct staged *s)
 void
 rf_ld_stage_freed_locked(rf_loader *ld)
 {
-	unsigned spare = ld->n_stage - (ld->zero_copy ? ld->depth : 0);
-	unsigned mark = ld->n_stage - (spare / 2 > 0 ? spare / 2 : 1);
+	unsigned spare = ld->mem.n_stage - (ld->mem.in_place ? ld->depth : 0);
+	unsigned mark = ld->mem.n_stage - (spare / 2 > 0 ? spare / 2 : 1);
 	if (ld->stage_held <= mark)
 		rf_ld_wake_locked(ld, WAKE_STAGE);
 }
@@ -115,7 +115,7 @@ rf_ld_zc_recycle_locked(rf_loader *ld, struct dbuf *b, int defer)
 	pthread_mutex_lock(&ld->mu);
 	ld->wake_defer = defer;
 	ld->stage_held--;
-	ld->zc_held--;
+	ld->delivery.lent--;
 	rf_ld_stage_freed_locked(ld);
 }
 
@@ -129,18 +129,18 @@ static int
 zc_ready_locked(rf_loader *ld, const struct staged *s)
 {
 	for (uint32_t i = 0; i < ld->depth; i++) {
-		struct dbuf *b = &ld->dbufs[i];
+		struct dbuf *b = &ld->delivery.dbufs[i];
 		if (b->state != DB_FREE)
 			continue;
 		b->dptr = (uint8_t *)rf_ring_slot(ld->ring, s->slot) + s->src_off;
 		rf_ld_describe_batch(ld, b, s);
 		b->zc_src = 1;
 		b->src = *s;
-		ld->zc_held++;
+		ld->delivery.lent++;
 		b->state = DB_READY;
-		ld->rq[(ld->rq_head + ld->rq_len) % ld->depth] = i;
-		ld->rq_len++;
-		rf_ld_note_max(&ld->mx_ready, ld->rq_len);
+		ld->delivery.rq[(ld->delivery.rq_head + ld->delivery.rq_len) % ld->depth] = i;
+		ld->delivery.rq_len++;
+		rf_ld_note_max(&ld->stats.max_ready, ld->delivery.rq_len);
 		rf_ld_wake_locked(ld, WAKE_CONS);
 		return 1;
 	}
@@ -150,7 +150,7 @@ zc_ready_locked(rf_loader *ld, const struct staged *s)
 void
 rf_ld_stage_batch_locked(rf_loader *ld, const struct staged *s)
 {
-	if (ld->zero_copy && ld->sq_len == 0 && !ld->copy_failed && zc_ready_locked(ld, s))
+	if (ld->mem.in_place && ld->sq_len == 0 && !ld->copy_failed && zc_ready_locked(ld, s))
 		return;
 	rf_ld_sq_push_locked(ld, s);
 }
@@ -172,7 +172,7 @@ rf_ld_stage_batch_unlock(rf_loader *ld, const struct staged *s)
 void
 rf_ld_zc_promote_locked(rf_loader *ld)
 {
-	while (ld->zero_copy && ld->sq_len > 0 && ld->sq_issued == 0 && !ld->copy_failed &&
+	while (ld->mem.in_place && ld->sq_len > 0 && ld->sq_issued == 0 && !ld->copy_failed &&
 	       ld->sq[ld->sq_head].kind == SK_BATCH && zc_ready_locked(ld, &ld->sq[ld->sq_head])) {
 		ld->sq_head = (ld->sq_head + 1) % ld->sq_cap;
 		ld->sq_len--;
@@ -188,7 +188,7 @@ rf_ld_zc_reclaim_locked(rf_loader *ld)
 {
 	int freed = 0;
 	for (uint32_t i = 0; i < ld->depth; i++) {
-		struct dbuf *b = &ld->dbufs[i];
+		struct dbuf *b = &ld->delivery.dbufs[i];
 		if (b->state != DB_RELEASED)
 			continue;
 		/* Only this thread moves a buffer out of DB_RELEASED. */
@@ -205,9 +205,9 @@ rf_ld_zc_reclaim_locked(rf_loader *ld)
 			b->zc_src = 0;
 			ld->copy_failed = 1;
 			rf_ld_fail_locked(ld, rc, ld->copy_diag.msg);
-			if (!ld->final_code) {
-				ld->final_code = rc;
-				snprintf(ld->final_msg, sizeof(ld->final_msg), "%s", ld->copy_diag.msg);
+			if (!ld->delivery.final_code) {
+				ld->delivery.final_code = rc;
+				snprintf(ld->delivery.final_msg, sizeof(ld->delivery.final_msg), "%s", ld->copy_diag.msg);
 			}
 			pthread_cond_broadcast(&ld->cons_cv);
 			continue;
@@ -227,10 +227,10 @@ int
 rf_ld_pick_dbuf_locked(rf_loader *ld)
 {
 	for (uint32_t i = 0; i < ld->depth; i++)
-		if (ld->dbufs[i].state == DB_FREE)
+		if (ld->delivery.dbufs[i].state == DB_FREE)
 			return (int)i;
 	for (uint32_t i = 0; i < ld->depth; i++)
-		if (ld->dbufs[i].state == DB_RELEASED)
+		if (ld->delivery.dbufs[i].state == DB_RELEASED)
 			return (int)i;
 	return -1;
 }

@@ -36,7 +36,7 @@ struct fread_rec {          /* one read in flight */
 	uint32_t fb;            /* its batch (index in the full thread's queue) */
 	uint32_t next_free;
 	uint8_t *dst;           /* the value's place in the batch */
-	uint8_t *area;          /* its bounce area (f_bspan bytes), or NULL */
+	uint8_t *area;          /* its bounce area (mem.bspan bytes), or NULL */
 	const uint8_t *bounce;  /* where the value lands, when bounced; else NULL */
 	uint64_t len;           /* bytes asked of the reader */
 	uint64_t vlen;          /* bytes of the value */
@@ -158,8 +158,8 @@ rf_ld_full_check(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 	 * with verify on, each sample is checked against its own checksums,
 	 * which only format 2 shards hold.  Refused rather than read
 	 * unchecked: verify on promises checked bytes. */
-	ld->f_sums = ld->cfg.verify != 0;
-	for (size_t i = 0; ld->f_sums && i < rf_dataset_shards(ld->ds); i++) {
+	ld->full.sums = ld->cfg.verify != 0;
+	for (size_t i = 0; ld->full.sums && i < rf_dataset_shards(ld->ds); i++) {
 		rf_shard_info si;
 		rf_dataset_shard_info(ld->ds, i, &si);
 		if (si.version < 2)
@@ -188,7 +188,7 @@ full_push_locked(rf_loader *ld, const struct fbatch *fb)
 	s.plan_done = fb->k + 1;
 	s.copy_bytes = rf_assembly_bytes(&a);
 	s.payload = rf_assembly_payload(&a);
-	s.index = ld->batch_counter++;
+	s.index = ld->gather.batch_counter++;
 	rf_ld_stage_batch_locked(ld, &s);
 }
 
@@ -234,22 +234,22 @@ rf_ld_full_main(void *arg)
 	const rf_batch_layout *l = &ld->layout;
 	const uint32_t B = l->batch, np = l->nparts;
 	/* Reads per sample: its values, then its checksum row when checked. */
-	const uint32_t npr = np + (ld->f_sums ? 1 : 0), nf = ld->schema->nfields;
-	const unsigned nfb = ld->n_stage;
+	const uint32_t npr = np + (ld->full.sums ? 1 : 0), nf = ld->schema->nfields;
+	const unsigned nfb = ld->mem.n_stage;
 	rf_io_done done[64];
 	char msg[RF_ERRMSG_MAX + 128];
 	int err = 0;
 
 	struct fbatch *fq = calloc(nfb, sizeof(*fq));
-	struct fread_rec *rec = calloc(ld->qd, sizeof(*rec));
+	struct fread_rec *rec = calloc(ld->mem.qd, sizeof(*rec));
 	rf_plan_item *items = calloc(B, sizeof(*items));
 	/* Per queued batch: B checksum rows and the samples they belong to. */
-	uint64_t *fsum = ld->f_sums ? calloc((size_t)nfb * B * nf, 8) : NULL;
-	uint64_t *fsmp = ld->f_sums ? calloc((size_t)nfb * B, 8) : NULL;
+	uint64_t *fsum = ld->full.sums ? calloc((size_t)nfb * B * nf, 8) : NULL;
+	uint64_t *fsmp = ld->full.sums ? calloc((size_t)nfb * B, 8) : NULL;
 	/* Four entries for every table page of the dataset (fewer
 	 * collisions), at most FULL_SUMS_CACHE. */
 	struct sums_cache sc = {0};
-	if (ld->f_sums) {
+	if (ld->full.sums) {
 		uint64_t want = rf_dataset_samples(ld->ds) / (4096 / (8 * nf) ? 4096 / (8 * nf) : 1) +
 				2 * ld->nchunks + 1;
 		uint32_t np2 = 16;
@@ -267,33 +267,33 @@ rf_ld_full_main(void *arg)
 
 	pthread_mutex_lock(&ld->mu);
 	if (!fq || !rec || !items ||
-	    (ld->f_sums && (!fsum || !fsmp || !sc.page || !sc.tag || !sc.shard || !sc.pending ||
+	    (ld->full.sums && (!fsum || !fsmp || !sc.page || !sc.tag || !sc.shard || !sc.pending ||
 				  !sc.last))) {
 		rf_ld_fail_locked(ld, -ENOMEM, "loader: out of memory for the full shuffle's reads");
 		goto out;
 	}
 	/* The bounce slots: outside the staging count, held while this
 	 * thread runs. */
-	for (; nb < ld->f_nbounce && nb < 64; nb++) {
+	for (; nb < ld->mem.nbounce && nb < 64; nb++) {
 		int rc = rf_ring_acquire(ld->ring, &bslots[nb], 0);
 		if (rc < 0) {
 			rf_ld_fail_locked(ld, rc, "loader: no free ring slot for the bounce areas");
 			goto out;
 		}
 	}
-	if (ld->f_bspan) {
-		uint64_t per = ld->slot_bytes / ld->f_bspan;
-		for (uint32_t i = 0; i < ld->qd; i++)
+	if (ld->mem.bspan) {
+		uint64_t per = ld->mem.slot_bytes / ld->mem.bspan;
+		for (uint32_t i = 0; i < ld->mem.qd; i++)
 			rec[i].area = (uint8_t *)rf_ring_slot(ld->ring, bslots[i / per]) +
-				      (i % per) * ld->f_bspan;
+				      (i % per) * ld->mem.bspan;
 	}
 	uint32_t free_rec = 0;
-	for (uint32_t i = 0; i < ld->qd; i++)
-		rec[i].next_free = i + 1 < ld->qd ? i + 1 : UINT32_MAX;
+	for (uint32_t i = 0; i < ld->mem.qd; i++)
+		rec[i].next_free = i + 1 < ld->mem.qd ? i + 1 : UINT32_MAX;
 	unsigned fq_head = 0, fq_len = 0;
 	int opened = 0;        /* fq's last batch is still being queued */
 	uint32_t it_i = 0, it_p = 0, it_n = 0;
-	uint64_t epoch = ld->r_epoch, k = ld->f_next;
+	uint64_t epoch = ld->reader.epoch, k = ld->full.next;
 	int done_all = ld->plan_empty;
 	unsigned inflight = 0;
 
@@ -301,14 +301,14 @@ rf_ld_full_main(void *arg)
 		if (ld->stop || ld->failed)
 			break;
 		/* Queue reads while the queue depth allows. */
-		while (!done_all && inflight < ld->qd) {
+		while (!done_all && inflight < ld->mem.qd) {
 			if (!opened) {
-				if (k >= rf_plan_batches(ld->rplan)) {
-					if (ld->epoch_last && epoch + 1 >= ld->epoch_last) {
+				if (k >= rf_plan_batches(ld->reader.plan)) {
+					if (ld->reader.epoch_last && epoch + 1 >= ld->reader.epoch_last) {
 						done_all = 1;
 						break;
 					}
-					int rc = rf_plan_set_epoch(ld->rplan, epoch + 1);
+					int rc = rf_plan_set_epoch(ld->reader.plan, epoch + 1);
 					if (rc < 0) {
 						snprintf(msg, sizeof(msg), "loader: the plan of epoch %"
 							 PRIu64 " failed: %s", epoch + 1, rf_strerror(rc));
@@ -319,10 +319,10 @@ rf_ld_full_main(void *arg)
 					k = 0;
 					continue;
 				}
-				if (ld->stage_held >= ld->n_stage || fq_len >= nfb)
+				if (ld->stage_held >= ld->mem.n_stage || fq_len >= nfb)
 					break;
 				uint32_t n = 0;
-				int rc = rf_plan_batch(ld->rplan, k, items, B, &n);
+				int rc = rf_plan_batch(ld->reader.plan, k, items, B, &n);
 				if (rc < 0 || n == 0) {
 					snprintf(msg, sizeof(msg), "loader: batch %" PRIu64 " of epoch %"
 						 PRIu64 " is missing from the plan", k, epoch);
@@ -337,7 +337,7 @@ rf_ld_full_main(void *arg)
 					goto out;
 				}
 				ld->stage_held++;
-				rf_ld_note_max(&ld->mx_slots, ld->stage_held);
+				rf_ld_note_max(&ld->stats.max_slots, ld->stage_held);
 				struct fbatch *fb = &fq[(fq_head + fq_len) % nfb];
 				fq_len++;
 				*fb = (struct fbatch){.slot = slot, .n = n, .epoch = epoch, .k = k,
@@ -467,13 +467,13 @@ rf_ld_full_main(void *arg)
 				goto out;
 			}
 			inflight++;
-			ld->inflight = inflight;
-			rf_ld_note_max(&ld->mx_inflight, inflight);
+			ld->reader.inflight = inflight;
+			rf_ld_note_max(&ld->stats.max_inflight, inflight);
 		}
 		/* Stage the batches whose reads are all in, in plan order. */
 		int unlocked = 0;
 		while (fq_len > 0 && fq[fq_head].issued && fq[fq_head].left == 0) {
-			if (ld->f_sums) {
+			if (ld->full.sums) {
 				unlocked = 1;
 				pthread_mutex_unlock(&ld->mu);
 				int vr = full_verify(ld, &fq[fq_head], fsum + (size_t)fq_head * B * nf,
@@ -529,7 +529,7 @@ rf_ld_full_main(void *arg)
 				sc.pending[r->cpage] = 0;
 			bytes += (uint64_t)done[i].res;
 		}
-		atomic_fetch_add_explicit(&ld->st_bytes_read, bytes, memory_order_relaxed);
+		atomic_fetch_add_explicit(&ld->stats.bytes_read, bytes, memory_order_relaxed);
 		pthread_mutex_lock(&ld->mu);
 		if (n < 0) {
 			snprintf(msg, sizeof(msg), "loader: waiting for reads failed: %s (%s)",
@@ -548,7 +548,7 @@ rf_ld_full_main(void *arg)
 			free_rec = (uint32_t)done[i].tag;
 			inflight--;
 		}
-		ld->inflight = inflight;
+		ld->reader.inflight = inflight;
 	}
 out:
 	pthread_mutex_unlock(&ld->mu);

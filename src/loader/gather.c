@@ -13,7 +13,7 @@ int
 rf_ld_gather_open_batch(rf_loader *ld, uint64_t epoch, uint64_t first)
 {
 	pthread_mutex_lock(&ld->mu);
-	while (!ld->stop && !ld->failed && ld->stage_held >= ld->n_stage)
+	while (!ld->stop && !ld->failed && ld->stage_held >= ld->mem.n_stage)
 		pthread_cond_wait(&ld->stage_cv, &ld->mu);
 	if (ld->stop || ld->failed) {
 		pthread_mutex_unlock(&ld->mu);
@@ -23,25 +23,25 @@ rf_ld_gather_open_batch(rf_loader *ld, uint64_t epoch, uint64_t first)
 	int rc = rf_ring_acquire(ld->ring, &slot, 0);
 	if (rc == 0) {
 		ld->stage_held++;
-		rf_ld_note_max(&ld->mx_slots, rf_ld_ring_used(ld));
+		rf_ld_note_max(&ld->stats.max_slots, rf_ld_ring_used(ld));
 	}
 	pthread_mutex_unlock(&ld->mu);
 	if (rc < 0)
 		return rc;
-	ld->cur_slot = (int)slot;
-	ld->cur_epoch = epoch;
-	ld->cur_first = first;
-	rf_assembly_begin(&ld->asmb, &ld->layout, rf_ring_slot(ld->ring, slot));
+	ld->gather.cur_slot = (int)slot;
+	ld->gather.cur_epoch = epoch;
+	ld->gather.cur_first = first;
+	rf_assembly_begin(&ld->gather.asmb, &ld->layout, rf_ring_slot(ld->ring, slot));
 	return 0;
 }
 
 void
 rf_ld_gather_drop_batch(rf_loader *ld)
 {
-	if (ld->cur_slot < 0)
+	if (ld->gather.cur_slot < 0)
 		return;
-	rf_ring_release(ld->ring, (unsigned)ld->cur_slot);
-	ld->cur_slot = -1;
+	rf_ring_release(ld->ring, (unsigned)ld->gather.cur_slot);
+	ld->gather.cur_slot = -1;
 	pthread_mutex_lock(&ld->mu);
 	ld->stage_held--;
 	pthread_cond_signal(&ld->stage_cv);
@@ -52,25 +52,25 @@ void
 rf_ld_gather_push_batch(rf_loader *ld)
 {
 	struct staged s = {.kind = SK_BATCH};
-	s.slot = (unsigned)ld->cur_slot;
-	s.n = ld->asmb.n;
-	s.epoch = ld->cur_epoch;
-	s.first = ld->cur_first;
-	s.plan_done = ld->g_done;
+	s.slot = (unsigned)ld->gather.cur_slot;
+	s.n = ld->gather.asmb.n;
+	s.epoch = ld->gather.cur_epoch;
+	s.first = ld->gather.cur_first;
+	s.plan_done = ld->gather.done;
 	/* Closed early: the rest of the plan batch comes in the next one. */
-	s.plan_part = ld->g_i < ld->g_n ? ld->g_i : 0;
-	s.copy_bytes = rf_assembly_bytes(&ld->asmb);
-	s.payload = rf_assembly_payload(&ld->asmb);
-	memcpy(s.used, ld->asmb.used, sizeof(s.used));
+	s.plan_part = ld->gather.i < ld->gather.n ? ld->gather.i : 0;
+	s.copy_bytes = rf_assembly_bytes(&ld->gather.asmb);
+	s.payload = rf_assembly_payload(&ld->gather.asmb);
+	memcpy(s.used, ld->gather.asmb.used, sizeof(s.used));
 	pthread_mutex_lock(&ld->mu);
 	if (ld->failed || ld->stop) {
 		pthread_mutex_unlock(&ld->mu);
 		rf_ld_gather_drop_batch(ld);
 		return;
 	}
-	s.index = ld->batch_counter++;
+	s.index = ld->gather.batch_counter++;
 	rf_ld_stage_batch_unlock(ld, &s);
-	ld->cur_slot = -1;
+	ld->gather.cur_slot = -1;
 }
 
 /*
@@ -93,11 +93,11 @@ push_direct(rf_loader *ld, uint64_t epoch, const rf_chunk_sections *sec, unsigne
 	s.n = k;
 	s.epoch = epoch;
 	s.first = pos;
-	s.plan_done = ++ld->g_done; /* a direct batch is a whole plan batch */
+	s.plan_done = ++ld->gather.done; /* a direct batch is a whole plan batch */
 	s.copy_bytes = (uint64_t)k * p->value_bytes;
 	s.payload = s.copy_bytes;
 	pthread_mutex_lock(&ld->mu);
-	while (!ld->stop && !ld->failed && ld->stage_held >= ld->n_stage)
+	while (!ld->stop && !ld->failed && ld->stage_held >= ld->mem.n_stage)
 		pthread_cond_wait(&ld->stage_cv, &ld->mu);
 	if (ld->stop || ld->failed) {
 		pthread_mutex_unlock(&ld->mu);
@@ -105,7 +105,7 @@ push_direct(rf_loader *ld, uint64_t epoch, const rf_chunk_sections *sec, unsigne
 	}
 	ld->stage_held++;
 	ld->slot_refs[slot]++;
-	s.index = ld->batch_counter++;
+	s.index = ld->gather.batch_counter++;
 	rf_ld_stage_batch_unlock(ld, &s);
 	return 0;
 }
@@ -124,7 +124,7 @@ rf_ld_early_close_error(rf_loader *ld, rf_diag *d, uint32_t part, uint64_t need)
 		       PRIu64 " bytes a batch has for field %s (at least %" PRIu64 "); closing it "
 		       "early would give this rank one batch more than the other ranks: raise "
 		       "var_bytes (twice that need leaves room)",
-		       ld->rank, ld->world, ld->g_done, ld->g_epoch, p->cap,
+		       ld->rank, ld->world, ld->gather.done, ld->gather.epoch, p->cap,
 		       ld->schema->fields[p->field].name, need);
 }
 
@@ -133,36 +133,36 @@ rf_ld_early_close_error(rf_loader *ld, rf_diag *d, uint32_t part, uint64_t need)
 int
 rf_ld_gather_enter_epoch(rf_loader *ld, uint64_t epoch, rf_diag *d)
 {
-	int rc = rf_plan_set_epoch(ld->gplan, epoch);
+	int rc = rf_plan_set_epoch(ld->gather.plan, epoch);
 	if (rc < 0)
 		return rf_fail(d, rc, "loader: the plan of epoch %" PRIu64 " failed: %s", epoch,
-			       rf_plan_errmsg(ld->gplan));
-	ld->g_epoch = epoch;
-	ld->g_n = ld->g_i = 0;
-	ld->g_done = 0;
+			       rf_plan_errmsg(ld->gather.plan));
+	ld->gather.epoch = epoch;
+	ld->gather.n = ld->gather.i = 0;
+	ld->gather.done = 0;
 	return 0;
 }
 
-/* Take the plan's next batch of items into ld->items; *n = 0 at the end of
+/* Take the plan's next batch of items into ld->gather.items; *n = 0 at the end of
  * the epoch. */
 int
 rf_ld_gather_refill(rf_loader *ld, uint32_t *n, rf_diag *d)
 {
 	*n = 0;
-	int rc = rf_plan_next_batch(ld->gplan, ld->items, ld->layout.batch, n);
+	int rc = rf_plan_next_batch(ld->gather.plan, ld->gather.items, ld->layout.batch, n);
 	if (rc < 0)
 		return rf_fail(d, rc, "loader: the plan's next batch failed: %s",
-			       rf_plan_errmsg(ld->gplan));
-	ld->g_n = *n;
-	ld->g_i = 0;
-	if (ld->g_skip && *n) {
+			       rf_plan_errmsg(ld->gather.plan));
+	ld->gather.n = *n;
+	ld->gather.i = 0;
+	if (ld->gather.skip && *n) {
 		/* The first batch after a resume inside a plan batch: its
-		 * first g_skip samples were handed out before the save. */
-		if (ld->g_skip >= *n)
+		 * first gather.skip samples were handed out before the save. */
+		if (ld->gather.skip >= *n)
 			return rf_fail(d, RF_ESTATE, "loader: resume: %u samples into a batch "
-				       "of %u", ld->g_skip, *n);
-		ld->g_i = ld->g_skip;
-		ld->g_skip = 0;
+				       "of %u", ld->gather.skip, *n);
+		ld->gather.i = ld->gather.skip;
+		ld->gather.skip = 0;
 	}
 	return 0;
 }
@@ -175,7 +175,7 @@ rf_ld_gather_step(rf_loader *ld, const struct lstep *st, const rf_chunk_sections
 		  const rf_chunk_ctx *ctx, int direct, unsigned read_slot, rf_diag *d)
 {
 	int rc;
-	if (st->epoch != ld->g_epoch) {
+	if (st->epoch != ld->gather.epoch) {
 		/* Every item of the previous epoch named one of its reads, all
 		 * gathered before this one: its items are used up. */
 		rc = rf_ld_gather_enter_epoch(ld, st->epoch, d);
@@ -183,7 +183,7 @@ rf_ld_gather_step(rf_loader *ld, const struct lstep *st, const rf_chunk_sections
 			return rc;
 	}
 	for (;;) {
-		if (ld->g_i >= ld->g_n) {
+		if (ld->gather.i >= ld->gather.n) {
 			uint32_t n;
 			rc = rf_ld_gather_refill(ld, &n, d);
 			if (rc < 0)
@@ -191,20 +191,20 @@ rf_ld_gather_step(rf_loader *ld, const struct lstep *st, const rf_chunk_sections
 			if (n == 0)
 				return 0; /* this epoch's batches are all out */
 		}
-		const rf_plan_item *it = &ld->items[ld->g_i];
+		const rf_plan_item *it = &ld->gather.items[ld->gather.i];
 		if (it->read != st->entry)
 			return 0; /* the next item comes from a later read */
 		/* A run: items of this read at consecutive offsets. */
 		uint32_t r = 1;
-		while (ld->g_i + r < ld->g_n && it[r].read == st->entry &&
+		while (ld->gather.i + r < ld->gather.n && it[r].read == st->entry &&
 		       it[r].offset == it->offset + r)
 			r++;
 		if (it->offset + (uint64_t)r > sec->samples)
 			return rf_fail(d, RF_ECORRUPT, "%s: chunk %" PRIu64 " has %u samples, the plan "
 				       "asks for sample %u", ctx->path, ctx->chunk, sec->samples,
 				       it->offset + r - 1);
-		if (direct && ld->cur_slot < 0 && ld->g_i == 0 && r == ld->g_n &&
-		    (!ld->zero_copy ||
+		if (direct && ld->gather.cur_slot < 0 && ld->gather.i == 0 && r == ld->gather.n &&
+		    (!ld->mem.in_place ||
 		     (uintptr_t)(sec->field[ld->layout.part[0].field].data +
 				 (uint64_t)it->offset * ld->layout.part[0].value_bytes) %
 				     RF_BATCH_ALIGN == 0)) {
@@ -213,17 +213,17 @@ rf_ld_gather_step(rf_loader *ld, const struct lstep *st, const rf_chunk_sections
 			rc = push_direct(ld, st->epoch, sec, read_slot, it->offset, r, it->pos);
 			if (rc < 0)
 				return rc;
-			ld->g_i += r;
+			ld->gather.i += r;
 			continue;
 		}
-		if (ld->cur_slot < 0) {
+		if (ld->gather.cur_slot < 0) {
 			rc = rf_ld_gather_open_batch(ld, st->epoch, it->pos);
 			if (rc < 0)
 				return rc;
 		}
 		uint32_t added = 0, part = 0;
 		uint64_t need = 0;
-		rc = rf_assembly_add(&ld->asmb, sec, it->offset, it->offset + r, &added, &need, &part);
+		rc = rf_assembly_add(&ld->gather.asmb, sec, it->offset, it->offset + r, &added, &need, &part);
 		if (rc == -E2BIG) {
 			const rf_batch_part *p = &ld->layout.part[part];
 			return rf_fail(d, RF_EMEMPLAN,
@@ -237,15 +237,15 @@ rf_ld_gather_step(rf_loader *ld, const struct lstep *st, const rf_chunk_sections
 		if (rc < 0)
 			return rf_fail(d, rc, "loader: assembling chunk %" PRIu64 " failed",
 				       st->chunk);
-		ld->g_i += added;
+		ld->gather.i += added;
 		/* The plan batch is complete, or a variable field's region is
 		 * full: close this batch (early, in the second case; the rest of
 		 * the plan batch starts the next one). */
 		if (added == 0 && ld->world > 1)
 			return rf_ld_early_close_error(ld, d, part, need);
-		if (ld->g_i >= ld->g_n || added == 0) {
-			if (ld->g_i >= ld->g_n)
-				ld->g_done++;
+		if (ld->gather.i >= ld->gather.n || added == 0) {
+			if (ld->gather.i >= ld->gather.n)
+				ld->gather.done++;
 			rf_ld_gather_push_batch(ld);
 		}
 	}

@@ -23,7 +23,7 @@
  * that reads each sample into its place in a staging slot (rf_ld_full_main).
  *
  * Memory: the ring's slots are split between reads (n_read) and staging
- * (n_stage) by counting (in map mode a read holds a number from mfree, not
+ * (n_stage) by counting (in map mode a read holds a number from map.free, not
  * a ring slot, and the ring is the staging slots alone), so neither side
  * can starve the other: every slot a
  * stage may wait for is held by a later stage that always makes progress
@@ -95,14 +95,14 @@ struct wstep {              /* a step in the pipeline window */
 	struct lstep s;
 	uint64_t seq;
 	unsigned slot;
-	int state;
+	enum step_state state;
 	int64_t res;        /* read result: bytes or -errno */
 };
 
 enum staged_kind { SK_BATCH = 0, SK_END, SK_ERROR };
 
 struct staged {             /* a batch in its staging slot, or a marker */
-	int kind;
+	enum staged_kind kind;
 	int direct;         /* the bytes are in a read slot, at src_off: no gather */
 	unsigned slot;      /* staging slot, or the read slot when direct */
 	uint64_t src_off;
@@ -127,7 +127,7 @@ struct dbuf {               /* one device buffer and the batch it holds */
 	void *dptr;
 	void *copy_event;   /* the batch's ready event */
 	void *rel_event;    /* recorded by rf_loader_release */
-	int state;
+	enum dbuf_state state;
 	rf_batch_field *fields;
 	int64_t *host_off;  /* nvar x (B + 1) */
 	uint64_t plan_done; /* of the batch it holds (see struct staged) */
@@ -180,20 +180,25 @@ struct rf_loader {
 	rf_device *dev;
 	rf_ring *ring;
 	rf_io *io;
-	void *copy_stream;
-	struct dbuf *dbufs;
 	uint32_t depth;
 
-	uint64_t slot_bytes;
-	unsigned nslots, n_read, n_stage;
-	/* The ring's slots: all of nslots, but in map mode only the staging
-	 * ones, of ring_slot_bytes each (a batch): a read there holds no bytes,
-	 * and its slot number (n_stage and up) comes from mfree instead. */
-	unsigned n_ring;
-	uint64_t ring_slot_bytes;
-	unsigned *mfree, mfree_n;
-	unsigned char *mfree_is; /* nslots: 1 while the number is in mfree */
-	unsigned qd;
+	/* The memory plan (memplan.c): set at open, read-only after. */
+	struct {
+		uint64_t slot_bytes;
+		unsigned nslots, n_read, n_stage;
+		/* The ring's slots: all of nslots, but in map mode only the
+		 * staging ones, of ring_slot_bytes each (a batch): a read there
+		 * holds no bytes, and its slot number (n_stage and up) comes
+		 * from map.free instead. */
+		unsigned n_ring;
+		uint64_t ring_slot_bytes;
+		unsigned qd;         /* reads in flight at most */
+		uint32_t window;     /* W in force (window shuffling) */
+		int in_place;        /* host device: a batch is handed out in its
+		                        ring slot, no copy (see rf_ld_plan_memory) */
+		uint64_t bspan;      /* full: bounce bytes per read in flight; 0: none */
+		unsigned nbounce;    /* full: ring slots set aside for bounce areas */
+	} mem;
 
 	pthread_mutex_t mu;
 	pthread_cond_t reader_cv, work_cv, stage_cv, copy_cv, cons_cv;
@@ -205,109 +210,136 @@ struct rf_loader {
 	int fail_code;
 	char fail_msg[RF_ERRMSG_MAX];
 
-	rf_plan *rplan;      /* the reader's cursor (read sequence) */
-	uint64_t r_epoch, r_entry, r_nreads, epoch_last;
 	int plan_empty;
 	int plan_done;
 	uint64_t total_steps;
 	int end_pushed;
 
+	/* The pipeline window: steps from the reader to the gather. */
 	struct wstep *win;
 	unsigned nwin;
 	uint64_t next_seq, next_dispatch, next_gather;
-	unsigned read_held, stage_held, inflight;
+	unsigned read_held, stage_held;
 
 	struct staged *sq;   /* staged FIFO; its first sq_issued are being copied */
 	unsigned sq_cap, sq_head, sq_len, sq_issued;
 	int copy_failed;
 	int copy_lost;       /* a batch's copy failed: the later ones are dropped */
 
-	unsigned *rq;        /* ready FIFO of dbuf indices */
-	unsigned rq_head, rq_len;
-	int eos;             /* the copy thread passed the end marker */
-	int final_code;      /* the copy thread passed an error marker */
-	char final_msg[RF_ERRMSG_MAX];
-	unsigned held;
-
 	unsigned *slot_refs; /* read slots: the worker's hold + direct batches */
-	unsigned *pin_refs;  /* transient pinning of read slots (copy thread) */
-	int zero_copy;       /* host device: a batch is handed out in its ring
-	                        slot, no copy (see rf_ld_plan_memory) */
-	unsigned zc_held;    /* staging places held by device buffers */
-	int wake_defer;      /* rf_ld_wake_locked notes wake-ups in wake_due instead
-	                        of signalling; rf_ld_unlock_wake signals them (mu) */
+	int wake_defer;      /* wake_locked notes wake-ups in wake_due instead
+	                        of signalling; unlock_wake signals them (mu) */
 	unsigned wake_due;   /* WAKE_* bits */
-	int direct_ok;       /* one fixed field: batches inside a raw chunk are
-	                        copied straight from the read slot */
 
-	/* gather state: owned by the worker whose turn it is */
-	rf_plan *gplan;      /* the gather's cursor (items) */
-	rf_plan_item *items; /* the plan batch being gathered */
-	uint32_t g_n, g_i;
-	uint64_t g_epoch, g_done;
 	uint32_t rank, world; /* of the plan, for messages */
 	rf_plan *splan;      /* the consumer's, for rf_loader_state_save */
-	/* Window shuffling: decoded chunks kept after their turn until the
-	 * items' keep_from passes them (gather only). */
-	int window_mode;
-	uint32_t window;     /* W in force (memory plan) */
 	/* The order in force (rf_stats.order_id, .window), set with the plan
 	 * and again by a resume. */
 	uint64_t order_id;
 	uint32_t order_window;
-	struct wentry *wtab; /* indexed by read entry % wcap */
-	uint32_t wcap;
-	uint64_t wlo, whi;   /* entries [wlo, whi) may be held */
-	uint8_t **wpool;     /* spare raw buffers for compressed chunks */
-	uint32_t wpool_n, wpool_cap;
-	uint64_t raw_cap;
-	int w_epoch_done;    /* the epoch's items are all gathered */
-	uint64_t deliv_epoch, deliv_done; /* position after the last batch handed out */
-	uint32_t deliv_part;  /* ... and samples of the next plan batch handed out */
-	uint32_t g_skip;      /* gather: samples of the first plan batch after a
-	                         resume that were handed out before the save */
-	/* Full shuffling: samples read one by one (see rf_ld_full_main).  Set at
-	 * open or by a resume; the full thread starts from f_next of r_epoch. */
-	int full_mode;
-	uint64_t f_next;      /* the next plan batch of r_epoch to read */
-	uint64_t f_bspan;     /* bounce bytes per read in flight; 0: no bounce */
-	int f_sums;           /* check every sample against its format 2 checksums */
-	unsigned f_nbounce;   /* ring slots set aside for bounce areas */
 	rf_diag plan_diag;
-	rf_assembly asmb;
-	int cur_slot;
-	uint64_t cur_first, cur_epoch, batch_counter;
 
-	/* threads */
-	pthread_t reader, copier;
-	int reader_started, copier_started;
+	/* The reader thread (reader.c). */
+	struct {
+		pthread_t thread;
+		int started;
+		rf_plan *plan;       /* its cursor (read sequence) */
+		uint64_t epoch, entry, nreads, epoch_last;
+		unsigned inflight;   /* reads in flight (mu) */
+	} reader;
+
+	/* The gather (gather.c): owned by the worker whose turn it is. */
+	struct {
+		rf_plan *plan;       /* its cursor (items) */
+		rf_plan_item *items; /* the plan batch being gathered */
+		uint32_t n, i;
+		uint64_t epoch, done;
+		uint32_t skip;       /* samples of the first plan batch after a
+		                        resume that were handed out before the save */
+		rf_assembly asmb;
+		int cur_slot;
+		uint64_t cur_first, cur_epoch, batch_counter;
+		int direct_ok;       /* one fixed field: batches inside a raw chunk
+		                        are copied straight from the read slot */
+	} gather;
+
+	/* Window shuffling (window.c): decoded chunks kept after their turn
+	 * until the items' keep_from passes them (gather only). */
+	struct {
+		int on;
+		struct wentry *tab;  /* indexed by read entry % cap */
+		uint32_t cap;
+		uint64_t lo, hi;     /* entries [lo, hi) may be held */
+		uint8_t **pool;      /* spare raw buffers for compressed chunks */
+		uint32_t pool_n, pool_cap;
+		uint64_t raw_cap;
+		int epoch_done;      /* the epoch's items are all gathered */
+	} window;
+
+	/* Full shuffling (full.c): samples read one by one.  Set at open or by
+	 * a resume; the full thread starts from next of reader.epoch. */
+	struct {
+		int on;
+		uint64_t next;       /* the next plan batch of reader.epoch to read */
+		int sums;            /* check every sample against its format 2 checksums */
+	} full;
+
+	/* The decode workers (worker.c). */
 	struct worker *workers;
 	unsigned nworkers;
-	struct tcpu cpu[3 + 64];
-	unsigned ncpu;
-	_Atomic uint64_t cpu_done_ns;
 
-	/* stats */
-	struct timespec t_open;
-	_Atomic uint64_t st_bytes_read, st_read_ns, st_decode_ns, st_copy_ns, st_chunks;
-	uint64_t st_bytes_delivered, st_batches, st_samples, st_stall_ns; /* consumer */
-	unsigned mx_inflight, mx_slots, mx_staged, mx_ready, mx_held;
-	uint64_t device_bytes;
-	char io_engine[32];
-	int io_direct;
+	/* The copy thread (copy.c). */
+	struct {
+		pthread_t thread;
+		int started;
+		void *stream;
+		unsigned *pin_refs;  /* transient pinning of read slots */
+	} copy;
+
+	/* Delivery (deliver.c, api.c): device buffers and the ready queue. */
+	struct {
+		struct dbuf *dbufs;
+		unsigned *rq;        /* ready FIFO of dbuf indices */
+		unsigned rq_head, rq_len;
+		int eos;             /* the copy thread passed the end marker */
+		int final_code;      /* the copy thread passed an error marker */
+		char final_msg[RF_ERRMSG_MAX];
+		unsigned held;
+		unsigned lent;       /* in place: staging places held by buffers */
+		uint64_t epoch, done; /* position after the last batch handed out */
+		uint32_t part;       /* ... and samples of the next plan batch handed out */
+	} delivery;
 
 	/* rf_config.map: every shard mapped whole, read-only.  A read slot then
 	 * holds no bytes: the reader faults its chunk in and rbase[slot] points
 	 * at the chunk in the map (the slot still counts, so the pipeline stays
 	 * bounded the same way). */
-	int map_mode;
-	int map_populate;    /* MADV_POPULATE_READ works (else MADV_WILLNEED) */
-	size_t page;
-	uint8_t **maps;
-	uint64_t *map_len;
-	const uint8_t **rbase;
-	unsigned char *mvec; /* mincore's answer for the largest chunk */
-	size_t mvec_len;
+	struct {
+		int on;
+		int populate;        /* MADV_POPULATE_READ works (else MADV_WILLNEED) */
+		size_t page;
+		uint8_t **base;
+		uint64_t *len;
+		const uint8_t **rbase;
+		unsigned char *mvec; /* mincore's answer for the largest chunk */
+		size_t mvec_len;
+		unsigned *free, free_n;
+		unsigned char *free_is; /* nslots: 1 while the number is in free */
+	} map;
+
+	/* Statistics (rf_loader_stats). */
+	struct {
+		struct timespec t_open;
+		_Atomic uint64_t bytes_read, read_ns, decode_ns, copy_ns, chunks;
+		uint64_t bytes_delivered, batches, samples, stall_ns; /* consumer */
+		unsigned max_inflight, max_slots, max_staged, max_ready, max_held;
+		uint64_t device_bytes;
+		char io_engine[32];
+		int io_direct;
+		struct tcpu cpu[3 + RF_DECODE_THREADS_MAX];
+		unsigned ncpu;
+		_Atomic uint64_t cpu_done_ns;
+	} stats;
 };
 
 /* Wake-ups deferred to unlock_wake (sync.c). */

@@ -86,7 +86,7 @@ tokens_check(rf_loader *ld, const uint32_t *sel, uint32_t nsel, uint32_t *tok)
 	if (cfg->tokens != RF_TOKENS_INPUTS_TARGETS)
 		return rf_fail(&ld->diag, RF_EUSAGE, "loader: tokens = %d is not a token layout",
 			       (int)cfg->tokens);
-	if (ld->full_mode)
+	if (ld->full.on)
 		return rf_fail(&ld->diag, RF_EUSAGE, "loader: the inputs/targets token layout is "
 			       "not available with shuffle full, which reads values straight into "
 			       "the batch: use shuffle window");
@@ -157,10 +157,10 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		if (wnd > RF_PLAN_WINDOW_MAX)
 			return rf_fail(&ld->diag, RF_EUSAGE, "loader: window %u: at most %u chunks",
 				       cfg->window, RF_PLAN_WINDOW_MAX);
-		ld->window = wnd;
+		ld->mem.window = wnd;
 	}
 	uint64_t slot = RF_ALIGN_UP(bb > span ? bb : span, 4096);
-	if (ld->full_mode) {
+	if (ld->full.on) {
 		/* No chunk is read whole: a slot is a batch.  Values O_DIRECT
 		 * cannot read in place need a bounce area per read in flight,
 		 * the largest value's aligned covering range, carved from
@@ -168,25 +168,25 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		const rf_batch_part *p0 = &ld->layout.part[0];
 		int in_place = ld->layout.nparts == 1 && p0->field == 0 && p0->off == 0 &&
 			       p0->value_bytes % 4096 == 0;
-		ld->f_bspan = 0;
+		ld->mem.bspan = 0;
 		if (cfg->direct && !in_place)
 			for (uint32_t i = 0; i < ld->layout.nparts; i++) {
 				uint64_t bs = RF_ALIGN_UP(ld->layout.part[i].value_bytes, 4096) + 4096;
-				if (bs > ld->f_bspan)
-					ld->f_bspan = bs;
+				if (bs > ld->mem.bspan)
+					ld->mem.bspan = bs;
 			}
 		/* A sample's checksum row is never 4096-aligned: bounced. */
 		uint64_t row = RF_ALIGN_UP(8 * (uint64_t)ld->schema->nfields, 4096) + 4096;
-		if (cfg->direct && ld->f_sums && row > ld->f_bspan)
-			ld->f_bspan = row;
-		slot = RF_ALIGN_UP(bb > ld->f_bspan ? bb : ld->f_bspan, 4096);
+		if (cfg->direct && ld->full.sums && row > ld->mem.bspan)
+			ld->mem.bspan = row;
+		slot = RF_ALIGN_UP(bb > ld->mem.bspan ? bb : ld->mem.bspan, 4096);
 		span = 0;
 	}
 	if (slot < bb || slot == 0)
 		return rf_fail(&ld->diag, RF_EMEMPLAN, "memory plan: a batch of %u samples is too "
 			       "large: lower batch_size", cfg->batch_size);
 	uint64_t nslots = cfg->pinned_bytes / slot;
-	ld->slot_bytes = slot;
+	ld->mem.slot_bytes = slot;
 	if (nslots < 2) {
 		rf_ld_fmt_size(a, sizeof a, cfg->pinned_bytes);
 		rf_ld_fmt_size(b, sizeof b, bb);
@@ -208,9 +208,9 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 	 * consumer's, on top of what the pipeline needs.  RINGFEED_HOST_COPY=1
 	 * copies instead, as the cuda path does (to compare the two). */
 	const char *hc = getenv("RINGFEED_HOST_COPY");
-	ld->zero_copy = strcmp(ld->dev->ops->name, "host") == 0 && !(hc && strcmp(hc, "1") == 0);
-	unsigned zdepth = ld->zero_copy ? ld->depth : 0;
-	if (!ld->full_mode) {
+	ld->mem.in_place = strcmp(ld->dev->ops->name, "host") == 0 && !(hc && strcmp(hc, "1") == 0);
+	unsigned zdepth = ld->mem.in_place ? ld->depth : 0;
+	if (!ld->full.on) {
 		/* A read slot holds one chunk: more read slots than the dataset
 		 * has chunks (plus the staging side and a window) would be
 		 * page-locked for nothing, and locking them costs time at open
@@ -219,12 +219,12 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		if (nslots > useful)
 			nslots = useful;
 	}
-	ld->nslots = (unsigned)nslots;
+	ld->mem.nslots = (unsigned)nslots;
 	/* Staging: enough for the copy stage to stay busy (depth + 2 batches,
 	 * at least 4 so the gather wakes for several at a time) but never more
 	 * than half of the ring: reads keep the disk busy. */
 	unsigned want = ld->depth + 2 > 4 ? ld->depth + 2 : 4;
-	unsigned st = ld->nslots / 2;
+	unsigned st = ld->mem.nslots / 2;
 	if (st > want)
 		st = want;
 	if (st < 1)
@@ -240,16 +240,16 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 	 * way; without spare reads they come out of the staging share, which
 	 * must then hold depth of them and one more.
 	 */
-	unsigned reads = ld->nslots - st;
+	unsigned reads = ld->mem.nslots - st;
 	uint64_t need = ld->nchunks + 2 + wnd;
 	unsigned spare = reads > need ? (unsigned)(reads - need) : 0;
 	unsigned more = (RF_STAGE_DEEP > want ? RF_STAGE_DEEP - want : 0) + zdepth;
 	st += spare < more ? spare : more;
-	if (ld->zero_copy && st < ld->depth + 1)
-		ld->zero_copy = 0; /* too small to lend depth slots: copy */
-	ld->n_stage = st;
-	ld->n_read = ld->nslots - st;
-	if (wnd && ld->n_read < (uint64_t)wnd + 2) {
+	if (ld->mem.in_place && st < ld->depth + 1)
+		ld->mem.in_place = 0; /* too small to lend depth slots: copy */
+	ld->mem.n_stage = st;
+	ld->mem.n_read = ld->mem.nslots - st;
+	if (wnd && ld->mem.n_read < (uint64_t)wnd + 2) {
 		/* W chunks held, one read into and one decoded beside them (see
 		 * rf_ld_window_setup): W + 2 read slots besides the staging ones. */
 		uint64_t slots = (uint64_t)wnd + 2 + want, need_bytes;
@@ -264,30 +264,30 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 			       " (%s); pinned_bytes %" PRIu64 " (%s) gives %u: raise pinned_bytes to "
 			       "%" PRIu64 " or set a smaller window (the same on every rank: W is "
 			       "part of the order)", wnd, wnd + 2, c, want, need_bytes, b,
-			       cfg->pinned_bytes, a, ld->n_read, need_bytes);
+			       cfg->pinned_bytes, a, ld->mem.n_read, need_bytes);
 	}
-	if (ld->full_mode) {
+	if (ld->full.on) {
 		/* Every slot holds a batch (being read or staged), but those set
 		 * aside for bounce areas; the queue depth shrinks when the ring
 		 * cannot hold bounce areas for all of it and 2 batches. */
-		ld->qd = cfg->io_depth;
-		ld->f_nbounce = 0;
-		if (ld->f_bspan) {
-			uint64_t per = slot / ld->f_bspan;
-			uint64_t most = (uint64_t)(ld->nslots - 2 < 64 ? ld->nslots - 2 : 64) * per;
-			if (ld->qd > most)
-				ld->qd = (unsigned)most;
-			if (ld->qd == 0)
+		ld->mem.qd = cfg->io_depth;
+		ld->mem.nbounce = 0;
+		if (ld->mem.bspan) {
+			uint64_t per = slot / ld->mem.bspan;
+			uint64_t most = (uint64_t)(ld->mem.nslots - 2 < 64 ? ld->mem.nslots - 2 : 64) * per;
+			if (ld->mem.qd > most)
+				ld->mem.qd = (unsigned)most;
+			if (ld->mem.qd == 0)
 				return rf_fail(&ld->diag, RF_EMEMPLAN, "memory plan: pinned_bytes %" PRIu64
 					       " holds %u slots of %" PRIu64 " bytes: shuffle full needs "
 					       "at least 3: raise pinned_bytes", cfg->pinned_bytes,
-					       ld->nslots, slot);
-			ld->f_nbounce = (unsigned)((ld->qd + per - 1) / per);
+					       ld->mem.nslots, slot);
+			ld->mem.nbounce = (unsigned)((ld->mem.qd + per - 1) / per);
 		}
-		ld->n_stage = ld->nslots - ld->f_nbounce;
-		ld->n_read = 0;
-		if (ld->zero_copy && ld->n_stage < ld->depth + 1)
-			ld->zero_copy = 0;
+		ld->mem.n_stage = ld->mem.nslots - ld->mem.nbounce;
+		ld->mem.n_read = 0;
+		if (ld->mem.in_place && ld->mem.n_stage < ld->depth + 1)
+			ld->mem.in_place = 0;
 	}
 	/*
 	 * Map mode: a read is a chunk faulted in where it lies in its shard's
@@ -298,11 +298,11 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 	 * consumer (and evicts more of the page cache) than pinned_bytes would
 	 * allow.
 	 */
-	ld->n_ring = ld->map_mode ? ld->n_stage : ld->nslots;
-	ld->ring_slot_bytes = ld->map_mode ? RF_ALIGN_UP(bb, 4096) : slot;
+	ld->mem.n_ring = ld->map.on ? ld->mem.n_stage : ld->mem.nslots;
+	ld->mem.ring_slot_bytes = ld->map.on ? RF_ALIGN_UP(bb, 4096) : slot;
 
 	uint64_t dev_bytes = 0;
-	if (!ld->zero_copy && rf_mul_u64(bb, ld->depth, &dev_bytes))
+	if (!ld->mem.in_place && rf_mul_u64(bb, ld->depth, &dev_bytes))
 		return rf_fail(&ld->diag, RF_EMEMPLAN, "memory plan: depth x batch bytes overflows");
 	size_t fr = 0, tot = 0;
 	rc = ld->dev->ops->mem_info(ld->dev, &fr, &tot);
@@ -315,25 +315,25 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 			       "batch_size %u) but %s has only %s free: lower batch_size or depth",
 			       a, ld->depth, b, cfg->batch_size, ld->dev->desc, c);
 	}
-	rf_ld_fmt_size(a, sizeof a, (uint64_t)ld->n_ring * ld->ring_slot_bytes);
+	rf_ld_fmt_size(a, sizeof a, (uint64_t)ld->mem.n_ring * ld->mem.ring_slot_bytes);
 	rf_ld_fmt_size(b, sizeof b, dev_bytes);
-	if (ld->map_mode)
+	if (ld->map.on)
 		rf_log(&ld->diag, RF_LOG_INFO,
 		       "memory plan: pinned %s = %u staging slots of %" PRIu64 " bytes%s; up to %u "
 		       "chunks faulted in ahead in the shard maps; device %s = %u x %" PRIu64
-		       " bytes", a, ld->n_ring, ld->ring_slot_bytes,
-		       ld->zero_copy ? " (up to depth of them hold batches handed out)" : "",
-		       ld->n_read, b, ld->zero_copy ? 0 : ld->depth, bb);
-	else if (ld->zero_copy)
+		       " bytes", a, ld->mem.n_ring, ld->mem.ring_slot_bytes,
+		       ld->mem.in_place ? " (up to depth of them hold batches handed out)" : "",
+		       ld->mem.n_read, b, ld->mem.in_place ? 0 : ld->depth, bb);
+	else if (ld->mem.in_place)
 		rf_log(&ld->diag, RF_LOG_INFO,
 		       "memory plan: pinned %s = %u slots of %" PRIu64 " bytes (%u read, %u staging, "
 		       "of which up to %u hold batches handed out: host delivery without a copy)",
-		       a, ld->nslots, slot, ld->n_read, ld->n_stage, ld->depth);
+		       a, ld->mem.nslots, slot, ld->mem.n_read, ld->mem.n_stage, ld->depth);
 	else
 		rf_log(&ld->diag, RF_LOG_INFO,
 		       "memory plan: pinned %s = %u slots of %" PRIu64 " bytes (%u read, %u staging); "
-		       "device %s = %u x %" PRIu64 " bytes", a, ld->nslots, slot, ld->n_read,
-		       ld->n_stage, b, ld->depth, bb);
+		       "device %s = %u x %" PRIu64 " bytes", a, ld->mem.nslots, slot, ld->mem.n_read,
+		       ld->mem.n_stage, b, ld->depth, bb);
 	return 0;
 }
 

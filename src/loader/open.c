@@ -92,26 +92,26 @@ static int
 alloc_device_buffers(rf_loader *ld)
 {
 	const struct rf_device_ops *ops = ld->dev->ops;
-	int rc = ops->stream_create(ld->dev, &ld->copy_stream);
+	int rc = ops->stream_create(ld->dev, &ld->copy.stream);
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc, "loader: creating the copy stream failed: %s",
 			       ld->dev_diag.msg);
 	/* Host backend: an idle copy stream copies in this thread instead of
 	 * handing each small batch to its worker and back (a no-op for cuda). */
-	(void)rf_device_host_stream_inline(ld->dev, ld->copy_stream, 1);
-	ld->dbufs = calloc(ld->depth, sizeof(*ld->dbufs));
-	ld->rq = calloc(ld->depth, sizeof(*ld->rq));
-	if (!ld->dbufs || !ld->rq)
+	(void)rf_device_host_stream_inline(ld->dev, ld->copy.stream, 1);
+	ld->delivery.dbufs = calloc(ld->depth, sizeof(*ld->delivery.dbufs));
+	ld->delivery.rq = calloc(ld->depth, sizeof(*ld->delivery.rq));
+	if (!ld->delivery.dbufs || !ld->delivery.rq)
 		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
 	for (uint32_t i = 0; i < ld->depth; i++) {
-		struct dbuf *b = &ld->dbufs[i];
+		struct dbuf *b = &ld->delivery.dbufs[i];
 		b->ld = ld;
 		b->fields = calloc(ld->layout.nparts, sizeof(*b->fields));
 		if (ld->nvar)
 			b->host_off = calloc((uint64_t)ld->nvar * (ld->layout.batch + 1), 8);
 		if (!b->fields || (ld->nvar && !b->host_off))
 			return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
-		rc = ld->zero_copy ? 0 : ops->alloc(ld->dev, ld->layout.bytes, &b->dptr);
+		rc = ld->mem.in_place ? 0 : ops->alloc(ld->dev, ld->layout.bytes, &b->dptr);
 		if (rc < 0) {
 			b->dptr = NULL;
 			char a[32], bb[32];
@@ -123,8 +123,8 @@ alloc_device_buffers(rf_loader *ld)
 				       "or depth", i + 1, ld->depth, bb, a, ld->cfg.batch_size,
 				       ld->dev->desc, ld->dev_diag.msg);
 		}
-		if (!ld->zero_copy)
-			ld->device_bytes += ld->layout.bytes;
+		if (!ld->mem.in_place)
+			ld->stats.device_bytes += ld->layout.bytes;
 		rc = ops->event_create(ld->dev, &b->copy_event);
 		if (rc == 0)
 			rc = ops->event_create(ld->dev, &b->rel_event);
@@ -139,7 +139,7 @@ int
 rf_ld_start_threads(rf_loader *ld)
 {
 	int rc;
-	ld->ncpu = 2 + ld->nworkers;
+	ld->stats.ncpu = 2 + ld->nworkers;
 	for (unsigned i = 0; i < ld->nworkers; i++) {
 		struct worker *w = &ld->workers[i];
 		rc = pthread_create(&w->thread, NULL, rf_ld_worker_main, w);
@@ -147,25 +147,25 @@ rf_ld_start_threads(rf_loader *ld)
 			return rf_fail(&ld->diag, -rc, "loader: cannot start a decode thread");
 		w->started = 1;
 		pthread_mutex_lock(&ld->mu);
-		ld->cpu[2 + i].thread = w->thread;
-		ld->cpu[2 + i].live = 1;
+		ld->stats.cpu[2 + i].thread = w->thread;
+		ld->stats.cpu[2 + i].live = 1;
 		pthread_mutex_unlock(&ld->mu);
 	}
-	rc = pthread_create(&ld->copier, NULL, rf_ld_copy_main, ld);
+	rc = pthread_create(&ld->copy.thread, NULL, rf_ld_copy_main, ld);
 	if (rc)
 		return rf_fail(&ld->diag, -rc, "loader: cannot start the copy thread");
-	ld->copier_started = 1;
+	ld->copy.started = 1;
 	pthread_mutex_lock(&ld->mu);
-	ld->cpu[1].thread = ld->copier;
-	ld->cpu[1].live = 1;
+	ld->stats.cpu[1].thread = ld->copy.thread;
+	ld->stats.cpu[1].live = 1;
 	pthread_mutex_unlock(&ld->mu);
-	rc = pthread_create(&ld->reader, NULL, ld->full_mode ? rf_ld_full_main : rf_ld_reader_main, ld);
+	rc = pthread_create(&ld->reader.thread, NULL, ld->full.on ? rf_ld_full_main : rf_ld_reader_main, ld);
 	if (rc)
 		return rf_fail(&ld->diag, -rc, "loader: cannot start the reader thread");
-	ld->reader_started = 1;
+	ld->reader.started = 1;
 	pthread_mutex_lock(&ld->mu);
-	ld->cpu[0].thread = ld->reader;
-	ld->cpu[0].live = 1;
+	ld->stats.cpu[0].thread = ld->reader.thread;
+	ld->stats.cpu[0].live = 1;
 	pthread_mutex_unlock(&ld->mu);
 	return 0;
 }
@@ -176,7 +176,7 @@ open_io(rf_loader *ld)
 {
 	rf_io_config icfg;
 	rf_io_config_init(&icfg);
-	icfg.queue_depth = ld->qd;
+	icfg.queue_depth = ld->mem.qd;
 	icfg.direct = ld->cfg.direct;
 	/* Registered with io_uring, the ring's pages are locked for as long
 	 * as the loader lives: not with transient pinning, whose point is to
@@ -198,8 +198,8 @@ open_io(rf_loader *ld)
 		if (rc < 0)
 			return rf_fail(&ld->diag, rc, "%s", ld->io_diag.msg);
 	}
-	snprintf(ld->io_engine, sizeof(ld->io_engine), "%s", rf_io_engine(ld->io));
-	ld->io_direct = rf_io_direct(ld->io);
+	snprintf(ld->stats.io_engine, sizeof(ld->stats.io_engine), "%s", rf_io_engine(ld->io));
+	ld->stats.io_direct = rf_io_direct(ld->io);
 	return 0;
 }
 
@@ -208,13 +208,13 @@ open_io(rf_loader *ld)
 static void
 map_slots_reset(rf_loader *ld)
 {
-	if (!ld->map_mode)
+	if (!ld->map.on)
 		return;
-	ld->mfree_n = 0;
-	memset(ld->mfree_is, 0, ld->nslots);
-	for (unsigned i = ld->nslots; i-- > ld->n_ring;) {
-		ld->mfree_is[i] = 1;
-		ld->mfree[ld->mfree_n++] = i;
+	ld->map.free_n = 0;
+	memset(ld->map.free_is, 0, ld->mem.nslots);
+	for (unsigned i = ld->mem.nslots; i-- > ld->mem.n_ring;) {
+		ld->map.free_is[i] = 1;
+		ld->map.free[ld->map.free_n++] = i;
 	}
 }
 
@@ -224,17 +224,17 @@ static int
 open_maps(rf_loader *ld)
 {
 	long pg = sysconf(_SC_PAGESIZE);
-	ld->page = pg > 0 ? (size_t)pg : 4096;
-	ld->map_populate = 1;
+	ld->map.page = pg > 0 ? (size_t)pg : 4096;
+	ld->map.populate = 1;
 	size_t n = ld->nshards ? ld->nshards : 1;
-	ld->maps = calloc(n, sizeof(*ld->maps));
-	ld->map_len = calloc(n, sizeof(*ld->map_len));
-	ld->rbase = calloc(ld->nslots, sizeof(*ld->rbase));
-	ld->mfree = calloc(ld->nslots, sizeof(*ld->mfree));
-	ld->mfree_is = calloc(ld->nslots, 1);
-	ld->mvec_len = (size_t)(rf_dataset_max_stored_span(ld->ds) / ld->page) + 2;
-	ld->mvec = malloc(ld->mvec_len);
-	if (!ld->maps || !ld->map_len || !ld->rbase || !ld->mfree || !ld->mfree_is || !ld->mvec)
+	ld->map.base = calloc(n, sizeof(*ld->map.base));
+	ld->map.len = calloc(n, sizeof(*ld->map.len));
+	ld->map.rbase = calloc(ld->mem.nslots, sizeof(*ld->map.rbase));
+	ld->map.free = calloc(ld->mem.nslots, sizeof(*ld->map.free));
+	ld->map.free_is = calloc(ld->mem.nslots, 1);
+	ld->map.mvec_len = (size_t)(rf_dataset_max_stored_span(ld->ds) / ld->map.page) + 2;
+	ld->map.mvec = malloc(ld->map.mvec_len);
+	if (!ld->map.base || !ld->map.len || !ld->map.rbase || !ld->map.free || !ld->map.free_is || !ld->map.mvec)
 		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
 	map_slots_reset(ld);
 	for (size_t i = 0; i < ld->nshards; i++) {
@@ -261,11 +261,11 @@ open_maps(rf_loader *ld)
 		if (e)
 			return rf_fail(&ld->diag, e, "%s: cannot map %" PRId64 " bytes: %s", path,
 				       (int64_t)st.st_size, rf_strerror(e));
-		ld->maps[i] = m;
-		ld->map_len[i] = (uint64_t)st.st_size;
+		ld->map.base[i] = m;
+		ld->map.len[i] = (uint64_t)st.st_size;
 	}
-	snprintf(ld->io_engine, sizeof(ld->io_engine), "mmap");
-	ld->io_direct = 0;
+	snprintf(ld->stats.io_engine, sizeof(ld->stats.io_engine), "mmap");
+	ld->stats.io_direct = 0;
 	return 0;
 }
 
@@ -380,12 +380,12 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 		if (rmode == RF_PLAN_WINDOW && cfg->window == 0)
 			cfg->window = rwin;
 	}
-	ld->full_mode = cfg->shuffle == RF_SHUFFLE_FULL;
-	ld->map_mode = cfg->map && !ld->full_mode;
-	if (ld->map_mode)
+	ld->full.on = cfg->shuffle == RF_SHUFFLE_FULL;
+	ld->map.on = cfg->map && !ld->full.on;
+	if (ld->map.on)
 		cfg->direct = 0;
 	rf_ld_choose_direct(ld);
-	if (ld->full_mode) {
+	if (ld->full.on) {
 		rc = rf_ld_full_check(ld, sel, nsel);
 		if (rc < 0)
 			return rc;
@@ -398,15 +398,15 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 	if (rc < 0)
 		return rc;
 
-	rc = rf_ring_open(&ld->ring, ld->ring_slot_bytes, ld->n_ring, ld->dev,
+	rc = rf_ring_open(&ld->ring, ld->mem.ring_slot_bytes, ld->mem.n_ring, ld->dev,
 			  cfg->pinning == RF_PINNING_TRANSIENT ? RF_PIN_TRANSIENT : RF_PIN_RING,
 			  &ld->ring_diag);
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc == -ENOMEM ? RF_EMEMPLAN : rc, "%s", ld->ring_diag.msg);
 
-	if (!ld->full_mode) /* full mode: set by the memory plan */
-		ld->qd = cfg->io_depth < ld->n_read ? cfg->io_depth : ld->n_read;
-	rc = ld->map_mode ? open_maps(ld) : open_io(ld);
+	if (!ld->full.on) /* full mode: set by the memory plan */
+		ld->mem.qd = cfg->io_depth < ld->mem.n_read ? cfg->io_depth : ld->mem.n_read;
+	rc = ld->map.on ? open_maps(ld) : open_io(ld);
 	if (rc < 0)
 		return rc;
 
@@ -421,7 +421,7 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 		need_raw = ld->chunks[c].codec != RF_CODEC_NONE;
 	if (cfg->decode_threads == 0)
 		cfg->decode_threads = rf_ld_decode_threads_auto(need_raw);
-	ld->nworkers = ld->full_mode ? 0 : cfg->decode_threads; /* full: nothing to decode */
+	ld->nworkers = ld->full.on ? 0 : cfg->decode_threads; /* full: nothing to decode */
 	ld->workers = calloc(ld->nworkers ? ld->nworkers : 1, sizeof(*ld->workers));
 	if (!ld->workers)
 		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
@@ -434,21 +434,21 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 	}
 
 	/* The pipeline window and the queues. */
-	ld->nwin = ld->n_read + ld->nworkers + 1;
+	ld->nwin = ld->mem.n_read + ld->nworkers + 1;
 	ld->win = calloc(ld->nwin, sizeof(*ld->win));
-	ld->slot_refs = calloc(ld->nslots, sizeof(*ld->slot_refs));
-	ld->pin_refs = calloc(ld->nslots, sizeof(*ld->pin_refs));
-	if (!ld->slot_refs || !ld->pin_refs)
+	ld->slot_refs = calloc(ld->mem.nslots, sizeof(*ld->slot_refs));
+	ld->copy.pin_refs = calloc(ld->mem.nslots, sizeof(*ld->copy.pin_refs));
+	if (!ld->slot_refs || !ld->copy.pin_refs)
 		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
 	/* Not from a map: a batch handed out in place must be writable memory,
 	 * and a device copy wants pinned memory. */
-	ld->direct_ok = ld->layout.nparts == 1 && !ld->layout.part[0].var &&
-			ld->layout.part[0].off == 0 && !ld->map_mode;
-	ld->sq_cap = ld->n_stage + 2;
+	ld->gather.direct_ok = ld->layout.nparts == 1 && !ld->layout.part[0].var &&
+			ld->layout.part[0].off == 0 && !ld->map.on;
+	ld->sq_cap = ld->mem.n_stage + 2;
 	ld->sq = calloc(ld->sq_cap, sizeof(*ld->sq));
 	if (!ld->win || !ld->sq)
 		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
-	ld->cur_slot = -1;
+	ld->gather.cur_slot = -1;
 
 	rc = rf_ld_open_plan(ld);
 	if (rc < 0)
@@ -499,8 +499,8 @@ rf_loader_open(rf_loader **out, const rf_config *cfg)
 	rf_diag_init(&ld->dev_diag, cfg->log, cfg->log_user);
 	rf_diag_init(&ld->ring_diag, cfg->log, cfg->log_user);
 	rf_diag_init(&ld->copy_diag, cfg->log, cfg->log_user);
-	clock_gettime(CLOCK_MONOTONIC, &ld->t_open);
-	ld->cur_slot = -1;
+	clock_gettime(CLOCK_MONOTONIC, &ld->stats.t_open);
+	ld->gather.cur_slot = -1;
 	rf_ld_fork_note(ld);
 
 	if (pthread_mutex_init(&ld->mu, NULL)) {
@@ -549,14 +549,14 @@ rf_ld_pipeline_stop(rf_loader *ld)
 		pthread_cond_broadcast(&ld->cons_cv);
 		pthread_mutex_unlock(&ld->mu);
 	}
-	if (ld->reader_started)
-		pthread_join(ld->reader, NULL);
+	if (ld->reader.started)
+		pthread_join(ld->reader.thread, NULL);
 	for (unsigned i = 0; ld->workers && i < ld->nworkers; i++)
 		if (ld->workers[i].started)
 			pthread_join(ld->workers[i].thread, NULL);
-	if (ld->copier_started)
-		pthread_join(ld->copier, NULL);
-	ld->reader_started = ld->copier_started = 0;
+	if (ld->copy.started)
+		pthread_join(ld->copy.thread, NULL);
+	ld->reader.started = ld->copy.started = 0;
 	for (unsigned i = 0; ld->workers && i < ld->nworkers; i++)
 		ld->workers[i].started = 0;
 }
@@ -570,44 +570,44 @@ rf_ld_pipeline_reset(rf_loader *ld)
 {
 	/* Zero-copy: slots lent to released batches come back with the rest
 	 * below, once the consumer's work on them is done. */
-	for (uint32_t i = 0; ld->zero_copy && i < ld->depth; i++) {
-		struct dbuf *b = &ld->dbufs[i];
+	for (uint32_t i = 0; ld->mem.in_place && i < ld->depth; i++) {
+		struct dbuf *b = &ld->delivery.dbufs[i];
 		if (b->state == DB_RELEASED &&
 		    ld->dev->ops->event_sync(ld->dev, b->rel_event) == 0)
 			b->state = DB_FREE;
 		b->zc_src = 0;
 	}
-	ld->zc_held = 0;
-	if (ld->window_mode) {
+	ld->delivery.lent = 0;
+	if (ld->window.on) {
 		/* Raw buffers back to the pool; slot references are reset below. */
-		for (uint32_t i = 0; i < ld->wcap; i++)
-			ld->wtab[i].slot = -1;
+		for (uint32_t i = 0; i < ld->window.cap; i++)
+			ld->window.tab[i].slot = -1;
 		rf_ld_window_drop_below(ld, UINT64_MAX);
-		ld->wlo = ld->whi = 0;
-		ld->w_epoch_done = 0;
+		ld->window.lo = ld->window.hi = 0;
+		ld->window.epoch_done = 0;
 	}
-	for (unsigned i = 0; i < ld->n_ring; i++)
+	for (unsigned i = 0; i < ld->mem.n_ring; i++)
 		rf_ring_release(ld->ring, i); /* already free: ignored */
 	map_slots_reset(ld);
-	memset(ld->slot_refs, 0, ld->nslots * sizeof(*ld->slot_refs));
-	memset(ld->pin_refs, 0, ld->nslots * sizeof(*ld->pin_refs));
+	memset(ld->slot_refs, 0, ld->mem.nslots * sizeof(*ld->slot_refs));
+	memset(ld->copy.pin_refs, 0, ld->mem.nslots * sizeof(*ld->copy.pin_refs));
 	memset(ld->win, 0, ld->nwin * sizeof(*ld->win));
 	for (uint32_t i = 0; i < ld->depth; i++)
-		if (ld->dbufs[i].state != DB_RELEASED)
-			ld->dbufs[i].state = DB_FREE;
+		if (ld->delivery.dbufs[i].state != DB_RELEASED)
+			ld->delivery.dbufs[i].state = DB_FREE;
 	ld->stop = ld->failed = ld->fail_code = 0;
 	ld->fail_msg[0] = 0;
 	ld->plan_done = ld->end_pushed = 0;
 	ld->total_steps = 0;
 	ld->next_seq = ld->next_dispatch = ld->next_gather = 0;
-	ld->read_held = ld->stage_held = ld->inflight = 0;
+	ld->read_held = ld->stage_held = ld->reader.inflight = 0;
 	ld->sq_head = ld->sq_len = ld->sq_issued = 0;
 	ld->copy_failed = 0;
 	ld->copy_lost = 0;
-	ld->rq_head = ld->rq_len = 0;
-	ld->eos = ld->final_code = 0;
-	ld->final_msg[0] = 0;
-	ld->cur_slot = -1;
+	ld->delivery.rq_head = ld->delivery.rq_len = 0;
+	ld->delivery.eos = ld->delivery.final_code = 0;
+	ld->delivery.final_msg[0] = 0;
+	ld->gather.cur_slot = -1;
 }
 
 void
@@ -619,55 +619,55 @@ rf_ld_loader_free(rf_loader *ld)
 		const struct rf_device_ops *ops = ld->dev->ops;
 		/* Nothing may still read or write a device buffer when it is
 		 * freed: released batches' events, then the copy stream. */
-		for (uint32_t i = 0; ld->dbufs && i < ld->depth; i++)
-			if (ld->dbufs[i].state == DB_RELEASED && ld->dbufs[i].rel_event)
-				ops->event_sync(ld->dev, ld->dbufs[i].rel_event);
-		if (ld->copy_stream)
-			ops->stream_sync(ld->dev, ld->copy_stream);
-		for (uint32_t i = 0; ld->dbufs && i < ld->depth; i++) {
-			struct dbuf *b = &ld->dbufs[i];
+		for (uint32_t i = 0; ld->delivery.dbufs && i < ld->depth; i++)
+			if (ld->delivery.dbufs[i].state == DB_RELEASED && ld->delivery.dbufs[i].rel_event)
+				ops->event_sync(ld->dev, ld->delivery.dbufs[i].rel_event);
+		if (ld->copy.stream)
+			ops->stream_sync(ld->dev, ld->copy.stream);
+		for (uint32_t i = 0; ld->delivery.dbufs && i < ld->depth; i++) {
+			struct dbuf *b = &ld->delivery.dbufs[i];
 			if (b->copy_event)
 				ops->event_destroy(ld->dev, b->copy_event);
 			if (b->rel_event)
 				ops->event_destroy(ld->dev, b->rel_event);
-			if (b->dptr && !ld->zero_copy) /* else it points into the ring */
+			if (b->dptr && !ld->mem.in_place) /* else it points into the ring */
 				ops->free(ld->dev, b->dptr);
 			free(b->fields);
 			free(b->host_off);
 		}
-		if (ld->copy_stream)
-			ops->stream_destroy(ld->dev, ld->copy_stream);
+		if (ld->copy.stream)
+			ops->stream_destroy(ld->dev, ld->copy.stream);
 	}
-	free(ld->dbufs);
-	free(ld->rq);
+	free(ld->delivery.dbufs);
+	free(ld->delivery.rq);
 	rf_io_close(&ld->io);
-	for (size_t i = 0; ld->maps && i < ld->nshards; i++)
-		if (ld->maps[i])
-			munmap(ld->maps[i], (size_t)ld->map_len[i]);
-	free(ld->maps);
-	free(ld->map_len);
-	free(ld->rbase);
-	free(ld->mfree);
-	free(ld->mfree_is);
-	free(ld->mvec);
+	for (size_t i = 0; ld->map.base && i < ld->nshards; i++)
+		if (ld->map.base[i])
+			munmap(ld->map.base[i], (size_t)ld->map.len[i]);
+	free(ld->map.base);
+	free(ld->map.len);
+	free(ld->map.rbase);
+	free(ld->map.free);
+	free(ld->map.free_is);
+	free(ld->map.mvec);
 	rf_ring_close(&ld->ring);
 	rf_device_close(&ld->dev);
 	for (unsigned i = 0; ld->workers && i < ld->nworkers; i++)
 		rf_decoder_fini(&ld->workers[i].dec);
 	free(ld->workers);
-	rf_plan_destroy(&ld->rplan);
-	rf_plan_destroy(&ld->gplan);
+	rf_plan_destroy(&ld->reader.plan);
+	rf_plan_destroy(&ld->gather.plan);
 	rf_plan_destroy(&ld->splan);
-	for (uint32_t i = 0; ld->wtab && i < ld->wcap; i++)
-		free(ld->wtab[i].raw);
-	for (uint32_t i = 0; ld->wpool && i < ld->wpool_n; i++)
-		free(ld->wpool[i]);
-	free(ld->wtab);
-	free(ld->wpool);
-	free(ld->items);
+	for (uint32_t i = 0; ld->window.tab && i < ld->window.cap; i++)
+		free(ld->window.tab[i].raw);
+	for (uint32_t i = 0; ld->window.pool && i < ld->window.pool_n; i++)
+		free(ld->window.pool[i]);
+	free(ld->window.tab);
+	free(ld->window.pool);
+	free(ld->gather.items);
 	free(ld->win);
 	free(ld->slot_refs);
-	free(ld->pin_refs);
+	free(ld->copy.pin_refs);
 	free(ld->sq);
 	free(ld->files);
 	rf_dataset_close(&ld->ds);

@@ -8,7 +8,7 @@
 static void
 order_note(rf_loader *ld)
 {
-	const rf_plan_params *op = rf_plan_params_get(ld->gplan);
+	const rf_plan_params *op = rf_plan_params_get(ld->gather.plan);
 	ld->order_id = rf_plan_order_id(op, ld->nchunks);
 	ld->order_window = op->mode == RF_PLAN_WINDOW ? op->window : 0;
 }
@@ -37,26 +37,26 @@ int
 rf_ld_plan_seek_blob(rf_loader *ld, const void *blob, size_t len)
 {
 	rf_config *cfg = &ld->cfg;
-	int rc = rf_plan_state_load(ld->gplan, blob, len);
+	int rc = rf_plan_state_load(ld->gather.plan, blob, len);
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc, "loader: resume: %s", ld->plan_diag.msg);
-	const rf_plan_params *lp = rf_plan_params_get(ld->gplan);
-	if ((lp->mode == RF_PLAN_FULL) != ld->full_mode ||
-	    (lp->mode == RF_PLAN_WINDOW) != ld->window_mode)
+	const rf_plan_params *lp = rf_plan_params_get(ld->gather.plan);
+	if ((lp->mode == RF_PLAN_FULL) != ld->full.on ||
+	    (lp->mode == RF_PLAN_WINDOW) != ld->window.on)
 		return rf_fail(&ld->diag, RF_ESTATE, "loader: resume: the saved shuffle mode %s "
 			       "cannot continue in this loader (open it with that shuffle mode)",
 			       rf_plan_mode_name(lp->mode));
-	if (ld->window_mode && lp->window > ld->window)
+	if (ld->window.on && lp->window > ld->mem.window)
 		return rf_fail(&ld->diag, RF_ESTATE, "loader: resume: the position was saved with "
 			       "a window of %u chunks, this loader holds %u: open it with window = "
-			       "%u (and pinned_bytes for it)", lp->window, ld->window, lp->window);
-	if (cfg->epochs && (lp->epoch < ld->epoch_last - cfg->epochs || lp->epoch >= ld->epoch_last))
+			       "%u (and pinned_bytes for it)", lp->window, ld->mem.window, lp->window);
+	if (cfg->epochs && (lp->epoch < ld->reader.epoch_last - cfg->epochs || lp->epoch >= ld->reader.epoch_last))
 		return rf_fail(&ld->diag, RF_ESTATE, "loader: resume: the position lies in epoch %"
 			       PRIu64 ", outside this loader's epochs %" PRIu64 "..%" PRIu64 " (epoch + "
 			       "epochs - 1, counted from rf_config.epoch whether or not the run "
 			       "resumes): open with the epoch and epochs of the run that saved it",
-			       lp->epoch, ld->epoch_last - cfg->epochs, ld->epoch_last - 1);
-	rc = rf_plan_state_load(ld->rplan, blob, len);
+			       lp->epoch, ld->reader.epoch_last - cfg->epochs, ld->reader.epoch_last - 1);
+	rc = rf_plan_state_load(ld->reader.plan, blob, len);
 	if (rc == 0)
 		rc = rf_plan_state_load(ld->splan, blob, len);
 	if (rc < 0)
@@ -64,31 +64,31 @@ rf_ld_plan_seek_blob(rf_loader *ld, const void *blob, size_t len)
 	cfg->shuffle = rf_ld_shuffle_of_mode(lp->mode);
 	cfg->seed = lp->seed;
 	cfg->epoch = lp->epoch;
-	uint64_t start = rf_plan_tell(ld->gplan);
-	ld->r_epoch = ld->g_epoch = ld->deliv_epoch = lp->epoch;
-	ld->g_done = ld->deliv_done = start;
-	ld->g_skip = ld->deliv_part = rf_plan_state_part(ld->gplan);
-	ld->g_n = ld->g_i = 0;
-	ld->r_nreads = rf_plan_reads(ld->rplan);
-	ld->r_entry = 0;
-	ld->f_next = start;
-	if (ld->full_mode) {
+	uint64_t start = rf_plan_tell(ld->gather.plan);
+	ld->reader.epoch = ld->gather.epoch = ld->delivery.epoch = lp->epoch;
+	ld->gather.done = ld->delivery.done = start;
+	ld->gather.skip = ld->delivery.part = rf_plan_state_part(ld->gather.plan);
+	ld->gather.n = ld->gather.i = 0;
+	ld->reader.nreads = rf_plan_reads(ld->reader.plan);
+	ld->reader.entry = 0;
+	ld->full.next = start;
+	if (ld->full.on) {
 		/* Full mode has no read sequence: the batch is the position. */
-	} else if (start >= rf_plan_batches(ld->rplan)) {
-		ld->r_entry = ld->r_nreads; /* the saved epoch is complete */
+	} else if (start >= rf_plan_batches(ld->reader.plan)) {
+		ld->reader.entry = ld->reader.nreads; /* the saved epoch is complete */
 	} else if (start > 0) {
 		/* Reads below the first item's keep_from are never needed again
 		 * this epoch (in none and chunks modes it is the item's read). */
 		uint32_t n = 0;
-		rc = rf_plan_batch(ld->rplan, start, ld->items, cfg->batch_size, &n);
+		rc = rf_plan_batch(ld->reader.plan, start, ld->gather.items, cfg->batch_size, &n);
 		if (rc < 0 || n == 0)
 			return rf_fail(&ld->diag, rc < 0 ? rc : RF_ESTATE, "loader: resume: batch %"
 				       PRIu64 " of the plan is missing", start);
-		ld->r_entry = ld->items[0].keep_from;
+		ld->reader.entry = ld->gather.items[0].keep_from;
 	}
 	order_note(ld);
 	rf_log(&ld->diag, RF_LOG_INFO, "resume: epoch %" PRIu64 ", batch %" PRIu64 " (read %" PRIu64
-	       ")", lp->epoch, start, ld->r_entry);
+	       ")", lp->epoch, start, ld->reader.entry);
 	return 0;
 }
 
@@ -145,22 +145,22 @@ rf_ld_open_plan(rf_loader *ld)
 		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
 	for (uint64_t c = 0; c < ld->nchunks; c++)
 		counts[c] = ld->chunks[c].samples;
-	rc = rf_plan_create(&ld->rplan, &pp, counts, ld->nchunks, &ld->plan_diag);
+	rc = rf_plan_create(&ld->reader.plan, &pp, counts, ld->nchunks, &ld->plan_diag);
 	if (rc == 0)
-		rc = rf_plan_create(&ld->gplan, &pp, counts, ld->nchunks, &ld->plan_diag);
+		rc = rf_plan_create(&ld->gather.plan, &pp, counts, ld->nchunks, &ld->plan_diag);
 	if (rc == 0)
 		rc = rf_plan_create(&ld->splan, &pp, counts, ld->nchunks, &ld->plan_diag);
 	free(counts);
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc, "%s", ld->plan_diag.msg);
-	ld->items = calloc(cfg->batch_size, sizeof(*ld->items));
-	if (!ld->items)
+	ld->gather.items = calloc(cfg->batch_size, sizeof(*ld->gather.items));
+	if (!ld->gather.items)
 		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory for %u plan items",
 			       cfg->batch_size);
-	ld->r_epoch = ld->g_epoch = ld->deliv_epoch = cfg->epoch;
-	ld->r_nreads = rf_plan_reads(ld->rplan);
+	ld->reader.epoch = ld->gather.epoch = ld->delivery.epoch = cfg->epoch;
+	ld->reader.nreads = rf_plan_reads(ld->reader.plan);
 	/* Set before a resume replaces cfg->epoch: the end is the config's. */
-	ld->epoch_last = cfg->epochs ? cfg->epoch + cfg->epochs : 0;
+	ld->reader.epoch_last = cfg->epochs ? cfg->epoch + cfg->epochs : 0;
 	if (cfg->resume) {
 		rc = rf_ld_plan_seek_blob(ld, cfg->resume, cfg->resume_len);
 		if (rc < 0)
@@ -168,16 +168,16 @@ rf_ld_open_plan(rf_loader *ld)
 	}
 	/* Every epoch has the same number of batches: none means nothing to
 	 * stream, ever (not an endless loop over empty epochs). */
-	ld->plan_empty = rf_plan_batches(ld->rplan) == 0;
+	ld->plan_empty = rf_plan_batches(ld->reader.plan) == 0;
 	/* After a resume the blob's order is the one in force. */
-	const rf_plan_params *op = rf_plan_params_get(ld->gplan);
+	const rf_plan_params *op = rf_plan_params_get(ld->gather.plan);
 	order_note(ld);
 	char wdesc[48] = "";
 	if (op->mode == RF_PLAN_WINDOW)
 		snprintf(wdesc, sizeof wdesc, ", window W = %u chunks", op->window);
 	rf_log(&ld->diag, RF_LOG_INFO, "plan: shuffle %s%s, seed %" PRIu64 ", rank %u of %u (%s), "
 	       "%" PRIu64 " batches of %u per epoch, order id %016" PRIx64, modes[cfg->shuffle],
-	       wdesc, cfg->seed, pp.rank, pp.world, source, rf_plan_batches(ld->rplan),
+	       wdesc, cfg->seed, pp.rank, pp.world, source, rf_plan_batches(ld->reader.plan),
 	       cfg->batch_size, ld->order_id);
 	/* A batch larger than the data (with drop_last) streams nothing: a
 	 * training loop that silently does no step. */

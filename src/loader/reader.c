@@ -30,33 +30,33 @@ all_resident(const unsigned char *v, size_t n)
 static int64_t
 map_chunk(rf_loader *ld, const rf_chunk_info *c, unsigned slot)
 {
-	uint64_t len = ld->map_len[c->shard];
+	uint64_t len = ld->map.len[c->shard];
 	uint64_t n = c->offset < len ? len - c->offset : 0;
 	if (n > c->stored_bytes)
 		n = c->stored_bytes;
 	/* A shard shorter than its index: point at its end (n = 0). */
-	uint8_t *p = ld->maps[c->shard] + (c->offset < len ? c->offset : len);
-	ld->rbase[slot] = p;
+	uint8_t *p = ld->map.base[c->shard] + (c->offset < len ? c->offset : len);
+	ld->map.rbase[slot] = p;
 	if (n == 0)
 		return 0;
-	uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(ld->page - 1);
+	uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(ld->map.page - 1);
 	size_t span = (size_t)((uintptr_t)p + n - lo);
 	/* Every page already in the page cache (a warm dataset, a later
 	 * epoch): nothing to read, and faulting in pages that are mapped
 	 * already costs more than this check. */
-	size_t np = (span + ld->page - 1) / ld->page;
-	if (np <= ld->mvec_len && mincore((void *)lo, span, ld->mvec) == 0 &&
-	    all_resident(ld->mvec, np))
+	size_t np = (span + ld->map.page - 1) / ld->map.page;
+	if (np <= ld->map.mvec_len && mincore((void *)lo, span, ld->map.mvec) == 0 &&
+	    all_resident(ld->map.mvec, np))
 		return (int64_t)n;
 	for (;;) {
-		int adv = ld->map_populate ? MADV_POPULATE_READ : MADV_WILLNEED;
+		int adv = ld->map.populate ? MADV_POPULATE_READ : MADV_WILLNEED;
 		if (madvise((void *)lo, span, adv) == 0)
 			return (int64_t)n;
 		int e = errno;
 		if (e == EINTR || e == EAGAIN)
 			continue;
-		if (e == EINVAL && ld->map_populate) {
-			ld->map_populate = 0;
+		if (e == EINVAL && ld->map.populate) {
+			ld->map.populate = 0;
 			rf_log(&ld->diag, RF_LOG_WARN, "map: MADV_POPULATE_READ is not supported "
 			       "(kernel before 5.14): pages are faulted in by the decode workers");
 			continue;
@@ -71,23 +71,23 @@ reader_next_step(rf_loader *ld, struct lstep *st)
 {
 	if (ld->plan_empty)
 		return 0;
-	while (ld->r_entry >= ld->r_nreads) {
-		if (ld->epoch_last && ld->r_epoch + 1 >= ld->epoch_last)
+	while (ld->reader.entry >= ld->reader.nreads) {
+		if (ld->reader.epoch_last && ld->reader.epoch + 1 >= ld->reader.epoch_last)
 			return 0;
-		int rc = rf_plan_set_epoch(ld->rplan, ld->r_epoch + 1);
+		int rc = rf_plan_set_epoch(ld->reader.plan, ld->reader.epoch + 1);
 		if (rc < 0)
 			return rc;
-		ld->r_epoch++;
-		ld->r_entry = 0;
-		ld->r_nreads = rf_plan_reads(ld->rplan);
+		ld->reader.epoch++;
+		ld->reader.entry = 0;
+		ld->reader.nreads = rf_plan_reads(ld->reader.plan);
 	}
 	uint64_t chunk;
-	int rc = rf_plan_read_chunk(ld->rplan, ld->r_entry, &chunk);
+	int rc = rf_plan_read_chunk(ld->reader.plan, ld->reader.entry, &chunk);
 	if (rc < 0 || chunk >= ld->nchunks)
 		return rc < 0 ? rc : -ERANGE;
 	st->chunk = chunk;
-	st->entry = ld->r_entry++;
-	st->epoch = ld->r_epoch;
+	st->entry = ld->reader.entry++;
+	st->epoch = ld->reader.epoch;
 	return 1;
 }
 
@@ -98,7 +98,7 @@ rf_ld_reads_wait(rf_loader *ld, rf_io_done *done, unsigned cap)
 {
 	uint64_t t0 = rf_ld_now_ns();
 	int n = rf_io_wait(ld->io, done, cap, 1);
-	atomic_fetch_add_explicit(&ld->st_read_ns, rf_ld_now_ns() - t0, memory_order_relaxed);
+	atomic_fetch_add_explicit(&ld->stats.read_ns, rf_ld_now_ns() - t0, memory_order_relaxed);
 	return n;
 }
 
@@ -112,14 +112,14 @@ rf_ld_reader_main(void *arg)
 	for (;;) {
 		if (ld->stop || ld->failed)
 			break;
-		while (!ld->plan_done && ld->read_held < ld->n_read && ld->inflight < ld->qd &&
+		while (!ld->plan_done && ld->read_held < ld->mem.n_read && ld->reader.inflight < ld->mem.qd &&
 		       ld->next_seq - ld->next_gather < ld->nwin) {
 			struct lstep st;
 			int prc = reader_next_step(ld, &st);
 			if (prc < 0) {
 				char msg[RF_ERRMSG_MAX + 64];
 				snprintf(msg, sizeof(msg), "loader: the plan of epoch %" PRIu64 " failed: %s",
-					 ld->r_epoch + 1, rf_strerror(prc));
+					 ld->reader.epoch + 1, rf_strerror(prc));
 				rf_ld_fail_locked(ld, prc, msg);
 				break;
 			}
@@ -131,10 +131,10 @@ rf_ld_reader_main(void *arg)
 			}
 			unsigned slot = 0;
 			int rc = 0;
-			if (!ld->map_mode)
+			if (!ld->map.on)
 				rc = rf_ring_acquire(ld->ring, &slot, 0);
-			else if (ld->mfree_n > 0)
-				ld->mfree_is[slot = ld->mfree[--ld->mfree_n]] = 0;
+			else if (ld->map.free_n > 0)
+				ld->map.free_is[slot = ld->map.free[--ld->map.free_n]] = 0;
 			else
 				rc = -EPROTO;
 			if (rc < 0) {
@@ -145,7 +145,7 @@ rf_ld_reader_main(void *arg)
 				break;
 			}
 			ld->read_held++;
-			rf_ld_note_max(&ld->mx_slots, rf_ld_ring_used(ld));
+			rf_ld_note_max(&ld->stats.max_slots, rf_ld_ring_used(ld));
 			uint64_t seq = ld->next_seq++;
 			struct wstep *w = &ld->win[seq % ld->nwin];
 			w->s = st;
@@ -159,13 +159,13 @@ rf_ld_reader_main(void *arg)
 			 * bookkeeping needs the lock. */
 			pthread_mutex_unlock(&ld->mu);
 			int64_t mres = 0;
-			if (ld->map_mode) {
+			if (ld->map.on) {
 				uint64_t t0 = rf_ld_now_ns();
 				mres = map_chunk(ld, c, slot);
-				atomic_fetch_add_explicit(&ld->st_read_ns, rf_ld_now_ns() - t0,
+				atomic_fetch_add_explicit(&ld->stats.read_ns, rf_ld_now_ns() - t0,
 							  memory_order_relaxed);
 				if (mres > 0)
-					atomic_fetch_add_explicit(&ld->st_bytes_read, (uint64_t)mres,
+					atomic_fetch_add_explicit(&ld->stats.bytes_read, (uint64_t)mres,
 								  memory_order_relaxed);
 				rc = 0;
 			} else {
@@ -173,18 +173,18 @@ rf_ld_reader_main(void *arg)
 						rf_ring_slot(ld->ring, slot), span, seq);
 			}
 			pthread_mutex_lock(&ld->mu);
-			if (rc < 0 || ld->map_mode) {
+			if (rc < 0 || ld->map.on) {
 				w->state = ST_READ;
 				w->res = rc < 0 ? rc : mres;
 				pthread_cond_broadcast(&ld->work_cv);
 			} else {
-				ld->inflight++;
-				rf_ld_note_max(&ld->mx_inflight, ld->inflight);
+				ld->reader.inflight++;
+				rf_ld_note_max(&ld->stats.max_inflight, ld->reader.inflight);
 			}
 		}
 		if (ld->stop || ld->failed)
 			break;
-		if (ld->inflight == 0) {
+		if (ld->reader.inflight == 0) {
 			if (ld->plan_done)
 				break;
 			pthread_cond_wait(&ld->reader_cv, &ld->mu);
@@ -204,9 +204,9 @@ rf_ld_reader_main(void *arg)
 			struct wstep *w = &ld->win[done[i].tag % ld->nwin];
 			w->state = ST_READ;
 			w->res = done[i].res;
-			ld->inflight--;
+			ld->reader.inflight--;
 			if (done[i].res > 0)
-				atomic_fetch_add_explicit(&ld->st_bytes_read, (uint64_t)done[i].res,
+				atomic_fetch_add_explicit(&ld->stats.bytes_read, (uint64_t)done[i].res,
 							  memory_order_relaxed);
 		}
 		if (n > 0)

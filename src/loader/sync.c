@@ -30,11 +30,11 @@ rf_ld_thread_exit_account(rf_loader *ld, unsigned cpu_index)
 {
 	struct timespec ts;
 	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
-		atomic_fetch_add_explicit(&ld->cpu_done_ns,
+		atomic_fetch_add_explicit(&ld->stats.cpu_done_ns,
 					  (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
 					  memory_order_relaxed);
 	pthread_mutex_lock(&ld->mu);
-	ld->cpu[cpu_index].live = 0;
+	ld->stats.cpu[cpu_index].live = 0;
 	pthread_mutex_unlock(&ld->mu);
 }
 
@@ -108,7 +108,7 @@ rf_ld_sq_push_locked(rf_loader *ld, const struct staged *s)
 {
 	ld->sq[(ld->sq_head + ld->sq_len) % ld->sq_cap] = *s;
 	ld->sq_len++;
-	rf_ld_note_max(&ld->mx_staged, ld->sq_len);
+	rf_ld_note_max(&ld->stats.max_staged, ld->sq_len);
 	rf_ld_wake_locked(ld, WAKE_COPY);
 }
 
@@ -148,7 +148,7 @@ rf_ld_maybe_end_locked(rf_loader *ld)
 unsigned
 rf_ld_ring_used(const rf_loader *ld)
 {
-	return ld->map_mode ? ld->stage_held : ld->read_held + ld->stage_held;
+	return ld->map.on ? ld->stage_held : ld->read_held + ld->stage_held;
 }
 
 static void
@@ -156,19 +156,19 @@ release_read_slot(rf_loader *ld, unsigned slot)
 {
 	/* Back to the ring first, then the count: the reader takes a slot only
 	 * when the count allows, so the ring always has one for it. */
-	if (!ld->map_mode)
+	if (!ld->map.on)
 		rf_ring_release(ld->ring, slot);
 	pthread_mutex_lock(&ld->mu);
-	if (ld->map_mode) {
+	if (ld->map.on) {
 		/* A number that is not a read's, or one already free, is
 		 * ignored (as the ring ignores such a release): it must never
 		 * go to two reads. */
-		if (slot < ld->n_ring || slot >= ld->nslots || ld->mfree_is[slot]) {
+		if (slot < ld->mem.n_ring || slot >= ld->mem.nslots || ld->map.free_is[slot]) {
 			pthread_mutex_unlock(&ld->mu);
 			return;
 		}
-		ld->mfree_is[slot] = 1;
-		ld->mfree[ld->mfree_n++] = slot;
+		ld->map.free_is[slot] = 1;
+		ld->map.free[ld->map.free_n++] = slot;
 	}
 	ld->read_held--;
 	pthread_cond_signal(&ld->reader_cv);
@@ -192,5 +192,5 @@ rf_ld_read_slot_unref(rf_loader *ld, unsigned slot)
 const uint8_t *
 rf_ld_read_slot_bytes(const rf_loader *ld, unsigned slot)
 {
-	return ld->map_mode ? ld->rbase[slot] : (const uint8_t *)rf_ring_slot(ld->ring, slot);
+	return ld->map.on ? ld->map.rbase[slot] : (const uint8_t *)rf_ring_slot(ld->ring, slot);
 }

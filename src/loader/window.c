@@ -11,14 +11,14 @@
 static void
 window_drop(rf_loader *ld, uint64_t e)
 {
-	struct wentry *we = &ld->wtab[e % ld->wcap];
+	struct wentry *we = &ld->window.tab[e % ld->window.cap];
 	if (!we->used)
 		return;
 	if (we->slot >= 0)
 		rf_ld_read_slot_unref(ld, (unsigned)we->slot);
 	if (we->raw) {
-		if (ld->wpool_n < ld->wpool_cap)
-			ld->wpool[ld->wpool_n++] = we->raw;
+		if (ld->window.pool_n < ld->window.pool_cap)
+			ld->window.pool[ld->window.pool_n++] = we->raw;
 		else
 			free(we->raw);
 	}
@@ -29,10 +29,10 @@ window_drop(rf_loader *ld, uint64_t e)
 void
 rf_ld_window_drop_below(rf_loader *ld, uint64_t keep_from)
 {
-	while (ld->wlo < ld->whi && ld->wlo < keep_from)
-		window_drop(ld, ld->wlo++);
-	if (ld->wlo < keep_from && ld->wlo == ld->whi)
-		ld->wlo = ld->whi = keep_from;
+	while (ld->window.lo < ld->window.hi && ld->window.lo < keep_from)
+		window_drop(ld, ld->window.lo++);
+	if (ld->window.lo < keep_from && ld->window.lo == ld->window.hi)
+		ld->window.lo = ld->window.hi = keep_from;
 }
 
 /*
@@ -50,25 +50,25 @@ rf_ld_gather_step_window(rf_loader *ld, const struct lstep *st, const rf_chunk_s
 			 rf_diag *d)
 {
 	int rc;
-	if (st->epoch != ld->g_epoch) {
+	if (st->epoch != ld->gather.epoch) {
 		rc = rf_ld_gather_enter_epoch(ld, st->epoch, d);
 		if (rc < 0)
 			return rc;
 		rf_ld_window_drop_below(ld, UINT64_MAX);
-		ld->wlo = ld->whi = 0;
-		ld->w_epoch_done = 0;
+		ld->window.lo = ld->window.hi = 0;
+		ld->window.epoch_done = 0;
 	}
-	if (ld->w_epoch_done)
+	if (ld->window.epoch_done)
 		return 0; /* a read no item of this epoch needs any more */
 	/* Hold this chunk, unless the items have already moved past it. */
-	if (st->entry < ld->wlo)
+	if (st->entry < ld->window.lo)
 		return 0;
-	if (ld->whi == ld->wlo)
-		ld->wlo = ld->whi = st->entry;
-	if (st->entry != ld->whi || ld->whi - ld->wlo >= ld->wcap)
+	if (ld->window.hi == ld->window.lo)
+		ld->window.lo = ld->window.hi = st->entry;
+	if (st->entry != ld->window.hi || ld->window.hi - ld->window.lo >= ld->window.cap)
 		return rf_fail(d, -EPROTO, "loader: window: read %" PRIu64 " arrived out of order "
-			       "(holding %" PRIu64 "..%" PRIu64 ")", st->entry, ld->wlo, ld->whi);
-	struct wentry *we = &ld->wtab[st->entry % ld->wcap];
+			       "(holding %" PRIu64 "..%" PRIu64 ")", st->entry, ld->window.lo, ld->window.hi);
+	struct wentry *we = &ld->window.tab[st->entry % ld->window.cap];
 	we->used = 1;
 	we->sec = *sec;
 	we->ctx = *ctx;
@@ -82,55 +82,55 @@ rf_ld_gather_step_window(rf_loader *ld, const struct lstep *st, const rf_chunk_s
 	} else {
 		/* The sections point into the worker's raw buffer: it becomes
 		 * the entry's, and the worker takes a spare. */
-		uint8_t *spare = ld->wpool_n ? ld->wpool[--ld->wpool_n]
-					     : aligned_alloc(64, RF_ALIGN_UP(ld->raw_cap, 64));
+		uint8_t *spare = ld->window.pool_n ? ld->window.pool[--ld->window.pool_n]
+					     : aligned_alloc(64, RF_ALIGN_UP(ld->window.raw_cap, 64));
 		if (!spare)
 			return rf_fail(d, -ENOMEM, "loader: window: out of memory for a chunk of %"
-				       PRIu64 " bytes", ld->raw_cap);
+				       PRIu64 " bytes", ld->window.raw_cap);
 		we->raw = w->dec.raw;
 		w->dec.raw = spare;
 	}
-	ld->whi++;
+	ld->window.hi++;
 
 	for (;;) {
-		if (ld->g_i >= ld->g_n) {
+		if (ld->gather.i >= ld->gather.n) {
 			uint32_t n;
 			rc = rf_ld_gather_refill(ld, &n, d);
 			if (rc < 0)
 				return rc;
 			if (n == 0) {
 				rf_ld_window_drop_below(ld, UINT64_MAX);
-				ld->w_epoch_done = 1;
+				ld->window.epoch_done = 1;
 				return 0;
 			}
 		}
-		const rf_plan_item *it = &ld->items[ld->g_i];
-		if (it->read >= ld->whi) {
+		const rf_plan_item *it = &ld->gather.items[ld->gather.i];
+		if (it->read >= ld->window.hi) {
 			/* Needs a later read: the next turn.  What it no longer
 			 * needs goes now, which keeps at most W chunks held. */
 			rf_ld_window_drop_below(ld, it->keep_from);
 			return 0;
 		}
-		if (it->read < ld->wlo)
+		if (it->read < ld->window.lo)
 			return rf_fail(d, -EPROTO, "loader: window: an item needs read %" PRIu64
 				       " which was let go (holding %" PRIu64 "..%" PRIu64 ")", it->read,
-				       ld->wlo, ld->whi);
-		const struct wentry *src = &ld->wtab[it->read % ld->wcap];
+				       ld->window.lo, ld->window.hi);
+		const struct wentry *src = &ld->window.tab[it->read % ld->window.cap];
 		uint32_t r = 1;
-		while (ld->g_i + r < ld->g_n && it[r].read == it->read && it[r].offset == it->offset + r)
+		while (ld->gather.i + r < ld->gather.n && it[r].read == it->read && it[r].offset == it->offset + r)
 			r++;
 		if (it->offset + (uint64_t)r > src->sec.samples)
 			return rf_fail(d, RF_ECORRUPT, "%s: chunk %" PRIu64 " has %u samples, the plan "
 				       "asks for sample %u", src->ctx.path, src->ctx.chunk,
 				       src->sec.samples, it->offset + r - 1);
-		if (ld->cur_slot < 0) {
+		if (ld->gather.cur_slot < 0) {
 			rc = rf_ld_gather_open_batch(ld, st->epoch, it->pos);
 			if (rc < 0)
 				return rc;
 		}
 		uint32_t added = 0, part = 0;
 		uint64_t need = 0;
-		rc = rf_assembly_add(&ld->asmb, &src->sec, it->offset, it->offset + r, &added, &need,
+		rc = rf_assembly_add(&ld->gather.asmb, &src->sec, it->offset, it->offset + r, &added, &need,
 				     &part);
 		if (rc == -E2BIG) {
 			const rf_batch_part *p = &ld->layout.part[part];
@@ -145,12 +145,12 @@ rf_ld_gather_step_window(rf_loader *ld, const struct lstep *st, const rf_chunk_s
 		if (rc < 0)
 			return rf_fail(d, rc, "loader: assembling failed");
 		uint64_t keep_from = it[added ? added - 1 : 0].keep_from;
-		ld->g_i += added;
+		ld->gather.i += added;
 		if (added == 0 && ld->world > 1)
 			return rf_ld_early_close_error(ld, d, part, need);
-		if (ld->g_i >= ld->g_n || added == 0) {
-			if (ld->g_i >= ld->g_n)
-				ld->g_done++;
+		if (ld->gather.i >= ld->gather.n || added == 0) {
+			if (ld->gather.i >= ld->gather.n)
+				ld->gather.done++;
 			rf_ld_gather_push_batch(ld);
 		}
 		if (added)
@@ -167,17 +167,17 @@ rf_ld_gather_step_window(rf_loader *ld, const struct lstep *st, const rf_chunk_s
 int
 rf_ld_window_setup(rf_loader *ld, uint32_t *window)
 {
-	uint32_t w = ld->window;
-	ld->window_mode = 1;
-	ld->wcap = w + 2;
-	ld->wtab = calloc(ld->wcap, sizeof(*ld->wtab));
-	ld->wpool_cap = w + ld->nworkers + 1;
-	ld->wpool = calloc(ld->wpool_cap, sizeof(*ld->wpool));
-	if (!ld->wtab || !ld->wpool)
+	uint32_t w = ld->mem.window;
+	ld->window.on = 1;
+	ld->window.cap = w + 2;
+	ld->window.tab = calloc(ld->window.cap, sizeof(*ld->window.tab));
+	ld->window.pool_cap = w + ld->nworkers + 1;
+	ld->window.pool = calloc(ld->window.pool_cap, sizeof(*ld->window.pool));
+	if (!ld->window.tab || !ld->window.pool)
 		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
-	for (uint32_t i = 0; i < ld->wcap; i++)
-		ld->wtab[i].slot = -1;
-	ld->raw_cap = rf_dataset_max_raw_bytes(ld->ds);
+	for (uint32_t i = 0; i < ld->window.cap; i++)
+		ld->window.tab[i].slot = -1;
+	ld->window.raw_cap = rf_dataset_max_raw_bytes(ld->ds);
 	*window = w;
 	return 0;
 }

@@ -73,19 +73,19 @@ rf_ld_worker_main(void *arg)
 		pthread_mutex_unlock(&ld->mu);
 
 		uint64_t t2 = rf_ld_now_ns();
-		if (rc == 0 && ld->window_mode)
+		if (rc == 0 && ld->window.on)
 			rc = rf_ld_gather_step_window(ld, &step.s, &sec, &ctx, w, slot_held, step.slot,
 						      &w->diag);
 		else if (rc == 0)
-			rc = rf_ld_gather_step(ld, &step.s, &sec, &ctx, ld->direct_ok && slot_held,
+			rc = rf_ld_gather_step(ld, &step.s, &sec, &ctx, ld->gather.direct_ok && slot_held,
 					       step.slot, &w->diag);
 		if (slot_held)
 			rf_ld_read_slot_unref(ld, step.slot);
 		if (rc < 0 && rc != -ECANCELED)
 			rf_ld_gather_drop_batch(ld);
-		atomic_fetch_add_explicit(&ld->st_decode_ns, (t1 - t0) + (rf_ld_now_ns() - t2),
+		atomic_fetch_add_explicit(&ld->stats.decode_ns, (t1 - t0) + (rf_ld_now_ns() - t2),
 					  memory_order_relaxed);
-		atomic_fetch_add_explicit(&ld->st_chunks, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&ld->stats.chunks, 1, memory_order_relaxed);
 
 		pthread_mutex_lock(&ld->mu);
 		if (rc < 0 && rc != -ECANCELED)
