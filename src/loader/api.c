@@ -84,13 +84,13 @@ loader_next(rf_loader *ld, const rf_batch **out, uint64_t wait_ns)
 	if (forked(ld))
 		return fork_check(ld);
 	pthread_mutex_lock(&ld->mu);
-	if (ld->delivery.held >= ld->depth) {
+	if (ld->delivery.held >= ld->resolved.depth) {
 		unsigned held = ld->delivery.held;
 		pthread_mutex_unlock(&ld->mu);
 		return rf_fail(&ld->diag, RF_EHELD,
 			       "loader: the consumer holds %u batches, all of depth %u device "
 			       "buffers: release one (rf_loader_release) before asking for the next, "
-			       "or open with a larger depth", held, ld->depth);
+			       "or open with a larger depth", held, ld->resolved.depth);
 	}
 	/* The ready path takes the lock and nothing else: no clock read, no
 	 * system call.  Time is measured only when there is something to wait
@@ -129,7 +129,7 @@ loader_next(rf_loader *ld, const rf_batch **out, uint64_t wait_ns)
 		return rc;
 	}
 	struct dbuf *b = &ld->delivery.dbufs[ld->delivery.rq[ld->delivery.rq_head]];
-	ld->delivery.rq_head = (ld->delivery.rq_head + 1) % ld->depth;
+	ld->delivery.rq_head = (ld->delivery.rq_head + 1) % ld->resolved.depth;
 	ld->delivery.rq_len--;
 	b->state = DB_HELD;
 	ld->delivery.held++;
@@ -172,7 +172,7 @@ batch_dbuf(rf_loader *ld, const rf_batch *batch)
 	/* Compare addresses as integers: a pointer into the middle of a
 	 * dbuf (or into another object) must not become an index. */
 	uintptr_t p = (uintptr_t)(const void *)batch, base = (uintptr_t)ld->delivery.dbufs;
-	if (p < base || p - base >= (uintptr_t)ld->depth * sizeof(struct dbuf) ||
+	if (p < base || p - base >= (uintptr_t)ld->resolved.depth * sizeof(struct dbuf) ||
 	    (p - base) % sizeof(struct dbuf) != 0)
 		return NULL;
 	return &ld->delivery.dbufs[(p - base) / sizeof(struct dbuf)];
@@ -347,7 +347,7 @@ rf_loader_state_load(rf_loader *ld, const void *buf, size_t len)
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc, "loader: saving the current position failed");
 	/* A refused blob leaves the stream as it was (the end never moves). */
-	uint64_t cfg_epoch = ld->cfg.epoch;
+	uint64_t epoch_was = ld->resolved.epoch;
 	rf_ld_pipeline_stop(ld);
 	rf_ld_pipeline_reset(ld);
 	/* rf_batch.index counts batches handed out: the ones read ahead and
@@ -358,7 +358,7 @@ rf_loader_state_load(rf_loader *ld, const void *buf, size_t len)
 		char msg[RF_ERRMSG_MAX];
 		snprintf(msg, sizeof(msg), "%s", ld->diag.msg);
 		rf_ld_plan_seek_blob(ld, here, here_len);
-		ld->cfg.epoch = cfg_epoch;
+		ld->resolved.epoch = epoch_was;
 		snprintf(ld->diag.msg, sizeof(ld->diag.msg), "%s", msg);
 	}
 	int src = rf_ld_start_threads(ld);

@@ -96,7 +96,7 @@ rf_ld_staged_done(rf_loader *ld, const struct staged *s)
 void
 rf_ld_stage_freed_locked(rf_loader *ld)
 {
-	unsigned spare = ld->mem.n_stage - (ld->mem.in_place ? ld->depth : 0);
+	unsigned spare = ld->mem.n_stage - (ld->mem.in_place ? ld->resolved.depth : 0);
 	unsigned mark = ld->mem.n_stage - (spare / 2 > 0 ? spare / 2 : 1);
 	if (ld->stage_held <= mark)
 		rf_ld_wake_locked(ld, WAKE_STAGE);
@@ -128,7 +128,7 @@ rf_ld_zc_recycle_locked(rf_loader *ld, struct dbuf *b, int defer)
 static int
 zc_ready_locked(rf_loader *ld, const struct staged *s)
 {
-	for (uint32_t i = 0; i < ld->depth; i++) {
+	for (uint32_t i = 0; i < ld->resolved.depth; i++) {
 		struct dbuf *b = &ld->delivery.dbufs[i];
 		if (b->state != DB_FREE)
 			continue;
@@ -138,7 +138,7 @@ zc_ready_locked(rf_loader *ld, const struct staged *s)
 		b->src = *s;
 		ld->delivery.lent++;
 		b->state = DB_READY;
-		ld->delivery.rq[(ld->delivery.rq_head + ld->delivery.rq_len) % ld->depth] = i;
+		ld->delivery.rq[(ld->delivery.rq_head + ld->delivery.rq_len) % ld->resolved.depth] = i;
 		ld->delivery.rq_len++;
 		rf_ld_note_max(&ld->stats.max_ready, ld->delivery.rq_len);
 		rf_ld_wake_locked(ld, WAKE_CONS);
@@ -187,7 +187,7 @@ int
 rf_ld_zc_reclaim_locked(rf_loader *ld)
 {
 	int freed = 0;
-	for (uint32_t i = 0; i < ld->depth; i++) {
+	for (uint32_t i = 0; i < ld->resolved.depth; i++) {
 		struct dbuf *b = &ld->delivery.dbufs[i];
 		if (b->state != DB_RELEASED)
 			continue;
@@ -226,10 +226,10 @@ rf_ld_zc_reclaim_locked(rf_loader *ld)
 int
 rf_ld_pick_dbuf_locked(rf_loader *ld)
 {
-	for (uint32_t i = 0; i < ld->depth; i++)
+	for (uint32_t i = 0; i < ld->resolved.depth; i++)
 		if (ld->delivery.dbufs[i].state == DB_FREE)
 			return (int)i;
-	for (uint32_t i = 0; i < ld->depth; i++)
+	for (uint32_t i = 0; i < ld->resolved.depth; i++)
 		if (ld->delivery.dbufs[i].state == DB_RELEASED)
 			return (int)i;
 	return -1;

@@ -124,7 +124,7 @@ rf_ld_early_close_error(rf_loader *ld, rf_diag *d, uint32_t part, uint64_t need)
 		       PRIu64 " bytes a batch has for field %s (at least %" PRIu64 "); closing it "
 		       "early would give this rank one batch more than the other ranks: raise "
 		       "var_bytes (twice that need leaves room)",
-		       ld->rank, ld->world, ld->gather.done, ld->gather.epoch, p->cap,
+		       ld->resolved.rank, ld->resolved.world, ld->gather.done, ld->gather.epoch, p->cap,
 		       ld->schema->fields[p->field].name, need);
 }
 
@@ -241,7 +241,7 @@ rf_ld_gather_step(rf_loader *ld, const struct lstep *st, const rf_chunk_sections
 		/* The plan batch is complete, or a variable field's region is
 		 * full: close this batch (early, in the second case; the rest of
 		 * the plan batch starts the next one). */
-		if (added == 0 && ld->world > 1)
+		if (added == 0 && ld->resolved.world > 1)
 			return rf_ld_early_close_error(ld, d, part, need);
 		if (ld->gather.i >= ld->gather.n || added == 0) {
 			if (ld->gather.i >= ld->gather.n)

@@ -180,7 +180,21 @@ struct rf_loader {
 	rf_device *dev;
 	rf_ring *ring;
 	rf_io *io;
-	uint32_t depth;
+
+	/* The settings in force: cfg's, with defaults filled in, clamps applied
+	 * and the choices made at open (or by a resume) resolved.  cfg stays as
+	 * the user gave it (but for the pointers, which are not kept). */
+	struct {
+		uint32_t depth;          /* device buffers */
+		uint32_t io_depth;       /* reads in flight asked for */
+		uint32_t decode_threads; /* workers (0 in full mode: none run) */
+		int direct;              /* 1: O_DIRECT, 0: buffered */
+		enum rf_shuffle shuffle; /* the config's, or the resume blob's */
+		uint32_t window;         /* W in force (window shuffling), else 0 */
+		uint64_t seed, epoch;    /* of the order in force */
+		uint32_t rank, world;    /* of the plan */
+		const char *rank_source; /* where rank and world came from */
+	} resolved;
 
 	/* The memory plan (memplan.c): set at open, read-only after. */
 	struct {
@@ -193,7 +207,6 @@ struct rf_loader {
 		unsigned n_ring;
 		uint64_t ring_slot_bytes;
 		unsigned qd;         /* reads in flight at most */
-		uint32_t window;     /* W in force (window shuffling) */
 		int in_place;        /* host device: a batch is handed out in its
 		                        ring slot, no copy (see rf_ld_plan_memory) */
 		uint64_t bspan;      /* full: bounce bytes per read in flight; 0: none */
@@ -231,7 +244,6 @@ struct rf_loader {
 	                        of signalling; unlock_wake signals them (mu) */
 	unsigned wake_due;   /* WAKE_* bits */
 
-	uint32_t rank, world; /* of the plan, for messages */
 	rf_plan *splan;      /* the consumer's, for rf_loader_state_save */
 	/* The order in force (rf_stats.order_id, .window), set with the plan
 	 * and again by a resume. */

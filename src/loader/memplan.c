@@ -56,18 +56,19 @@ mem_available(void)
 void
 rf_ld_choose_direct(rf_loader *ld)
 {
-	if (ld->cfg.direct >= 0)
+	if (ld->resolved.direct >= 0)
 		return;
 	uint64_t stored = 0;
 	for (uint64_t c = 0; c < ld->nchunks; c++)
 		stored += ld->chunks[c].stored_bytes;
 	uint64_t avail = mem_available();
-	ld->cfg.direct = !(avail && stored <= avail / 4);
+	ld->resolved.direct = !(avail && stored <= avail / 4);
 	char a[32], b[32];
 	rf_ld_fmt_size(a, sizeof a, stored);
 	rf_ld_fmt_size(b, sizeof b, avail);
 	rf_log(&ld->diag, RF_LOG_INFO, "reads: %s (dataset %s, memory available %s)",
-	       ld->cfg.direct ? "O_DIRECT" : "buffered, the dataset fits in the page cache", a, b);
+	       ld->resolved.direct ? "O_DIRECT" : "buffered, the dataset fits in the page cache",
+	       a, b);
 }
 
 /* Staged batches wanted when the ring has room (see rf_ld_plan_memory). */
@@ -83,13 +84,7 @@ tokens_check(rf_loader *ld, const uint32_t *sel, uint32_t nsel, uint32_t *tok)
 	*tok = UINT32_MAX;
 	if (cfg->tokens == RF_TOKENS_STORED)
 		return 0;
-	if (cfg->tokens != RF_TOKENS_INPUTS_TARGETS)
-		return rf_fail(&ld->diag, RF_EUSAGE, "loader: tokens = %d is not a token layout",
-			       (int)cfg->tokens);
-	if (ld->full.on)
-		return rf_fail(&ld->diag, RF_EUSAGE, "loader: the inputs/targets token layout is "
-			       "not available with shuffle full, which reads values straight into "
-			       "the batch: use shuffle window");
+	/* The layout and its combination with full shuffling: config_check. */
 	for (uint32_t i = 0; i < nsel; i++) {
 		const char *name = ld->schema->fields[sel[i]].name;
 		if (!strcmp(name, "tokens"))
@@ -120,7 +115,7 @@ tokens_check(rf_loader *ld, const uint32_t *sel, uint32_t nsel, uint32_t *tok)
 int
 rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 {
-	rf_config *cfg = &ld->cfg;
+	const rf_config *cfg = &ld->cfg;
 	char a[32], b[32], c[32];
 	uint64_t var_cap = cfg->var_bytes;
 	int has_var = 0;
@@ -143,22 +138,9 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		return rc;
 	uint64_t bb = ld->layout.bytes;
 	uint64_t span = rf_dataset_max_stored_span(ld->ds);
-	/* The window is part of the order: a function of the dataset (and
-	 * of rf_config.window) alone, which the ring must hold; never sized
-	 * from the budget, which may differ between ranks. */
-	uint32_t wnd = 0;
-	if (cfg->shuffle == RF_SHUFFLE_WINDOW) {
-		uint64_t raw = 0;
-		for (uint64_t ci = 0; ci < ld->nchunks; ci++)
-			raw += ld->chunks[ci].raw_bytes;
-		uint32_t w = cfg->window ? cfg->window
-					 : rf_plan_default_window(ld->nchunks ? raw / ld->nchunks : 0);
-		wnd = rf_plan_window_in_force(w, ld->nchunks);
-		if (wnd > RF_PLAN_WINDOW_MAX)
-			return rf_fail(&ld->diag, RF_EUSAGE, "loader: window %u: at most %u chunks",
-				       cfg->window, RF_PLAN_WINDOW_MAX);
-		ld->mem.window = wnd;
-	}
+	/* W, resolved at open: part of the order, never sized from the
+	 * budget (which may differ between ranks); the ring must hold it. */
+	uint32_t wnd = ld->resolved.window;
 	uint64_t slot = RF_ALIGN_UP(bb > span ? bb : span, 4096);
 	if (ld->full.on) {
 		/* No chunk is read whole: a slot is a batch.  Values O_DIRECT
@@ -169,7 +151,7 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		int in_place = ld->layout.nparts == 1 && p0->field == 0 && p0->off == 0 &&
 			       p0->value_bytes % 4096 == 0;
 		ld->mem.bspan = 0;
-		if (cfg->direct && !in_place)
+		if (ld->resolved.direct && !in_place)
 			for (uint32_t i = 0; i < ld->layout.nparts; i++) {
 				uint64_t bs = RF_ALIGN_UP(ld->layout.part[i].value_bytes, 4096) + 4096;
 				if (bs > ld->mem.bspan)
@@ -177,7 +159,7 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 			}
 		/* A sample's checksum row is never 4096-aligned: bounced. */
 		uint64_t row = RF_ALIGN_UP(8 * (uint64_t)ld->schema->nfields, 4096) + 4096;
-		if (cfg->direct && ld->full.sums && row > ld->mem.bspan)
+		if (ld->resolved.direct && ld->full.sums && row > ld->mem.bspan)
 			ld->mem.bspan = row;
 		slot = RF_ALIGN_UP(bb > ld->mem.bspan ? bb : ld->mem.bspan, 4096);
 		span = 0;
@@ -209,13 +191,13 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 	 * copies instead, as the cuda path does (to compare the two). */
 	const char *hc = getenv("RINGFEED_HOST_COPY");
 	ld->mem.in_place = strcmp(ld->dev->ops->name, "host") == 0 && !(hc && strcmp(hc, "1") == 0);
-	unsigned zdepth = ld->mem.in_place ? ld->depth : 0;
+	unsigned zdepth = ld->mem.in_place ? ld->resolved.depth : 0;
 	if (!ld->full.on) {
 		/* A read slot holds one chunk: more read slots than the dataset
 		 * has chunks (plus the staging side and a window) would be
 		 * page-locked for nothing, and locking them costs time at open
 		 * (about 1 s per GiB). */
-		uint64_t useful = ld->nchunks + RF_STAGE_DEEP + ld->depth + zdepth + 2 + wnd;
+		uint64_t useful = ld->nchunks + RF_STAGE_DEEP + ld->resolved.depth + zdepth + 2 + wnd;
 		if (nslots > useful)
 			nslots = useful;
 	}
@@ -223,7 +205,7 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 	/* Staging: enough for the copy stage to stay busy (depth + 2 batches,
 	 * at least 4 so the gather wakes for several at a time) but never more
 	 * than half of the ring: reads keep the disk busy. */
-	unsigned want = ld->depth + 2 > 4 ? ld->depth + 2 : 4;
+	unsigned want = ld->resolved.depth + 2 > 4 ? ld->resolved.depth + 2 : 4;
 	unsigned st = ld->mem.nslots / 2;
 	if (st > want)
 		st = want;
@@ -245,7 +227,7 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 	unsigned spare = reads > need ? (unsigned)(reads - need) : 0;
 	unsigned more = (RF_STAGE_DEEP > want ? RF_STAGE_DEEP - want : 0) + zdepth;
 	st += spare < more ? spare : more;
-	if (ld->mem.in_place && st < ld->depth + 1)
+	if (ld->mem.in_place && st < ld->resolved.depth + 1)
 		ld->mem.in_place = 0; /* too small to lend depth slots: copy */
 	ld->mem.n_stage = st;
 	ld->mem.n_read = ld->mem.nslots - st;
@@ -270,7 +252,7 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		/* Every slot holds a batch (being read or staged), but those set
 		 * aside for bounce areas; the queue depth shrinks when the ring
 		 * cannot hold bounce areas for all of it and 2 batches. */
-		ld->mem.qd = cfg->io_depth;
+		ld->mem.qd = ld->resolved.io_depth;
 		ld->mem.nbounce = 0;
 		if (ld->mem.bspan) {
 			uint64_t per = slot / ld->mem.bspan;
@@ -286,7 +268,7 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		}
 		ld->mem.n_stage = ld->mem.nslots - ld->mem.nbounce;
 		ld->mem.n_read = 0;
-		if (ld->mem.in_place && ld->mem.n_stage < ld->depth + 1)
+		if (ld->mem.in_place && ld->mem.n_stage < ld->resolved.depth + 1)
 			ld->mem.in_place = 0;
 	}
 	/*
@@ -302,7 +284,7 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 	ld->mem.ring_slot_bytes = ld->map.on ? RF_ALIGN_UP(bb, 4096) : slot;
 
 	uint64_t dev_bytes = 0;
-	if (!ld->mem.in_place && rf_mul_u64(bb, ld->depth, &dev_bytes))
+	if (!ld->mem.in_place && rf_mul_u64(bb, ld->resolved.depth, &dev_bytes))
 		return rf_fail(&ld->diag, RF_EMEMPLAN, "memory plan: depth x batch bytes overflows");
 	size_t fr = 0, tot = 0;
 	rc = ld->dev->ops->mem_info(ld->dev, &fr, &tot);
@@ -313,7 +295,7 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		return rf_fail(&ld->diag, RF_EMEMPLAN,
 			       "memory plan: device buffers need %s (depth %u x batch %s for "
 			       "batch_size %u) but %s has only %s free: lower batch_size or depth",
-			       a, ld->depth, b, cfg->batch_size, ld->dev->desc, c);
+			       a, ld->resolved.depth, b, cfg->batch_size, ld->dev->desc, c);
 	}
 	rf_ld_fmt_size(a, sizeof a, (uint64_t)ld->mem.n_ring * ld->mem.ring_slot_bytes);
 	rf_ld_fmt_size(b, sizeof b, dev_bytes);
@@ -323,17 +305,17 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		       "chunks faulted in ahead in the shard maps; device %s = %u x %" PRIu64
 		       " bytes", a, ld->mem.n_ring, ld->mem.ring_slot_bytes,
 		       ld->mem.in_place ? " (up to depth of them hold batches handed out)" : "",
-		       ld->mem.n_read, b, ld->mem.in_place ? 0 : ld->depth, bb);
+		       ld->mem.n_read, b, ld->mem.in_place ? 0 : ld->resolved.depth, bb);
 	else if (ld->mem.in_place)
 		rf_log(&ld->diag, RF_LOG_INFO,
 		       "memory plan: pinned %s = %u slots of %" PRIu64 " bytes (%u read, %u staging, "
 		       "of which up to %u hold batches handed out: host delivery without a copy)",
-		       a, ld->mem.nslots, slot, ld->mem.n_read, ld->mem.n_stage, ld->depth);
+		       a, ld->mem.nslots, slot, ld->mem.n_read, ld->mem.n_stage, ld->resolved.depth);
 	else
 		rf_log(&ld->diag, RF_LOG_INFO,
 		       "memory plan: pinned %s = %u slots of %" PRIu64 " bytes (%u read, %u staging); "
 		       "device %s = %u x %" PRIu64 " bytes", a, ld->mem.nslots, slot, ld->mem.n_read,
-		       ld->mem.n_stage, b, ld->depth, bb);
+		       ld->mem.n_stage, b, ld->resolved.depth, bb);
 	return 0;
 }
 

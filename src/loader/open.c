@@ -99,11 +99,11 @@ alloc_device_buffers(rf_loader *ld)
 	/* Host backend: an idle copy stream copies in this thread instead of
 	 * handing each small batch to its worker and back (a no-op for cuda). */
 	(void)rf_device_host_stream_inline(ld->dev, ld->copy.stream, 1);
-	ld->delivery.dbufs = calloc(ld->depth, sizeof(*ld->delivery.dbufs));
-	ld->delivery.rq = calloc(ld->depth, sizeof(*ld->delivery.rq));
+	ld->delivery.dbufs = calloc(ld->resolved.depth, sizeof(*ld->delivery.dbufs));
+	ld->delivery.rq = calloc(ld->resolved.depth, sizeof(*ld->delivery.rq));
 	if (!ld->delivery.dbufs || !ld->delivery.rq)
 		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
-	for (uint32_t i = 0; i < ld->depth; i++) {
+	for (uint32_t i = 0; i < ld->resolved.depth; i++) {
 		struct dbuf *b = &ld->delivery.dbufs[i];
 		b->ld = ld;
 		b->fields = calloc(ld->layout.nparts, sizeof(*b->fields));
@@ -115,12 +115,12 @@ alloc_device_buffers(rf_loader *ld)
 		if (rc < 0) {
 			b->dptr = NULL;
 			char a[32], bb[32];
-			rf_ld_fmt_size(a, sizeof a, ld->layout.bytes * ld->depth);
+			rf_ld_fmt_size(a, sizeof a, ld->layout.bytes * ld->resolved.depth);
 			rf_ld_fmt_size(bb, sizeof bb, ld->layout.bytes);
 			return rf_fail(&ld->diag, RF_EMEMPLAN,
 				       "memory plan: allocating device buffer %u of %u (%s each, %s "
 				       "in all for batch_size %u) failed on %s: %s; lower batch_size "
-				       "or depth", i + 1, ld->depth, bb, a, ld->cfg.batch_size,
+				       "or depth", i + 1, ld->resolved.depth, bb, a, ld->cfg.batch_size,
 				       ld->dev->desc, ld->dev_diag.msg);
 		}
 		if (!ld->mem.in_place)
@@ -177,7 +177,7 @@ open_io(rf_loader *ld)
 	rf_io_config icfg;
 	rf_io_config_init(&icfg);
 	icfg.queue_depth = ld->mem.qd;
-	icfg.direct = ld->cfg.direct;
+	icfg.direct = ld->resolved.direct;
 	/* Registered with io_uring, the ring's pages are locked for as long
 	 * as the loader lives: not with transient pinning, whose point is to
 	 * lock only the slots being copied. */
@@ -269,12 +269,18 @@ open_maps(rf_loader *ld)
 	return 0;
 }
 
+/*
+ * Every check of the user's settings that needs no dataset, before
+ * anything is opened, allocated, page-locked or started; the settings that
+ * need the dataset (fields, tokens, full shuffling's needs, the resume blob,
+ * the memory plan) are checked right after it is opened, still before the
+ * ring is page-locked (loader_open).  The config is never changed: what is
+ * resolved from it goes to ld->resolved.
+ */
 static int
-loader_open(rf_loader *ld, const rf_config *ucfg)
+config_check(rf_loader *ld)
 {
-	rf_config *cfg = &ld->cfg;
-	int rc;
-
+	const rf_config *cfg = &ld->cfg;
 	if (cfg->npaths == 0 || !cfg->paths)
 		return rf_fail(&ld->diag, RF_EUSAGE, "loader: no dataset paths given (paths %s, "
 			       "npaths %zu)", cfg->paths ? "set" : "NULL", cfg->npaths);
@@ -287,45 +293,114 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 			       cfg->resume_len);
 	if (cfg->batch_size == 0)
 		return rf_fail(&ld->diag, RF_EUSAGE, "loader: batch_size must be at least 1");
-	if (cfg->depth == 0)
-		cfg->depth = 2;
-	if (cfg->depth > 64)
-		return rf_fail(&ld->diag, RF_EUSAGE, "loader: depth %u is more than 64", cfg->depth);
+	if (cfg->depth > RF_DEPTH_MAX)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: depth %u is more than %d", cfg->depth,
+			       RF_DEPTH_MAX);
 	if (cfg->pinning != RF_PINNING_RING && cfg->pinning != RF_PINNING_TRANSIENT)
 		return rf_fail(&ld->diag, RF_EUSAGE, "loader: pinning %d is not ring or transient",
 			       (int)cfg->pinning);
-	if (cfg->decode_threads > 64)
-		cfg->decode_threads = 64;
-	if (cfg->io_depth == 0)
-		cfg->io_depth = 32;
-	if (cfg->io_depth > RF_IO_DEPTH_MAX) /* what a ring is allocated for at open */
-		cfg->io_depth = RF_IO_DEPTH_MAX;
 	if (cfg->epochs && cfg->epoch > UINT64_MAX - cfg->epochs)
 		return rf_fail(&ld->diag, RF_EUSAGE, "loader: epoch %" PRIu64 " + epochs %u "
 			       "overflows the epoch counter", cfg->epoch, cfg->epochs);
-	ld->depth = cfg->depth;
+	if (cfg->device != RF_DEVICE_AUTO && cfg->device != RF_DEVICE_HOST &&
+	    cfg->device != RF_DEVICE_CUDA)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: device %d is not auto, host or cuda",
+			       (int)cfg->device);
+	if (cfg->tokens != RF_TOKENS_STORED && cfg->tokens != RF_TOKENS_INPUTS_TARGETS)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: tokens = %d is not a token layout",
+			       (int)cfg->tokens);
 
-	rf_dataset_config dcfg;
-	rf_dataset_config_init(&dcfg);
-	dcfg.verify = cfg->verify;
-	dcfg.log = cfg->log;
-	dcfg.log_user = cfg->log_user;
-	rc = rf_dataset_open(&ld->ds, cfg->paths, cfg->npaths, &dcfg);
-	if (rc < 0) {
-		snprintf(ld->diag.msg, sizeof(ld->diag.msg), "%s", rf_dataset_last_open_error());
-		return rc;
+	/* A saved position continues in its own order: its shuffle mode (and
+	 * window, unless one is set) shape the loader, so they are taken
+	 * before it is laid out.  A blob that is not whole is refused when it
+	 * is loaded, with the reason. */
+	ld->resolved.shuffle = cfg->shuffle;
+	enum rf_plan_mode rmode;
+	uint32_t rwin;
+	if (cfg->resume && rf_plan_state_peek(cfg->resume, cfg->resume_len, &rmode, &rwin) == 0)
+		ld->resolved.shuffle = rf_ld_shuffle_of_mode(rmode);
+	if ((unsigned)ld->resolved.shuffle > RF_SHUFFLE_FULL)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: shuffle %d is not none, chunks, window "
+			       "or full", (int)ld->resolved.shuffle);
+	int full = ld->resolved.shuffle == RF_SHUFFLE_FULL;
+	if (cfg->map && cfg->direct == 1)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: map = 1 reads through the page "
+			       "cache: it cannot be combined with direct = 1");
+	if (full && cfg->tokens == RF_TOKENS_INPUTS_TARGETS)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: the inputs/targets token layout is "
+			       "not available with shuffle full, which reads values straight into "
+			       "the batch: use shuffle window");
+
+	rf_diag_init(&ld->plan_diag, cfg->log, cfg->log_user);
+	ld->plan_diag.errors_quiet = 1; /* each failure is passed on through ld->diag */
+	ld->resolved.rank_source = "";
+	int rc = rf_plan_resolve_rank(cfg->rank, cfg->world, NULL, NULL, &ld->resolved.rank,
+				      &ld->resolved.world, &ld->resolved.rank_source,
+				      &ld->plan_diag);
+	if (rc < 0)
+		return rf_fail(&ld->diag, rc, "%s", ld->plan_diag.msg);
+
+	ld->resolved.depth = cfg->depth ? cfg->depth : 2;
+	ld->resolved.io_depth = cfg->io_depth == 0 ? 32 : cfg->io_depth;
+	if (ld->resolved.io_depth > RF_IO_DEPTH_MAX) /* what a ring is allocated for at open */
+		ld->resolved.io_depth = RF_IO_DEPTH_MAX;
+	ld->resolved.decode_threads = cfg->decode_threads > RF_DECODE_THREADS_MAX
+					      ? RF_DECODE_THREADS_MAX : cfg->decode_threads;
+	ld->resolved.seed = cfg->seed;
+	ld->resolved.epoch = cfg->epoch;
+	ld->full.on = full;
+	ld->map.on = cfg->map && !full;
+	ld->resolved.direct = ld->map.on ? 0 : cfg->direct;
+	return 0;
+}
+
+/* The settings that depend on the dataset: W, the read mode, the decode
+ * threads. */
+static int
+resolve_settings(rf_loader *ld)
+{
+	const rf_config *cfg = &ld->cfg;
+	if (ld->resolved.shuffle == RF_SHUFFLE_WINDOW) {
+		/* The window is part of the order: a function of the dataset
+		 * (and of rf_config.window, or the resume blob's) alone, which
+		 * the ring must hold; never sized from the budget, which may
+		 * differ between ranks. */
+		uint32_t want = cfg->window;
+		enum rf_plan_mode rmode;
+		uint32_t rwin;
+		if (want == 0 && cfg->resume &&
+		    rf_plan_state_peek(cfg->resume, cfg->resume_len, &rmode, &rwin) == 0 &&
+		    rmode == RF_PLAN_WINDOW)
+			want = rwin;
+		uint64_t raw = 0;
+		for (uint64_t ci = 0; ci < ld->nchunks; ci++)
+			raw += ld->chunks[ci].raw_bytes;
+		uint32_t w = want ? want
+				  : rf_plan_default_window(ld->nchunks ? raw / ld->nchunks : 0);
+		uint32_t wnd = rf_plan_window_in_force(w, ld->nchunks);
+		if (wnd > RF_PLAN_WINDOW_MAX)
+			return rf_fail(&ld->diag, RF_EUSAGE, "loader: window %u: at most %u chunks",
+				       want, RF_PLAN_WINDOW_MAX);
+		ld->resolved.window = wnd;
 	}
-	ld->schema = rf_dataset_schema(ld->ds);
-	ld->chunks = rf_dataset_chunk_table(ld->ds);
-	ld->nchunks = rf_dataset_chunks(ld->ds);
-	ld->nshards = rf_dataset_shards(ld->ds);
-	/* The loader reads through the reader's descriptors or maps, never
-	 * through the index's: one descriptor per shard, not two. */
-	rf_dataset_close_files(ld->ds);
+	rf_ld_choose_direct(ld);
+	/* Decode workers: a raw buffer each only when some chunk is compressed. */
+	int need_raw = 0;
+	for (uint64_t c = 0; c < ld->nchunks && !need_raw; c++)
+		need_raw = ld->chunks[c].codec != RF_CODEC_NONE;
+	if (ld->resolved.decode_threads == 0)
+		ld->resolved.decode_threads = rf_ld_decode_threads_auto(need_raw);
+	ld->nworkers = ld->full.on ? 0 : ld->resolved.decode_threads; /* full: nothing to decode */
+	return 0;
+}
 
-	/* The fields, by name or all. */
-	uint32_t sel[RF_MAX_FIELDS], nsel = 0;
-	if (ucfg->fields) {
+/* The fields, by name or all: their schema indices into sel. */
+static int
+select_fields(rf_loader *ld, uint32_t *sel, uint32_t *nselp)
+{
+	const rf_config *cfg = &ld->cfg;
+	uint32_t nsel = 0;
+	if (cfg->fields) {
 		if (cfg->nfields == 0 || cfg->nfields > RF_MAX_FIELDS)
 			return rf_fail(&ld->diag, RF_EUSAGE, "loader: %zu fields selected (1..%d)",
 				       cfg->nfields, RF_MAX_FIELDS);
@@ -361,35 +436,65 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 		for (uint32_t i = 0; i < ld->schema->nfields; i++)
 			sel[nsel++] = i;
 	}
+	for (uint32_t i = 0; i < nsel; i++)
+		ld->nvar += ld->schema->fields[sel[i]].var_dim >= 0;
+	*nselp = nsel;
+	return 0;
+}
+
+/*
+ * Open in three parts: the settings (config_check, then what needs the
+ * dataset: fields, W, full shuffling's needs, the order and the resume
+ * blob); then the memory plan against the device; then the resources (the
+ * ring is page-locked, the reader engine, device buffers, threads).  A
+ * setting the loader refuses is refused before any memory is page-locked.
+ */
+static int
+loader_open(rf_loader *ld)
+{
+	rf_config *cfg = &ld->cfg;
+	int rc = config_check(ld);
+	if (rc < 0)
+		return rc;
+
+	rf_dataset_config dcfg;
+	rf_dataset_config_init(&dcfg);
+	dcfg.verify = cfg->verify;
+	dcfg.log = cfg->log;
+	dcfg.log_user = cfg->log_user;
+	rc = rf_dataset_open(&ld->ds, cfg->paths, cfg->npaths, &dcfg);
+	if (rc < 0) {
+		snprintf(ld->diag.msg, sizeof(ld->diag.msg), "%s", rf_dataset_last_open_error());
+		return rc;
+	}
+	ld->schema = rf_dataset_schema(ld->ds);
+	ld->chunks = rf_dataset_chunk_table(ld->ds);
+	ld->nchunks = rf_dataset_chunks(ld->ds);
+	ld->nshards = rf_dataset_shards(ld->ds);
+	/* The loader reads through the reader's descriptors or maps, never
+	 * through the index's: one descriptor per shard, not two. */
+	rf_dataset_close_files(ld->ds);
+
+	uint32_t sel[RF_MAX_FIELDS], nsel = 0;
+	rc = select_fields(ld, sel, &nsel);
+	if (rc < 0)
+		return rc;
 	/* The strings and arrays are the caller's: keep no pointer to them. */
 	cfg->paths = NULL;
 	cfg->fields = NULL;
-	for (uint32_t i = 0; i < nsel; i++)
-		ld->nvar += ld->schema->fields[sel[i]].var_dim >= 0;
-	if (cfg->map && cfg->direct == 1)
-		return rf_fail(&ld->diag, RF_EUSAGE, "loader: map = 1 reads through the page "
-			       "cache: it cannot be combined with direct = 1");
-	/* A saved position continues in its own order: its shuffle mode (and
-	 * window, unless one is set) shape the loader, so they are taken
-	 * before it is laid out.  A blob that is not whole is refused when it
-	 * is loaded, with the reason. */
-	enum rf_plan_mode rmode;
-	uint32_t rwin;
-	if (cfg->resume && rf_plan_state_peek(cfg->resume, cfg->resume_len, &rmode, &rwin) == 0) {
-		cfg->shuffle = rf_ld_shuffle_of_mode(rmode);
-		if (rmode == RF_PLAN_WINDOW && cfg->window == 0)
-			cfg->window = rwin;
-	}
-	ld->full.on = cfg->shuffle == RF_SHUFFLE_FULL;
-	ld->map.on = cfg->map && !ld->full.on;
-	if (ld->map.on)
-		cfg->direct = 0;
-	rf_ld_choose_direct(ld);
+	rc = resolve_settings(ld);
+	if (rc < 0)
+		return rc;
 	if (ld->full.on) {
 		rc = rf_ld_full_check(ld, sel, nsel);
 		if (rc < 0)
 			return rc;
 	}
+	/* The order (and a resume blob's checks): before the device. */
+	ld->gather.cur_slot = -1;
+	rc = rf_ld_open_plan(ld);
+	if (rc < 0)
+		return rc;
 
 	rc = open_device(ld);
 	if (rc < 0)
@@ -405,23 +510,19 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 		return rf_fail(&ld->diag, rc == -ENOMEM ? RF_EMEMPLAN : rc, "%s", ld->ring_diag.msg);
 
 	if (!ld->full.on) /* full mode: set by the memory plan */
-		ld->mem.qd = cfg->io_depth < ld->mem.n_read ? cfg->io_depth : ld->mem.n_read;
+		ld->mem.qd = ld->resolved.io_depth < ld->mem.n_read ? ld->resolved.io_depth
+								    : ld->mem.n_read;
 	rc = ld->map.on ? open_maps(ld) : open_io(ld);
 	if (rc < 0)
 		return rc;
 
 	rc = alloc_device_buffers(ld);
-
 	if (rc < 0)
 		return rc;
 
-	/* Decode workers: a raw buffer each only when some chunk is compressed. */
 	int need_raw = 0;
 	for (uint64_t c = 0; c < ld->nchunks && !need_raw; c++)
 		need_raw = ld->chunks[c].codec != RF_CODEC_NONE;
-	if (cfg->decode_threads == 0)
-		cfg->decode_threads = rf_ld_decode_threads_auto(need_raw);
-	ld->nworkers = ld->full.on ? 0 : cfg->decode_threads; /* full: nothing to decode */
 	ld->workers = calloc(ld->nworkers ? ld->nworkers : 1, sizeof(*ld->workers));
 	if (!ld->workers)
 		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
@@ -443,16 +544,12 @@ loader_open(rf_loader *ld, const rf_config *ucfg)
 	/* Not from a map: a batch handed out in place must be writable memory,
 	 * and a device copy wants pinned memory. */
 	ld->gather.direct_ok = ld->layout.nparts == 1 && !ld->layout.part[0].var &&
-			ld->layout.part[0].off == 0 && !ld->map.on;
+			       ld->layout.part[0].off == 0 && !ld->map.on;
 	ld->sq_cap = ld->mem.n_stage + 2;
 	ld->sq = calloc(ld->sq_cap, sizeof(*ld->sq));
 	if (!ld->win || !ld->sq)
 		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
 	ld->gather.cur_slot = -1;
-
-	rc = rf_ld_open_plan(ld);
-	if (rc < 0)
-		return rc;
 
 	return rf_ld_start_threads(ld);
 }
@@ -522,7 +619,7 @@ rf_loader_open(rf_loader **out, const rf_config *cfg)
 	}
 	ld->sync_init = 1;
 
-	int rc = loader_open(ld, cfg);
+	int rc = loader_open(ld);
 	if (rc < 0) {
 		snprintf(open_error, sizeof(open_error), "%s", ld->diag.msg);
 		rf_ld_loader_free(ld);
@@ -570,7 +667,7 @@ rf_ld_pipeline_reset(rf_loader *ld)
 {
 	/* Zero-copy: slots lent to released batches come back with the rest
 	 * below, once the consumer's work on them is done. */
-	for (uint32_t i = 0; ld->mem.in_place && i < ld->depth; i++) {
+	for (uint32_t i = 0; ld->mem.in_place && i < ld->resolved.depth; i++) {
 		struct dbuf *b = &ld->delivery.dbufs[i];
 		if (b->state == DB_RELEASED &&
 		    ld->dev->ops->event_sync(ld->dev, b->rel_event) == 0)
@@ -592,7 +689,7 @@ rf_ld_pipeline_reset(rf_loader *ld)
 	memset(ld->slot_refs, 0, ld->mem.nslots * sizeof(*ld->slot_refs));
 	memset(ld->copy.pin_refs, 0, ld->mem.nslots * sizeof(*ld->copy.pin_refs));
 	memset(ld->win, 0, ld->nwin * sizeof(*ld->win));
-	for (uint32_t i = 0; i < ld->depth; i++)
+	for (uint32_t i = 0; i < ld->resolved.depth; i++)
 		if (ld->delivery.dbufs[i].state != DB_RELEASED)
 			ld->delivery.dbufs[i].state = DB_FREE;
 	ld->stop = ld->failed = ld->fail_code = 0;
@@ -619,12 +716,12 @@ rf_ld_loader_free(rf_loader *ld)
 		const struct rf_device_ops *ops = ld->dev->ops;
 		/* Nothing may still read or write a device buffer when it is
 		 * freed: released batches' events, then the copy stream. */
-		for (uint32_t i = 0; ld->delivery.dbufs && i < ld->depth; i++)
+		for (uint32_t i = 0; ld->delivery.dbufs && i < ld->resolved.depth; i++)
 			if (ld->delivery.dbufs[i].state == DB_RELEASED && ld->delivery.dbufs[i].rel_event)
 				ops->event_sync(ld->dev, ld->delivery.dbufs[i].rel_event);
 		if (ld->copy.stream)
 			ops->stream_sync(ld->dev, ld->copy.stream);
-		for (uint32_t i = 0; ld->delivery.dbufs && i < ld->depth; i++) {
+		for (uint32_t i = 0; ld->delivery.dbufs && i < ld->resolved.depth; i++) {
 			struct dbuf *b = &ld->delivery.dbufs[i];
 			if (b->copy_event)
 				ops->event_destroy(ld->dev, b->copy_event);

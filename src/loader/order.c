@@ -46,10 +46,10 @@ rf_ld_plan_seek_blob(rf_loader *ld, const void *blob, size_t len)
 		return rf_fail(&ld->diag, RF_ESTATE, "loader: resume: the saved shuffle mode %s "
 			       "cannot continue in this loader (open it with that shuffle mode)",
 			       rf_plan_mode_name(lp->mode));
-	if (ld->window.on && lp->window > ld->mem.window)
+	if (ld->window.on && lp->window > ld->resolved.window)
 		return rf_fail(&ld->diag, RF_ESTATE, "loader: resume: the position was saved with "
 			       "a window of %u chunks, this loader holds %u: open it with window = "
-			       "%u (and pinned_bytes for it)", lp->window, ld->mem.window, lp->window);
+			       "%u (and pinned_bytes for it)", lp->window, ld->resolved.window, lp->window);
 	if (cfg->epochs && (lp->epoch < ld->reader.epoch_last - cfg->epochs || lp->epoch >= ld->reader.epoch_last))
 		return rf_fail(&ld->diag, RF_ESTATE, "loader: resume: the position lies in epoch %"
 			       PRIu64 ", outside this loader's epochs %" PRIu64 "..%" PRIu64 " (epoch + "
@@ -61,9 +61,9 @@ rf_ld_plan_seek_blob(rf_loader *ld, const void *blob, size_t len)
 		rc = rf_plan_state_load(ld->splan, blob, len);
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc, "loader: resume: %s", ld->plan_diag.msg);
-	cfg->shuffle = rf_ld_shuffle_of_mode(lp->mode);
-	cfg->seed = lp->seed;
-	cfg->epoch = lp->epoch;
+	ld->resolved.shuffle = rf_ld_shuffle_of_mode(lp->mode);
+	ld->resolved.seed = lp->seed;
+	ld->resolved.epoch = lp->epoch;
 	uint64_t start = rf_plan_tell(ld->gather.plan);
 	ld->reader.epoch = ld->gather.epoch = ld->delivery.epoch = lp->epoch;
 	ld->gather.done = ld->delivery.done = start;
@@ -99,20 +99,17 @@ rf_ld_open_plan(rf_loader *ld)
 	rf_config *cfg = &ld->cfg;
 	int rc;
 	static const char *const modes[] = {"none", "chunks", "window", "full"};
-	if ((unsigned)cfg->shuffle > RF_SHUFFLE_FULL)
-		return rf_fail(&ld->diag, RF_EUSAGE, "loader: shuffle %d is not none, chunks, window "
-			       "or full", (int)cfg->shuffle);
 
 	rf_plan_params pp;
 	rf_plan_params_init(&pp);
-	pp.mode = cfg->shuffle == RF_SHUFFLE_CHUNKS   ? RF_PLAN_CHUNKS
-		  : cfg->shuffle == RF_SHUFFLE_WINDOW ? RF_PLAN_WINDOW
-		  : cfg->shuffle == RF_SHUFFLE_FULL   ? RF_PLAN_FULL : RF_PLAN_NONE;
-	pp.seed = cfg->seed;
-	pp.epoch = cfg->epoch;
+	pp.mode = ld->resolved.shuffle == RF_SHUFFLE_CHUNKS   ? RF_PLAN_CHUNKS
+		  : ld->resolved.shuffle == RF_SHUFFLE_WINDOW ? RF_PLAN_WINDOW
+		  : ld->resolved.shuffle == RF_SHUFFLE_FULL   ? RF_PLAN_FULL : RF_PLAN_NONE;
+	pp.seed = ld->resolved.seed;
+	pp.epoch = ld->resolved.epoch;
 	pp.batch = cfg->batch_size;
 	pp.window = 1;
-	if (cfg->shuffle == RF_SHUFFLE_WINDOW) {
+	if (ld->resolved.shuffle == RF_SHUFFLE_WINDOW) {
 		rc = rf_ld_window_setup(ld, &pp.window);
 		if (rc < 0)
 			return rc;
@@ -125,15 +122,9 @@ rf_ld_open_plan(rf_loader *ld)
 		fp = rf_plan_mix64(fp ^ rf_plan_mix64(ld->chunks[c].xxh3 + ld->chunks[c].samples +
 						      (ld->chunks[c].raw_bytes << 20)));
 	pp.fingerprint = fp;
-	const char *source = "";
-	rf_diag_init(&ld->plan_diag, cfg->log, cfg->log_user);
-	ld->plan_diag.errors_quiet = 1; /* each failure is passed on through ld->diag */
-	rc = rf_plan_resolve_rank(cfg->rank, cfg->world, NULL, NULL, &pp.rank, &pp.world,
-				      &source, &ld->plan_diag);
-	if (rc < 0)
-		return rf_fail(&ld->diag, rc, "%s", ld->plan_diag.msg);
-	ld->rank = pp.rank;
-	ld->world = pp.world;
+	/* Checked and resolved with the other settings (config_check). */
+	pp.rank = ld->resolved.rank;
+	pp.world = ld->resolved.world;
 
 	uint64_t n = rf_dataset_samples(ld->ds);
 	if (n == 0 || ld->nchunks == 0) {
@@ -157,9 +148,10 @@ rf_ld_open_plan(rf_loader *ld)
 	if (!ld->gather.items)
 		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory for %u plan items",
 			       cfg->batch_size);
-	ld->reader.epoch = ld->gather.epoch = ld->delivery.epoch = cfg->epoch;
+	ld->reader.epoch = ld->gather.epoch = ld->delivery.epoch = ld->resolved.epoch;
 	ld->reader.nreads = rf_plan_reads(ld->reader.plan);
-	/* Set before a resume replaces cfg->epoch: the end is the config's. */
+	/* From the config, not the order in force: a resume never moves the
+	 * end. */
 	ld->reader.epoch_last = cfg->epochs ? cfg->epoch + cfg->epochs : 0;
 	if (cfg->resume) {
 		rc = rf_ld_plan_seek_blob(ld, cfg->resume, cfg->resume_len);
@@ -176,8 +168,8 @@ rf_ld_open_plan(rf_loader *ld)
 	if (op->mode == RF_PLAN_WINDOW)
 		snprintf(wdesc, sizeof wdesc, ", window W = %u chunks", op->window);
 	rf_log(&ld->diag, RF_LOG_INFO, "plan: shuffle %s%s, seed %" PRIu64 ", rank %u of %u (%s), "
-	       "%" PRIu64 " batches of %u per epoch, order id %016" PRIx64, modes[cfg->shuffle],
-	       wdesc, cfg->seed, pp.rank, pp.world, source, rf_plan_batches(ld->reader.plan),
+	       "%" PRIu64 " batches of %u per epoch, order id %016" PRIx64, modes[ld->resolved.shuffle],
+	       wdesc, ld->resolved.seed, pp.rank, pp.world, ld->resolved.rank_source, rf_plan_batches(ld->reader.plan),
 	       cfg->batch_size, ld->order_id);
 	/* A batch larger than the data (with drop_last) streams nothing: a
 	 * training loop that silently does no step. */

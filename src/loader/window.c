@@ -146,7 +146,7 @@ rf_ld_gather_step_window(rf_loader *ld, const struct lstep *st, const rf_chunk_s
 			return rf_fail(d, rc, "loader: assembling failed");
 		uint64_t keep_from = it[added ? added - 1 : 0].keep_from;
 		ld->gather.i += added;
-		if (added == 0 && ld->world > 1)
+		if (added == 0 && ld->resolved.world > 1)
 			return rf_ld_early_close_error(ld, d, part, need);
 		if (ld->gather.i >= ld->gather.n || added == 0) {
 			if (ld->gather.i >= ld->gather.n)
@@ -167,7 +167,7 @@ rf_ld_gather_step_window(rf_loader *ld, const struct lstep *st, const rf_chunk_s
 int
 rf_ld_window_setup(rf_loader *ld, uint32_t *window)
 {
-	uint32_t w = ld->mem.window;
+	uint32_t w = ld->resolved.window;
 	ld->window.on = 1;
 	ld->window.cap = w + 2;
 	ld->window.tab = calloc(ld->window.cap, sizeof(*ld->window.tab));
