@@ -167,21 +167,21 @@ rf_ld_gather_refill(rf_loader *ld, uint32_t *n, rf_diag *d)
 	return 0;
 }
 
-/* Gather the plan items that come from this step's chunk into batches, in
- * order (the turn holder only).  A plan batch whose items all lie in this
- * chunk, back to back, goes direct when the layout allows. */
-int
-rf_ld_gather_step(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *sec,
-		  const rf_chunk_ctx *ctx, int direct, unsigned read_slot, rf_diag *d)
+/*
+ * The one item loop, shared by the plain gather and the window's (the turn
+ * holder only): the plan's items, in order, as far as the chunks at hand
+ * allow.  Without a window the chunk at hand is this step's (sec, ctx);
+ * with one, the chunks held (rf_ld_window_source).  A run of consecutive
+ * samples of one chunk is added at once; a plan batch whose items all lie
+ * back to back in this step's raw chunk goes direct when `direct` allows.
+ * Returns 0 when the next item needs a later read, 1 at the end of the
+ * epoch's items, or an error.
+ */
+static int
+gather_items(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *cur_sec,
+	     const rf_chunk_ctx *cur_ctx, int direct, unsigned read_slot, rf_diag *d)
 {
 	int rc;
-	if (st->epoch != ld->gather.epoch) {
-		/* Every item of the previous epoch named one of its reads, all
-		 * gathered before this one: its items are used up. */
-		rc = rf_ld_gather_enter_epoch(ld, st->epoch, d);
-		if (rc < 0)
-			return rc;
-	}
 	for (;;) {
 		if (ld->gather.i >= ld->gather.n) {
 			uint32_t n;
@@ -189,14 +189,21 @@ rf_ld_gather_step(rf_loader *ld, const struct lstep *st, const rf_chunk_sections
 			if (rc < 0)
 				return rc;
 			if (n == 0)
-				return 0; /* this epoch's batches are all out */
+				return 1; /* this epoch's batches are all out */
 		}
 		const rf_plan_item *it = &ld->gather.items[ld->gather.i];
-		if (it->read != st->entry)
+		const rf_chunk_sections *sec = cur_sec;
+		const rf_chunk_ctx *ctx = cur_ctx;
+		if (ld->window.on) {
+			rc = rf_ld_window_source(ld, it, &sec, &ctx, d);
+			if (rc <= 0)
+				return rc;
+		} else if (it->read != st->entry) {
 			return 0; /* the next item comes from a later read */
+		}
 		/* A run: items of this read at consecutive offsets. */
 		uint32_t r = 1;
-		while (ld->gather.i + r < ld->gather.n && it[r].read == st->entry &&
+		while (ld->gather.i + r < ld->gather.n && it[r].read == it->read &&
 		       it[r].offset == it->offset + r)
 			r++;
 		if (it->offset + (uint64_t)r > sec->samples)
@@ -208,8 +215,8 @@ rf_ld_gather_step(rf_loader *ld, const struct lstep *st, const rf_chunk_sections
 		     (uintptr_t)(sec->field[ld->layout.part[0].field].data +
 				 (uint64_t)it->offset * ld->layout.part[0].value_bytes) %
 				     RF_BATCH_ALIGN == 0)) {
-			/* Zero-copy hands the batch out where it lies: only
-			 * where that keeps the promised alignment. */
+			/* In-place delivery hands the batch out where it lies:
+			 * only where that keeps the promised alignment. */
 			rc = push_direct(ld, st->epoch, sec, read_slot, it->offset, r, it->pos);
 			if (rc < 0)
 				return rc;
@@ -223,7 +230,8 @@ rf_ld_gather_step(rf_loader *ld, const struct lstep *st, const rf_chunk_sections
 		}
 		uint32_t added = 0, part = 0;
 		uint64_t need = 0;
-		rc = rf_assembly_add(&ld->gather.asmb, sec, it->offset, it->offset + r, &added, &need, &part);
+		rc = rf_assembly_add(&ld->gather.asmb, sec, it->offset, it->offset + r, &added, &need,
+				     &part);
 		if (rc == -E2BIG) {
 			const rf_batch_part *p = &ld->layout.part[part];
 			return rf_fail(d, RF_EMEMPLAN,
@@ -235,8 +243,9 @@ rf_ld_gather_step(rf_loader *ld, const struct lstep *st, const rf_chunk_sections
 				       RF_ALIGN_UP(need, RF_BATCH_ALIGN));
 		}
 		if (rc < 0)
-			return rf_fail(d, rc, "loader: assembling chunk %" PRIu64 " failed",
-				       st->chunk);
+			return rf_fail(d, rc, "loader: assembling chunk %" PRIu64 " failed", ctx->chunk);
+		/* What the window may let go of once these items are in. */
+		uint64_t keep_from = it[added ? added - 1 : 0].keep_from;
 		ld->gather.i += added;
 		/* The plan batch is complete, or a variable field's region is
 		 * full: close this batch (early, in the second case; the rest of
@@ -248,5 +257,43 @@ rf_ld_gather_step(rf_loader *ld, const struct lstep *st, const rf_chunk_sections
 				ld->gather.done++;
 			rf_ld_gather_push_batch(ld);
 		}
+		if (ld->window.on && added)
+			rf_ld_window_drop_below(ld, keep_from);
 	}
+}
+
+/* Gather the plan items that come from this step's chunk into batches, in
+ * order (the turn holder only). */
+int
+rf_ld_gather_step(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *sec,
+		  const rf_chunk_ctx *ctx, int direct, unsigned read_slot, rf_diag *d)
+{
+	if (st->epoch != ld->gather.epoch) {
+		/* Every item of the previous epoch named one of its reads, all
+		 * gathered before this one: its items are used up. */
+		int rc = rf_ld_gather_enter_epoch(ld, st->epoch, d);
+		if (rc < 0)
+			return rc;
+	}
+	int rc = gather_items(ld, st, sec, ctx, direct, read_slot, d);
+	return rc < 0 ? rc : 0;
+}
+
+/* Window shuffling: hold this step's chunk (rf_ld_window_hold), then the
+ * same item loop over the chunks held. */
+int
+rf_ld_gather_step_window(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *sec,
+			 const rf_chunk_ctx *ctx, struct worker *w, int in_slot, unsigned read_slot,
+			 rf_diag *d)
+{
+	int rc = rf_ld_window_hold(ld, st, sec, ctx, w, in_slot, read_slot, d);
+	if (rc <= 0)
+		return rc;
+	rc = gather_items(ld, st, NULL, NULL, 0, read_slot, d);
+	if (rc == 1) {
+		rf_ld_window_drop_below(ld, UINT64_MAX);
+		ld->window.epoch_done = 1;
+		return 0;
+	}
+	return rc;
 }

@@ -407,12 +407,17 @@ int rf_ld_gather_enter_epoch(rf_loader *ld, uint64_t epoch, rf_diag *d);
 int rf_ld_gather_refill(rf_loader *ld, uint32_t *n, rf_diag *d);
 int rf_ld_gather_step(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *sec,
 		      const rf_chunk_ctx *ctx, int direct, unsigned read_slot, rf_diag *d);
-
-/* window.c */
-void rf_ld_window_drop_below(rf_loader *ld, uint64_t keep_from);
 int rf_ld_gather_step_window(rf_loader *ld, const struct lstep *st,
 			     const rf_chunk_sections *sec, const rf_chunk_ctx *ctx, struct worker *w,
 			     int in_slot, unsigned read_slot, rf_diag *d);
+
+/* window.c */
+void rf_ld_window_drop_below(rf_loader *ld, uint64_t keep_from);
+int rf_ld_window_hold(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *sec,
+		      const rf_chunk_ctx *ctx, struct worker *w, int in_slot, unsigned read_slot,
+		      rf_diag *d);
+int rf_ld_window_source(rf_loader *ld, const rf_plan_item *it, const rf_chunk_sections **sec,
+			const rf_chunk_ctx **ctx, rf_diag *d);
 int rf_ld_window_setup(rf_loader *ld, uint32_t *window);
 
 /* full.c */

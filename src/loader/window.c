@@ -4,9 +4,6 @@
  */
 #include "loader/internal.h"
 
-/* ------------------------------------------------------ window shuffling */
-
-
 /* Let go of held chunk `e` (gather only). */
 static void
 window_drop(rf_loader *ld, uint64_t e)
@@ -43,11 +40,14 @@ rf_ld_window_drop_below(rf_loader *ld, uint64_t keep_from)
  * chunks are held, and the memory plan leaves the reader slots beyond them.
  * An uncompressed chunk stays in its read slot (a reference); a compressed
  * one's raw buffer is taken from the worker, which gets a spare one.
+ *
+ * Hold this step's chunk.  Returns 1 when the items may use it, 0 when no
+ * item of the epoch needs it any more, or an error.
  */
 int
-rf_ld_gather_step_window(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *sec,
-			 const rf_chunk_ctx *ctx, struct worker *w, int in_slot, unsigned read_slot,
-			 rf_diag *d)
+rf_ld_window_hold(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *sec,
+		  const rf_chunk_ctx *ctx, struct worker *w, int in_slot, unsigned read_slot,
+		  rf_diag *d)
 {
 	int rc;
 	if (st->epoch != ld->gather.epoch) {
@@ -67,7 +67,8 @@ rf_ld_gather_step_window(rf_loader *ld, const struct lstep *st, const rf_chunk_s
 		ld->window.lo = ld->window.hi = st->entry;
 	if (st->entry != ld->window.hi || ld->window.hi - ld->window.lo >= ld->window.cap)
 		return rf_fail(d, -EPROTO, "loader: window: read %" PRIu64 " arrived out of order "
-			       "(holding %" PRIu64 "..%" PRIu64 ")", st->entry, ld->window.lo, ld->window.hi);
+			       "(holding %" PRIu64 "..%" PRIu64 ")", st->entry, ld->window.lo,
+			       ld->window.hi);
 	struct wentry *we = &ld->window.tab[st->entry % ld->window.cap];
 	we->used = 1;
 	we->sec = *sec;
@@ -83,7 +84,7 @@ rf_ld_gather_step_window(rf_loader *ld, const struct lstep *st, const rf_chunk_s
 		/* The sections point into the worker's raw buffer: it becomes
 		 * the entry's, and the worker takes a spare. */
 		uint8_t *spare = ld->window.pool_n ? ld->window.pool[--ld->window.pool_n]
-					     : aligned_alloc(64, RF_ALIGN_UP(ld->window.raw_cap, 64));
+						   : aligned_alloc(64, RF_ALIGN_UP(ld->window.raw_cap, 64));
 		if (!spare)
 			return rf_fail(d, -ENOMEM, "loader: window: out of memory for a chunk of %"
 				       PRIu64 " bytes", ld->window.raw_cap);
@@ -91,71 +92,28 @@ rf_ld_gather_step_window(rf_loader *ld, const struct lstep *st, const rf_chunk_s
 		w->dec.raw = spare;
 	}
 	ld->window.hi++;
+	return 1;
+}
 
-	for (;;) {
-		if (ld->gather.i >= ld->gather.n) {
-			uint32_t n;
-			rc = rf_ld_gather_refill(ld, &n, d);
-			if (rc < 0)
-				return rc;
-			if (n == 0) {
-				rf_ld_window_drop_below(ld, UINT64_MAX);
-				ld->window.epoch_done = 1;
-				return 0;
-			}
-		}
-		const rf_plan_item *it = &ld->gather.items[ld->gather.i];
-		if (it->read >= ld->window.hi) {
-			/* Needs a later read: the next turn.  What it no longer
-			 * needs goes now, which keeps at most W chunks held. */
-			rf_ld_window_drop_below(ld, it->keep_from);
-			return 0;
-		}
-		if (it->read < ld->window.lo)
-			return rf_fail(d, -EPROTO, "loader: window: an item needs read %" PRIu64
-				       " which was let go (holding %" PRIu64 "..%" PRIu64 ")", it->read,
-				       ld->window.lo, ld->window.hi);
-		const struct wentry *src = &ld->window.tab[it->read % ld->window.cap];
-		uint32_t r = 1;
-		while (ld->gather.i + r < ld->gather.n && it[r].read == it->read && it[r].offset == it->offset + r)
-			r++;
-		if (it->offset + (uint64_t)r > src->sec.samples)
-			return rf_fail(d, RF_ECORRUPT, "%s: chunk %" PRIu64 " has %u samples, the plan "
-				       "asks for sample %u", src->ctx.path, src->ctx.chunk,
-				       src->sec.samples, it->offset + r - 1);
-		if (ld->gather.cur_slot < 0) {
-			rc = rf_ld_gather_open_batch(ld, st->epoch, it->pos);
-			if (rc < 0)
-				return rc;
-		}
-		uint32_t added = 0, part = 0;
-		uint64_t need = 0;
-		rc = rf_assembly_add(&ld->gather.asmb, &src->sec, it->offset, it->offset + r, &added, &need,
-				     &part);
-		if (rc == -E2BIG) {
-			const rf_batch_part *p = &ld->layout.part[part];
-			return rf_fail(d, RF_EMEMPLAN,
-				       "%s: chunk %" PRIu64 ": sample %" PRIu64 " has %" PRIu64
-				       " bytes of field %s, more than the %" PRIu64 " bytes a batch "
-				       "holds for it: set var_bytes to at least %" PRIu64,
-				       src->ctx.path, src->ctx.chunk, it->sample, need,
-				       ld->schema->fields[p->field].name, p->cap,
-				       RF_ALIGN_UP(need, RF_BATCH_ALIGN));
-		}
-		if (rc < 0)
-			return rf_fail(d, rc, "loader: assembling failed");
-		uint64_t keep_from = it[added ? added - 1 : 0].keep_from;
-		ld->gather.i += added;
-		if (added == 0 && ld->resolved.world > 1)
-			return rf_ld_early_close_error(ld, d, part, need);
-		if (ld->gather.i >= ld->gather.n || added == 0) {
-			if (ld->gather.i >= ld->gather.n)
-				ld->gather.done++;
-			rf_ld_gather_push_batch(ld);
-		}
-		if (added)
-			rf_ld_window_drop_below(ld, keep_from);
+/* The held chunk plan item `it` draws from, for the item loop: 1 with its
+ * sections and context, 0 when it needs a later read (what no item needs
+ * any more goes now, which keeps at most W chunks held), or an error. */
+int
+rf_ld_window_source(rf_loader *ld, const rf_plan_item *it, const rf_chunk_sections **sec,
+		    const rf_chunk_ctx **ctx, rf_diag *d)
+{
+	if (it->read >= ld->window.hi) {
+		rf_ld_window_drop_below(ld, it->keep_from);
+		return 0;
 	}
+	if (it->read < ld->window.lo)
+		return rf_fail(d, -EPROTO, "loader: window: an item needs read %" PRIu64
+			       " which was let go (holding %" PRIu64 "..%" PRIu64 ")", it->read,
+			       ld->window.lo, ld->window.hi);
+	const struct wentry *src = &ld->window.tab[it->read % ld->window.cap];
+	*sec = &src->sec;
+	*ctx = &src->ctx;
+	return 1;
 }
 
 /*
