@@ -615,8 +615,15 @@ host_close(rf_device *dev)
 	free(hd);
 }
 
+static int
+host_stream_set_inline(rf_device *dev, void *stream, int on)
+{
+	return rf_device_host_stream_inline(dev, stream, on);
+}
+
 static const struct rf_device_ops host_ops = {
 	.name = "host",
+	.caps = RF_DEVICE_CAP_HOST_MEMORY,
 	.alloc = host_alloc,
 	.free = host_free,
 	.host_register = host_register,
@@ -634,6 +641,7 @@ static const struct rf_device_ops host_ops = {
 	.stream_sync = host_stream_sync,
 	.mem_info = host_mem_info,
 	.close = host_close,
+	.stream_set_inline = host_stream_set_inline,
 };
 
 int

@@ -56,7 +56,6 @@
 #include "common.h"
 #include "decode/decode.h"
 #include "device/device.h"
-#include "device/host.h"
 #include "format/format.h"
 #include "io/io.h"
 #include "plan/plan.h"

@@ -190,7 +190,8 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 	 * consumer's, on top of what the pipeline needs.  RINGFEED_HOST_COPY=1
 	 * copies instead, as the cuda path does (to compare the two). */
 	const char *hc = getenv("RINGFEED_HOST_COPY");
-	ld->mem.in_place = strcmp(ld->dev->ops->name, "host") == 0 && !(hc && strcmp(hc, "1") == 0);
+	ld->mem.in_place = rf_device_has(ld->dev, RF_DEVICE_CAP_HOST_MEMORY) &&
+			   !(hc && strcmp(hc, "1") == 0);
 	unsigned zdepth = ld->mem.in_place ? ld->resolved.depth : 0;
 	if (!ld->full.on) {
 		/* A read slot holds one chunk: more read slots than the dataset

@@ -96,9 +96,11 @@ alloc_device_buffers(rf_loader *ld)
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc, "loader: creating the copy stream failed: %s",
 			       ld->dev_diag.msg);
-	/* Host backend: an idle copy stream copies in this thread instead of
-	 * handing each small batch to its worker and back (a no-op for cuda). */
-	(void)rf_device_host_stream_inline(ld->dev, ld->copy.stream, 1);
+	/* Where the backend offers it (host): an idle copy stream copies in
+	 * this thread instead of handing each small batch to a worker and
+	 * back. */
+	if (ops->stream_set_inline)
+		(void)ops->stream_set_inline(ld->dev, ld->copy.stream, 1);
 	ld->delivery.dbufs = calloc(ld->resolved.depth, sizeof(*ld->delivery.dbufs));
 	ld->delivery.rq = calloc(ld->resolved.depth, sizeof(*ld->delivery.rq));
 	if (!ld->delivery.dbufs || !ld->delivery.rq)
