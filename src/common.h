@@ -44,6 +44,12 @@ int rf_fail(rf_diag *d, int code, const char *fmt, ...) RF_PRINTF(3, 4);
 /* Send a message to the log (no effect on d->msg). */
 void rf_log(const rf_diag *d, enum rf_log_level level, const char *fmt, ...) RF_PRINTF(3, 4);
 
+/* Name tables indexed by an enum's value (src/names.c): the name of
+ * `value`, or NULL outside [0, n); the index of `name`, or -1 (NULL name
+ * included).  One lookup for every table of names in the library. */
+const char *rf_name_of(const char *const *names, size_t n, int value);
+int rf_name_find(const char *const *names, size_t n, const char *name);
+
 /* Make room for `need` more open files: when the open-file soft limit
  * (RLIMIT_NOFILE) cannot hold them beside the descriptors already open plus a
  * small spare, raise it as far as needed (never past the hard limit) and log

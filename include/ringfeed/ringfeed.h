@@ -353,6 +353,59 @@ enum rf_tokens {
 #define RF_DEPTH_MAX 64             /* rf_config.depth: device buffers in flight */
 #define RF_DECODE_THREADS_MAX 64    /* rf_config.decode_threads */
 #define RF_WINDOW_MAX 1024          /* rf_config.window: decoded chunks held */
+#define RF_WORLD_MAX (1 << 24)      /* rf_config.world, and a launcher's world size;
+                                       rf_config.rank is below it */
+
+/*
+ * Names of the settings, one vocabulary for command lines, bindings and
+ * logs (the `ringfeed` tool and the Python module spell them so):
+ *   shuffle  "none", "chunks", "window", "full"
+ *   device   "auto", "host", "cuda"
+ *   pinning  "ring", "transient"
+ * Each _name function returns a static string, or NULL for a value outside
+ * the enum.  Each _parse function takes the exact, lower-case name, sets
+ * *out and returns 0, or returns RF_EUSAGE (an unknown or NULL name, out
+ * NULL) leaving *out as it was.  Pure and thread-safe.
+ */
+RF_API const char *rf_shuffle_name(enum rf_shuffle mode);
+RF_API int rf_shuffle_parse(const char *name, enum rf_shuffle *out);
+RF_API const char *rf_device_name(enum rf_device_kind kind);
+RF_API int rf_device_parse(const char *name, enum rf_device_kind *out);
+RF_API const char *rf_pinning_name(enum rf_pinning pinning);
+RF_API int rf_pinning_parse(const char *name, enum rf_pinning *out);
+
+/*
+ * The rank and world size rf_loader_open will use for rf_config.rank and
+ * rf_config.world as given (-1: unset), by the same rule and from the same
+ * launcher variables in the process environment (see rf_config.rank): for a
+ * front end that shows them, or computes a length, before opening.  Sets
+ * *rank_out, *world_out and *source (a static string naming where they came
+ * from, as the loader's open log line does: "config", "default",
+ * "RANK/WORLD_SIZE", "config+RANK/WORLD_SIZE", ...); any of them may be
+ * NULL.  `msg` (may be NULL; msg_cap bytes) receives the reason of a
+ * failure, or on success the warnings the loader would log (a launcher
+ * pair half set, a configured value that contradicts the launcher's),
+ * joined by "; ", or "".  Returns 0, or RF_EUSAGE for what rf_loader_open
+ * refuses: a value below -1 or above RF_WORLD_MAX, a launcher variable that
+ * is not a plain decimal number, world 0, rank >= world, a world above 1
+ * configured with neither a rank nor a launcher's.  Reads the environment;
+ * thread-safe as getenv is.
+ */
+RF_API int rf_rank_resolve(int32_t rank, int32_t world, uint32_t *rank_out, uint32_t *world_out,
+			   const char **source, char *msg, size_t msg_cap);
+
+/*
+ * Batches each rank receives in one epoch of `samples` samples with
+ * batch_size B per rank, as the loader's order deals them (see
+ * rf_config.drop_last): the full global batches of world x B samples, plus,
+ * with drop_last 0, one smaller batch when rem = samples % (world x B)
+ * leaves rem / world > 0 samples per rank.  The same on every rank (rank
+ * is checked, not used).  The count of a stream whose batches are not
+ * closed early (rf_config.var_bytes).  Returns 0 and *out, or RF_EUSAGE for
+ * batch_size 0, world 0, rank >= world or out NULL.  Pure.
+ */
+RF_API int rf_epoch_batches(uint64_t samples, uint32_t batch_size, uint32_t rank, uint32_t world,
+			    int drop_last, uint64_t *out);
 
 /*
  * Loader settings.  Initialise with rf_config_init() and change what you

@@ -319,6 +319,11 @@ const char *rf_plan_errmsg(const rf_plan *plan);
  * Returns 0 or -ENOMEM (the plan is then unusable until a call succeeds). */
 int rf_plan_set_epoch(rf_plan *plan, uint64_t epoch);
 
+/* Batches every rank receives in an epoch of n samples, B = batch per rank,
+ * under `tail` (point 2 above): what rf_plan_batches returns for such a
+ * plan, without building one.  world and batch >= 1. */
+uint64_t rf_plan_epoch_batches(uint64_t n, uint32_t world, uint32_t batch, enum rf_plan_tail tail);
+
 /* The parameters in force (after a state load they come from the blob). */
 const rf_plan_params *rf_plan_params_get(const rf_plan *plan);
 uint64_t rf_plan_samples(const rf_plan *plan);   /* N */
