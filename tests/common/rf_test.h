@@ -11,6 +11,29 @@
 
 #define T_SKIP 77
 
+/* RF_TEST_HOOKS: whether the library has its test-only switches
+ * (-Dtest_hooks; src/config.h, seen by tests built with the library's
+ * internal include directories).  Without config.h, assume it has. */
+#if defined(__has_include)
+#if __has_include("config.h")
+#include "config.h"
+#endif
+#endif
+#ifndef RF_TEST_HOOKS
+#define RF_TEST_HOOKS 1
+#endif
+
+/* A test (or part of one) that sets a test-only switch of the library
+ * (RINGFEED_IO_FAIL_AT, ...) calls this first: without the switches it
+ * would test nothing, so it skips. */
+#define RF_TEST_REQUIRE_HOOKS(what)                                                              \
+	do {                                                                                     \
+		if (!RF_TEST_HOOKS) {                                                            \
+			printf("library built without -Dtest_hooks: skipping %s\n", (what));     \
+			exit(T_SKIP);                                                            \
+		}                                                                                \
+	} while (0)
+
 #define CHECK(cond)                                                                              \
 	do {                                                                                     \
 		if (!(cond)) {                                                                   \
