@@ -13,11 +13,9 @@
 
 #if defined(__GNUC__)
 #define RF_PRINTF(a, b) __attribute__((format(printf, a, b)))
-#define RF_LIKELY(x) __builtin_expect(!!(x), 1)
 #define RF_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #else
 #define RF_PRINTF(a, b)
-#define RF_LIKELY(x) (x)
 #define RF_UNLIKELY(x) (x)
 #endif
 

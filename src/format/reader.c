@@ -740,12 +740,6 @@ rf_dataset_max_stored_span(const rf_dataset *ds)
 	return ds->max_span;
 }
 
-int
-rf_dataset_verify_enabled(const rf_dataset *ds)
-{
-	return ds->verify;
-}
-
 /* ------------------------------------------------------------- reading */
 
 static int
