@@ -7,33 +7,24 @@
 
 #include <ringfeed/ringfeed.h>
 
+#include "rf_test.h"
+
 int main(void);
-
-static int failures;
-
-#define CHECK(c)                                                          \
-	do {                                                              \
-		if (!(c)) {                                               \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, \
-				__LINE__, #c);                            \
-			failures++;                                       \
-		}                                                         \
-	} while (0)
 
 int
 main(void)
 {
 	unsigned v = rf_version();
-	CHECK(v == ((RF_VERSION_MAJOR << 16) | (RF_VERSION_MINOR << 8) | RF_VERSION_PATCH));
+	CHECK_CONT(v == ((RF_VERSION_MAJOR << 16) | (RF_VERSION_MINOR << 8) | RF_VERSION_PATCH));
 	char buf[32];
 	snprintf(buf, sizeof buf, "%d.%d.%d", RF_VERSION_MAJOR, RF_VERSION_MINOR, RF_VERSION_PATCH);
-	CHECK(strcmp(buf, rf_version_string()) == 0);
+	CHECK_CONT(strcmp(buf, rf_version_string()) == 0);
 
 	for (int code = RF_EFORK; code <= RF_EFORMAT; code++)
-		CHECK(strcmp(rf_strerror(code), "unknown error") != 0);
-	CHECK(strcmp(rf_strerror(-1099), "unknown error") == 0);
-	CHECK(strstr(rf_strerror(-ENOENT), "No such file") != NULL);
-	CHECK(strcmp(rf_strerror(0), "success") == 0);
+		CHECK_CONT(strcmp(rf_strerror(code), "unknown error") != 0);
+	CHECK_CONT(strcmp(rf_strerror(-1099), "unknown error") == 0);
+	CHECK_CONT(strstr(rf_strerror(-ENOENT), "No such file") != NULL);
+	CHECK_CONT(strcmp(rf_strerror(0), "success") == 0);
 
 	static const struct {
 		const char *name;
@@ -44,13 +35,13 @@ main(void)
 	};
 	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
 		enum rf_dtype dt;
-		CHECK(rf_dtype_parse(want[i].name, &dt) == 0);
-		CHECK(rf_dtype_size(dt) == want[i].size);
-		CHECK(strcmp(rf_dtype_name(dt), want[i].name) == 0);
+		CHECK_CONT(rf_dtype_parse(want[i].name, &dt) == 0);
+		CHECK_CONT(rf_dtype_size(dt) == want[i].size);
+		CHECK_CONT(strcmp(rf_dtype_name(dt), want[i].name) == 0);
 	}
 	enum rf_dtype dt;
-	CHECK(rf_dtype_parse("f128", &dt) == RF_EUSAGE);
-	CHECK(rf_dtype_size((enum rf_dtype)0) == 0);
-	CHECK(rf_dtype_name((enum rf_dtype)99) == NULL);
-	return failures ? 1 : 0;
+	CHECK_CONT(rf_dtype_parse("f128", &dt) == RF_EUSAGE);
+	CHECK_CONT(rf_dtype_size((enum rf_dtype)0) == 0);
+	CHECK_CONT(rf_dtype_name((enum rf_dtype)99) == NULL);
+	return rf_test_status("version");
 }

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* Helpers shared by the C tests (tests/common, the rf_test static library):
- * checks that report where they failed and exit 1, the exit status of a
- * skipped test, temporary directories, and a zero-bytes test. */
+/* Helpers shared by the C tests (tests/common, the rf_test static library),
+ * the one check header of every test area: checks that report where they
+ * failed and exit 1 (CHECK, CHECK_RC) or count and go on (CHECK_CONT), the
+ * exit status of a skipped test, temporary directories, and a zero-bytes
+ * test. */
 #ifndef RF_TEST_H
 #define RF_TEST_H
 
@@ -56,6 +58,35 @@
 	} while (0)
 
 #define CHECK_RC(expr, want) CHECK_RC_MSG(expr, want, "")
+
+/* Checks that go on after a failure: print where and what, count it in
+ * rf_test_failures and continue, so a table test reports every failing row
+ * at once.  Such a test ends with `return rf_test_status(name);`. */
+extern int rf_test_failures;
+
+#define CHECK_CONT(cond)                                                                         \
+	do {                                                                                     \
+		if (!(cond)) {                                                                   \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+			rf_test_failures++;                                                      \
+		}                                                                                \
+	} while (0)
+
+/* The same with a printf-style message after the condition. */
+#define CHECK_CONT_MSG(cond, ...)                                                                \
+	do {                                                                                     \
+		if (!(cond)) {                                                                   \
+			fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);  \
+			fprintf(stderr, __VA_ARGS__);                                            \
+			fputc('\n', stderr);                                                     \
+			rf_test_failures++;                                                      \
+		}                                                                                \
+	} while (0)
+
+/* 0 when no continuing check failed, else 1 after a line naming the test
+ * (`name`, may be NULL) and the count. */
+int
+rf_test_status(const char *name);
 
 /* A fresh directory $TMPDIR/<prefix>.XXXXXX (/tmp without TMPDIR); exits 1
  * when it cannot be made.  The caller frees the path. */
