@@ -401,9 +401,9 @@ RF_API int rf_pinning_parse(const char *name, enum rf_pinning *out);
  * from, as the loader's open log line does: "config", "default",
  * "RANK/WORLD_SIZE", "config+RANK/WORLD_SIZE", ...); any of them may be
  * NULL.  `msg` (may be NULL; msg_cap bytes) receives the reason of a
- * failure, or on success the warnings the loader would log (a launcher
- * pair half set, a configured value that contradicts the launcher's),
- * joined by "; ", or "".  Returns 0, or RF_EUSAGE for what rf_loader_open
+ * failure, or on success the warnings the loader logs at RF_LOG_WARN for
+ * these values (a launcher pair half set, a configured value that
+ * contradicts the launcher's), joined by "; ", or "".  Returns 0, or RF_EUSAGE for what rf_loader_open
  * refuses: a value below -1 or above RF_WORLD_MAX, a launcher variable that
  * is not a plain decimal number, world 0, rank >= world, a world above 1
  * configured with neither a rank nor a launcher's.  Reads the environment;
