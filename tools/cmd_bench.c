@@ -443,7 +443,7 @@ run_loader(const bench_opts *o, bench_result *res)
 		return rc;
 	}
 	if (rf_loader_stats(ld, &st) == 0)
-		res->device_is_cuda = !strncmp(st.device, "cuda", 4);
+		res->device_is_cuda = st.device_ordinal >= 0; /* -1: the host device */
 
 	sched_wait(&runq_mine0, &runq_others0);
 	if (getrusage(RUSAGE_SELF, &ru) == 0)
