@@ -16,9 +16,11 @@
  *    without being rewritten; its schema is still checked.  An included
  *    source (w_s > 0) with no samples is an error.  The weights are made
  *    exact integers: q_s = round(2^40 x w_s / max w) (at least 1 for w_s >
- *    0), and p_s = q_s / sum q is the share drawn.  p_s differs from w_s /
- *    sum w by less than 2^-40 relative: less than one sample in the first
- *    10^12 samples of the stream.
+ *    0), and p_s = q_s / sum q is the share drawn.  Each q_s is within 1
+ *    of 2^40 w_s / max w and sum q >= 2^40, so |p_s - w_s / sum w| <=
+ *    (S + 1) 2^-40: over the first n positions the weights as given are off
+ *    by at most n (S + 1) 2^-40 more samples (under one for n < 2.7 x 10^11
+ *    with 3 sources).
  *
  * 2. Composition.  The mixture is an endless stream of positions n = 0, 1,
  *    2, ...; C_s(n) is the number of the first n positions that come from
@@ -42,8 +44,8 @@
  *      1/2.  With at most 4 included sources the tree has depth <= 2 and
  *      D_s = 1/2 + p_s / (2 p_parent) < 1: fewer than one sample off the
  *      exact proportion at every position, hence at every batch boundary.
- *      With S sources D_s < ceil(log2 S) / 2 (< 1.5 up to 8 sources, < 2 up
- *      to 16).
+ *      With S sources D_s <= ceil(log2 S) / 2 (< 1.5 up to 8 sources, < 2
+ *      up to 16); a lone source is the stream (D = 0).
  *    - any run of consecutive positions (a window of batches, a rank's
  *      slice) holds p_s x its length +- 2 D_s samples of source s: fewer
  *      than 2 samples off with up to 4 sources, whatever its length (100
