@@ -10,6 +10,8 @@
 #include "plan/mix.h"
 
 #define MAXS 8
+#define GOLDEN_HASH 0xf63f2b0a4a6de66full
+#define GOLDEN_ID 0x384e83465f89818full
 
 struct src_def {
 	const char *name;
@@ -293,6 +295,16 @@ test_stream(const struct mix_case *c)
 				CHECK(rf_mix_batch(m[r], k, buf, c->batch, &n) == 0, "batch");
 				CHECK(n == rf_mix_batch_size(m[r], k) && n > 0, "%s: batch size %u",
 				      c->name, n);
+				/* A rank's slice is a run of positions: within 2 D_s
+				 * of p_s x its size too. */
+				uint32_t per[MAXS] = {0};
+				for (uint32_t i = 0; i < n; i++)
+					per[buf[i].source < MAXS ? buf[i].source : 0]++;
+				for (size_t s = 0; s < c->nsrc; s++)
+					CHECK(fabs(per[s] - rf_mix_share(m[r], s) * n) <=
+						      2 * rf_mix_bound(m[r], s) + 1e-9,
+					      "%s: rank %u batch %llu: %u of source %zu", c->name, r,
+					      (unsigned long long)k, per[s], s);
 				for (uint32_t i = 0; i < n; i++) {
 					const rf_mix_item *it = &buf[i];
 					CHECK(it->pos >= start && it->pos < end, "%s: pos %llu outside "
@@ -789,6 +801,40 @@ test_schemas(void)
 	      strstr(d.msg, "u8 [7, 3]"), "var vs fixed: %s", d.msg);
 }
 
+/* The order is part of the format of a run: a change to it (the tree, the
+ * rounding, the keys) breaks every saved position and must be deliberate.
+ * A hash of the first batches of the first case on rank 1. */
+static void
+test_golden(void)
+{
+	const struct mix_case *c = &cases[0];
+	struct built b;
+	build_sources(c, &b);
+	rf_mix_params mp;
+	case_mix_params(c, 1, c->world, c->batch, &mp);
+	rf_mix *m = make_mix(&mp, &b, c->nsrc);
+	struct mrun r = {0};
+	mrun_append(&r, m, 40);
+	uint64_t h = 0;
+	for (uint64_t i = 0; i < r.n; i++)
+		h = rf_plan_mix64(h ^ (r.items[i].source * 0x100000001ull + r.items[i].item.sample +
+				       (r.items[i].source_epoch << 40)));
+	printf("golden: %u items, hash %016llx, order id %016llx\n", (unsigned)r.n,
+	       (unsigned long long)h, (unsigned long long)rf_mix_order_id(m));
+	CHECK(h == GOLDEN_HASH, "the order changed: hash %016llx", (unsigned long long)h);
+	CHECK(rf_mix_order_id(m) == GOLDEN_ID, "the order id changed: %016llx",
+	      (unsigned long long)rf_mix_order_id(m));
+	/* rf_plan_items stays inside the epoch. */
+	const rf_plan *p = rf_mix_source_plan(m, 1, 0);
+	rf_plan_item it[4];
+	CHECK(p && rf_plan_items(p, rf_plan_samples(p) - 1, 2, it) == -ERANGE &&
+	      rf_plan_items(p, rf_plan_samples(p) - 1, 1, it) == 0, "rf_plan_items range");
+	CHECK(rf_mix_source_plan(m, 9, 0) == NULL, "source out of range");
+	free(r.items);
+	rf_mix_destroy(&m);
+	built_free(c, &b);
+}
+
 int
 main(void)
 {
@@ -798,6 +844,7 @@ main(void)
 		test_determinism(&cases[i]);
 		test_resume(&cases[i]);
 	}
+	test_golden();
 	test_blob_refused();
 	test_weights();
 	test_schemas();
