@@ -42,7 +42,7 @@ static const struct mix_case cases[] = {
 	  {"bulk", 1000, 10, 4096, 11, RF_PLAN_NONE, 1}}},
 	{"tiny+huge w8 b4", 8, 4, RF_PLAN_DROP, 0, 2,
 	 {{"tiny", 0.5, 1, 3, 0, RF_PLAN_FULL, 1},
-	  {"huge", 0.5, 2, 100000, 7, RF_PLAN_CHUNKS, 1}}},
+	  {"huge", 0.5, 2, 30000, 7, RF_PLAN_CHUNKS, 1}}},
 	{"four uneven w3 b5 keep", 3, 5, RF_PLAN_KEEP, 0, 4,
 	 {{"a", 3, 9, 7, 2, RF_PLAN_WINDOW, 4},
 	  {"b", 1.5, 5, 1, 0, RF_PLAN_NONE, 1},
@@ -581,6 +581,7 @@ test_resume(const struct mix_case *c)
 	      rf_mix_errmsg(g));
 	rf_mix_destroy(&g);
 	rf_mix_destroy(&a);
+	rf_mix_destroy(&m);
 	built_free(c, &b);
 }
 
