@@ -94,6 +94,12 @@
  *    same, as for the plan; the stream itself does not depend on the world
  *    or batch at all, only its cut into batches.
  *
+ * Cost: O(depth) a sample to find its source (two 128-bit divisions a
+ * level), then one run of each source's plan per batch: rf_mix_batch gives
+ * about 40 M samples/s for 3 sources in chunks mode, B = 256 (bench_plan,
+ * one core of a shared 2-vCPU VM), against 180 M/s for one plan; a source's
+ * epoch change costs its plan's O(chunks) set-up.
+ *
  * Threads: rf_mix_batch and the cursor calls move the sources' plans to the
  * epochs they need and use scratch memory in the handle: one thread at a
  * time.  Getters and rf_mix_drawn / rf_mix_position may be called from any
