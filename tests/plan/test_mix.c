@@ -513,6 +513,48 @@ test_resume(const struct mix_case *c)
 		rf_mix_destroy(&z);
 	}
 
+	/* Positions saved by rf_mix_state_save_at at pseudo-random batches of
+	 * either epoch: the rest equals the uninterrupted stream. */
+	rf_mix *full = make_mix(&mp, &b, c->nsrc);
+	struct mrun whole = {0};
+	mrun_append(&whole, full, UINT64_MAX);
+	uint64_t per_epoch = whole.n;
+	rf_mix_set_epoch(full, mp.epoch + 1);
+	mrun_append(&whole, full, UINT64_MAX);
+	uint64_t x = 12345;
+	for (int t = 0; t < 8; t++) {
+		x = rf_plan_mix64(x);
+		uint64_t e = mp.epoch + (uint64_t)(t & 1), k = x % (nb + 1);
+		uint64_t skip = (e - mp.epoch) * per_epoch;
+		for (uint64_t q = 0; q < k; q++)
+			skip += rf_mix_batch_size(full, q);
+		size_t len = 0;
+		CHECK(rf_mix_state_save_at(full, e, k, blob, sizeof blob, &len) == 0, "save_at");
+		rf_mix *z = make_mix(&mp, &b, c->nsrc);
+		CHECK(rf_mix_state_load(z, blob, len) == 0, "%s: load: %s", c->name, rf_mix_errmsg(z));
+		struct mrun tail = {0};
+		mrun_append(&tail, z, UINT64_MAX);
+		if (e == mp.epoch) {
+			rf_mix_set_epoch(z, e + 1);
+			mrun_append(&tail, z, UINT64_MAX);
+		}
+		CHECK(skip + tail.n == whole.n, "%s: at epoch %llu batch %llu: %llu + %llu items",
+		      c->name, (unsigned long long)e, (unsigned long long)k,
+		      (unsigned long long)skip, (unsigned long long)tail.n);
+		for (uint64_t i = 0; i < tail.n && skip + tail.n == whole.n; i++) {
+			if (!mitems_equal(&tail.items[i], &whole.items[skip + i])) {
+				CHECK(0, "%s: at epoch %llu batch %llu: item %llu differs", c->name,
+				      (unsigned long long)e, (unsigned long long)k,
+				      (unsigned long long)i);
+				break;
+			}
+		}
+		free(tail.items);
+		rf_mix_destroy(&z);
+	}
+	free(whole.items);
+	rf_mix_destroy(&full);
+
 	/* Elastic: save with world x batch, resume with world' x batch' of the
 	 * same product; every position of the remaining full global batches is
 	 * delivered once, with the same item. */
