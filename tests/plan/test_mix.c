@@ -280,6 +280,13 @@ test_stream(const struct mix_case *c)
 	uint64_t *counts = calloc(2 * nb * MAXS + 1, sizeof(uint64_t)); /* per global batch */
 	rf_mix_item *buf = malloc(c->batch * sizeof *buf);
 	uint8_t *hit = malloc(G);
+	/* Per rank and source: the source epoch, keep_from and the running
+	 * maximum of read along the rank's items, for the window rule. */
+	struct rstate {
+		uint64_t epoch, keep, maxread;
+		int any;
+	} rs[64][MAXS];
+	memset(rs, 0, sizeof rs);
 	uint64_t nbat = 0;
 	for (uint64_t e = 2; e < 4; e++) {
 		for (uint32_t r = 0; r < c->world; r++)
@@ -338,6 +345,33 @@ test_stream(const struct mix_case *c)
 					CHECK(((it->flags & RF_MIX_ITEM_FIRST) != 0) == (j % N[s] == 0),
 					      "%s: first flag", c->name);
 					seen[s][it->item.sample]++;
+					/* The plan's read rule holds per source along a
+					 * rank's items (mix.h, reader wiring). */
+					if (c->src[s].mode != RF_PLAN_FULL) {
+						struct rstate *q = &rs[r][s];
+						uint64_t Wp = c->src[s].mode == RF_PLAN_WINDOW
+								      ? rf_plan_window_in_force(c->src[s].window, c->src[s].nchunks)
+								      : 1;
+						if (!q->any || q->epoch != it->source_epoch) {
+							CHECK(!q->any || it->source_epoch > q->epoch,
+							      "%s: source epochs go back", c->name);
+							q->any = 1;
+							q->epoch = it->source_epoch;
+							q->keep = it->item.keep_from;
+							q->maxread = it->item.read;
+						}
+						CHECK(it->item.keep_from >= q->keep, "%s: keep_from "
+						      "decreases", c->name);
+						q->keep = it->item.keep_from;
+						if (it->item.read > q->maxread)
+							q->maxread = it->item.read;
+						CHECK(it->item.read >= it->item.keep_from &&
+						      q->maxread <= q->keep + Wp - 1, "%s: rank %u source "
+						      "%u: read %llu, keep_from %llu, W %llu", c->name, r, s,
+						      (unsigned long long)it->item.read,
+						      (unsigned long long)it->item.keep_from,
+						      (unsigned long long)Wp);
+					}
 					counts[nbat * MAXS + s]++;
 				}
 			}
