@@ -42,7 +42,7 @@
  *                                   the root of p_s / p_a,
  *      (rf_mix_bound), where every term but the leaf's own (1/2) is below
  *      1/2.  With at most 4 included sources the tree has depth <= 2 and
- *      D_s = 1/2 + p_s / (2 p_parent) < 1: fewer than one sample off the
+ *      D_s <= 1/2 + p_s / (2 p_parent) < 1: fewer than one sample off the
  *      exact proportion at every position, hence at every batch boundary.
  *      With S sources D_s <= ceil(log2 S) / 2 (< 1.5 up to 8 sources, < 2
  *      up to 16); a lone source is the stream (D = 0).
@@ -89,10 +89,11 @@
  * 5. Resume.  A position is (epoch, global batches consumed); the blob
  *    (below) records it, the stream position it stands for, and every
  *    source's epoch and position in that epoch (checked against the stream
- *    on load).  Loading seeks in O(S): nothing is replayed.  Elastic: a blob
- *    loads into a mixture with another world when world x batch is the
- *    same, as for the plan; the stream itself does not depend on the world
- *    or batch at all, only its cut into batches.
+ *    on load).  Loading seeks in O(S x depth), plus the sources' plans'
+ *    set-up when the blob's seed is not the mixture's: nothing is replayed.
+ *    Elastic: a blob loads into a mixture with another world when world x
+ *    batch is the same, as for the plan; the stream itself does not depend
+ *    on the world or batch at all, only its cut into batches.
  *
  * Cost: O(depth) a sample to find its source (two 128-bit divisions a
  * level), then one run of each source's plan per batch: rf_mix_batch gives
