@@ -666,6 +666,15 @@ rf_plan_global(const rf_plan *plan, uint64_t pos, uint64_t *sample)
 }
 
 int
+rf_plan_items(const rf_plan *plan, uint64_t first, uint32_t count, rf_plan_item *items)
+{
+	if (first > plan->n || count > plan->n - first)
+		return -ERANGE;
+	fill_items(plan, first, count, items);
+	return 0;
+}
+
+int
 rf_plan_batch(const rf_plan *plan, uint64_t k, rf_plan_item *items, uint32_t cap, uint32_t *n)
 {
 	const struct rf_plan_geom *g = &plan->ep.geom;

@@ -363,6 +363,11 @@ typedef struct rf_plan_item {
 int rf_plan_batch(const rf_plan *plan, uint64_t k, rf_plan_item *items, uint32_t cap,
 		  uint32_t *n);
 
+/* The items of the consecutive global positions [first, first + count), all
+ * below N (a mixture draws runs of a source's order): as in a batch, but
+ * with no pads.  Returns 0 or -ERANGE. */
+int rf_plan_items(const rf_plan *plan, uint64_t first, uint32_t count, rf_plan_item *items);
+
 /* The cursor: the next batch to deliver.  rf_plan_next_batch fills the batch
  * at the cursor and advances it; at the end of the epoch it sets *n = 0 and
  * returns 0.  rf_plan_seek moves the cursor to batch k (<= rf_plan_batches:
