@@ -203,26 +203,26 @@ test_bound(const struct mix_case *c)
 			double devw = fabs((double)C - c->src[s].weight / wsum * (double)n);
 			if (dev > worst[s])
 				worst[s] = dev;
-			CHECK(dev <= rf_mix_bound(m, s) + 1e-9, "%s: source %zu at %llu: %llu, %.6f off "
+			CHECK_CONT_MSG(dev <= rf_mix_bound(m, s) + 1e-9, "%s: source %zu at %llu: %llu, %.6f off "
 			      "(bound %.6f)", c->name, s, (unsigned long long)n, (unsigned long long)C,
 			      dev, rf_mix_bound(m, s));
-			CHECK(devw <= rf_mix_bound(m, s) + 1e-6, "%s: source %zu at %llu: %.6f off the "
+			CHECK_CONT_MSG(devw <= rf_mix_bound(m, s) + 1e-6, "%s: source %zu at %llu: %.6f off the "
 			      "weights given", c->name, s, (unsigned long long)n, devw);
-			CHECK(C == prev[s] || C == prev[s] + 1 || n == 0, "%s: source %zu steps by %lld",
+			CHECK_CONT_MSG(C == prev[s] || C == prev[s] + 1 || n == 0, "%s: source %zu steps by %lld",
 			      c->name, s, (long long)(C - prev[s]));
 			prev[s] = C;
 			tot += C;
 			if (c->src[s].weight == 0)
-				CHECK(C == 0, "%s: excluded source %zu drawn", c->name, s);
+				CHECK_CONT_MSG(C == 0, "%s: excluded source %zu drawn", c->name, s);
 		}
-		CHECK(tot == n, "%s: %llu drawn of %llu", c->name, (unsigned long long)tot,
+		CHECK_CONT_MSG(tot == n, "%s: %llu drawn of %llu", c->name, (unsigned long long)tot,
 		      (unsigned long long)n);
 		/* rf_mix_at agrees with the counts. */
 		if (n < lim) {
 			uint32_t src;
 			uint64_t idx;
 			rf_mix_at(m, n, &src, &idx);
-			CHECK(rf_mix_drawn(m, src, n) == idx && rf_mix_drawn(m, src, n + 1) == idx + 1,
+			CHECK_CONT_MSG(rf_mix_drawn(m, src, n) == idx && rf_mix_drawn(m, src, n + 1) == idx + 1,
 			      "%s: rf_mix_at(%llu) = source %u #%llu", c->name, (unsigned long long)n,
 			      src, (unsigned long long)idx);
 		}
@@ -231,9 +231,9 @@ test_bound(const struct mix_case *c)
 		printf("%-24s %-5s share %.6f bound %.4f worst %.4f\n", c->name, c->src[s].name,
 		       rf_mix_share(m, s), rf_mix_bound(m, s), worst[s]);
 		if (included(c) <= 4 && c->src[s].weight > 0)
-			CHECK(rf_mix_bound(m, s) < 1, "%s: bound %.4f >= 1 with %zu sources", c->name,
+			CHECK_CONT_MSG(rf_mix_bound(m, s) < 1, "%s: bound %.4f >= 1 with %zu sources", c->name,
 			      rf_mix_bound(m, s), included(c));
-		CHECK(rf_mix_bound(m, s) < 1.5, "%s: bound %.4f", c->name, rf_mix_bound(m, s));
+		CHECK_CONT_MSG(rf_mix_bound(m, s) < 1.5, "%s: bound %.4f", c->name, rf_mix_bound(m, s));
 	}
 	rf_mix_destroy(&m);
 	built_free(c, &b);
@@ -290,17 +290,17 @@ test_stream(const struct mix_case *c)
 	uint64_t nbat = 0;
 	for (uint64_t e = 2; e < 4; e++) {
 		for (uint32_t r = 0; r < c->world; r++)
-			CHECK(rf_mix_set_epoch(m[r], e) == 0, "set_epoch");
+			CHECK_CONT_MSG(rf_mix_set_epoch(m[r], e) == 0, "set_epoch");
 		for (uint64_t k = 0; k < nb; k++, nbat++) {
 			uint64_t start = rf_mix_position(m[0], k), end = rf_mix_position(m[0], k + 1);
 			uint64_t E = rf_mix_epoch_samples(m[0]);
-			CHECK(start == e * E + (k < E / G ? k * G : (E / G) * G), "%s: position of "
+			CHECK_CONT_MSG(start == e * E + (k < E / G ? k * G : (E / G) * G), "%s: position of "
 			      "batch %llu", c->name, (unsigned long long)k);
 			memset(hit, 0, G);
 			for (uint32_t r = 0; r < c->world; r++) {
 				uint32_t n = 0;
-				CHECK(rf_mix_batch(m[r], k, buf, c->batch, &n) == 0, "batch");
-				CHECK(n == rf_mix_batch_size(m[r], k) && n > 0, "%s: batch size %u",
+				CHECK_CONT_MSG(rf_mix_batch(m[r], k, buf, c->batch, &n) == 0, "batch");
+				CHECK_CONT_MSG(n == rf_mix_batch_size(m[r], k) && n > 0, "%s: batch size %u",
 				      c->name, n);
 				/* A rank's slice is a run of positions: within 2 D_s
 				 * of p_s x its size too. */
@@ -308,41 +308,41 @@ test_stream(const struct mix_case *c)
 				for (uint32_t i = 0; i < n; i++)
 					per[buf[i].source < MAXS ? buf[i].source : 0]++;
 				for (size_t s = 0; s < c->nsrc; s++)
-					CHECK(fabs(per[s] - rf_mix_share(m[r], s) * n) <=
+					CHECK_CONT_MSG(fabs(per[s] - rf_mix_share(m[r], s) * n) <=
 						      2 * rf_mix_bound(m[r], s) + 1e-9,
 					      "%s: rank %u batch %llu: %u of source %zu", c->name, r,
 					      (unsigned long long)k, per[s], s);
 				for (uint32_t i = 0; i < n; i++) {
 					const rf_mix_item *it = &buf[i];
-					CHECK(it->pos >= start && it->pos < end, "%s: pos %llu outside "
+					CHECK_CONT_MSG(it->pos >= start && it->pos < end, "%s: pos %llu outside "
 					      "[%llu, %llu)", c->name, (unsigned long long)it->pos,
 					      (unsigned long long)start, (unsigned long long)end);
 					if (it->pos < start || it->pos >= end)
 						continue;
-					CHECK(!hit[it->pos - start], "%s: position %llu twice", c->name,
+					CHECK_CONT_MSG(!hit[it->pos - start], "%s: position %llu twice", c->name,
 					      (unsigned long long)it->pos);
 					hit[it->pos - start] = 1;
 					uint32_t s = it->source;
-					CHECK(s < c->nsrc && c->src[s].weight > 0, "%s: source %u", c->name, s);
+					CHECK_CONT_MSG(s < c->nsrc && c->src[s].weight > 0, "%s: source %u", c->name, s);
 					if (s >= c->nsrc || !ref[s])
 						continue;
 					uint64_t j = rf_mix_drawn(m[r], s, it->pos);
-					CHECK(it->source_epoch == j / N[s], "%s: source epoch", c->name);
+					CHECK_CONT_MSG(it->source_epoch == j / N[s], "%s: source epoch", c->name);
 					if (rf_plan_params_get(ref[s])->epoch != j / N[s])
 						rf_plan_set_epoch(ref[s], j / N[s]);
 					/* The reference through the plan's own API. */
 					rf_plan_item want;
 					memset(&want, 0, sizeof want);
 					want.pos = j % N[s];
-					CHECK(rf_plan_global(ref[s], want.pos, &want.sample) == 0 &&
+					CHECK_CONT_MSG(rf_plan_global(ref[s], want.pos, &want.sample) == 0 &&
 					      rf_plan_locate(ref[s], want.sample, &want.chunk,
 							     &want.offset) == 0, "ref");
-					CHECK(items_equal(&want, &it->item), "%s: pos %llu: source %u draw "
+					CHECK_CONT_MSG(items_equal(&want, &it->item), "%s: pos %llu: source %u draw "
 					      "%llu: sample %llu, its order has %llu", c->name,
 					      (unsigned long long)it->pos, s, (unsigned long long)j,
 					      (unsigned long long)it->item.sample,
 					      (unsigned long long)want.sample);
-					CHECK(((it->flags & RF_MIX_ITEM_FIRST) != 0) == (j % N[s] == 0),
+					CHECK_CONT_MSG(((it->flags & RF_MIX_ITEM_FIRST) != 0) == (j % N[s] == 0),
 					      "%s: first flag", c->name);
 					seen[s][it->item.sample]++;
 					/* The plan's read rule holds per source along a
@@ -353,19 +353,19 @@ test_stream(const struct mix_case *c)
 								      ? rf_plan_window_in_force(c->src[s].window, c->src[s].nchunks)
 								      : 1;
 						if (!q->any || q->epoch != it->source_epoch) {
-							CHECK(!q->any || it->source_epoch > q->epoch,
+							CHECK_CONT_MSG(!q->any || it->source_epoch > q->epoch,
 							      "%s: source epochs go back", c->name);
 							q->any = 1;
 							q->epoch = it->source_epoch;
 							q->keep = it->item.keep_from;
 							q->maxread = it->item.read;
 						}
-						CHECK(it->item.keep_from >= q->keep, "%s: keep_from "
+						CHECK_CONT_MSG(it->item.keep_from >= q->keep, "%s: keep_from "
 						      "decreases", c->name);
 						q->keep = it->item.keep_from;
 						if (it->item.read > q->maxread)
 							q->maxread = it->item.read;
-						CHECK(it->item.read >= it->item.keep_from &&
+						CHECK_CONT_MSG(it->item.read >= it->item.keep_from &&
 						      q->maxread <= q->keep + Wp - 1, "%s: rank %u source "
 						      "%u: read %llu, keep_from %llu, W %llu", c->name, r, s,
 						      (unsigned long long)it->item.read,
@@ -376,7 +376,7 @@ test_stream(const struct mix_case *c)
 				}
 			}
 			for (uint64_t p = 0; p < end - start; p++)
-				CHECK(hit[p], "%s: epoch %llu batch %llu: position %llu not delivered",
+				CHECK_CONT_MSG(hit[p], "%s: epoch %llu batch %llu: position %llu not delivered",
 				      c->name, (unsigned long long)e, (unsigned long long)k,
 				      (unsigned long long)p);
 		}
@@ -391,12 +391,12 @@ test_stream(const struct mix_case *c)
 				for (uint64_t k = k0; k < k0 + win; k++)
 					cnt += counts[(e * nb + k) * MAXS + s];
 				double dev = fabs((double)cnt - rf_mix_share(m[0], s) * (double)(win * G));
-				CHECK(dev <= 2 * rf_mix_bound(m[0], s) + 1e-9, "%s: window at %llu: "
+				CHECK_CONT_MSG(dev <= 2 * rf_mix_bound(m[0], s) + 1e-9, "%s: window at %llu: "
 				      "source %zu %llu samples, %.3f off (bound %.3f)", c->name,
 				      (unsigned long long)k0, s, (unsigned long long)cnt, dev,
 				      2 * rf_mix_bound(m[0], s));
 				if (included(c) <= 4)
-					CHECK(dev < 2, "%s: window %.3f off", c->name, dev);
+					CHECK_CONT_MSG(dev < 2, "%s: window %.3f off", c->name, dev);
 			}
 		}
 	}
@@ -415,7 +415,7 @@ test_stream(const struct mix_case *c)
 		/* Draws are runs of consecutive source positions (two, split by
 		 * the epoch gap and the dropped tails), so counts differ by at
 		 * most the runs' partial epochs: 2 per run. */
-		CHECK(hi - lo <= 4, "%s: source %zu samples seen %llu..%llu times", c->name, s,
+		CHECK_CONT_MSG(hi - lo <= 4, "%s: source %zu samples seen %llu..%llu times", c->name, s,
 		      (unsigned long long)lo, (unsigned long long)hi);
 	}
 	for (size_t s = 0; s < c->nsrc; s++) {
@@ -442,29 +442,29 @@ test_determinism(const struct mix_case *c)
 	struct mrun ra = {0}, rz = {0};
 	mrun_append(&ra, a, UINT64_MAX);
 	mrun_append(&rz, z, UINT64_MAX);
-	CHECK(ra.n > 0 && mruns_equal(&ra, &rz), "%s: two builds differ", c->name);
-	CHECK(rf_mix_order_id(a) == rf_mix_order_id(z), "%s: order ids", c->name);
+	CHECK_CONT_MSG(ra.n > 0 && mruns_equal(&ra, &rz), "%s: two builds differ", c->name);
+	CHECK_CONT_MSG(rf_mix_order_id(a) == rf_mix_order_id(z), "%s: order ids", c->name);
 	/* The order id names the order but not the rank. */
 	rf_mix_params mp0 = mp;
 	mp0.rank = 0;
 	rf_mix *r0 = make_mix(&mp0, &b, c->nsrc);
-	CHECK(rf_mix_order_id(r0) == rf_mix_order_id(a), "%s: order id depends on the rank",
+	CHECK_CONT_MSG(rf_mix_order_id(r0) == rf_mix_order_id(a), "%s: order id depends on the rank",
 	      c->name);
 	rf_mix_params mps = mp;
 	mps.seed++;
 	rf_mix *s1 = make_mix(&mps, &b, c->nsrc);
-	CHECK(rf_mix_order_id(s1) != rf_mix_order_id(a), "%s: seed not in the order id", c->name);
+	CHECK_CONT_MSG(rf_mix_order_id(s1) != rf_mix_order_id(a), "%s: seed not in the order id", c->name);
 	struct built b2;
 	build_sources(c, &b2);
 	b2.src[0].fingerprint ^= 1;
 	rf_mix *f1 = make_mix(&mp, &b2, c->nsrc);
-	CHECK(rf_mix_order_id(f1) != rf_mix_order_id(a), "%s: fingerprint not in the order id",
+	CHECK_CONT_MSG(rf_mix_order_id(f1) != rf_mix_order_id(a), "%s: fingerprint not in the order id",
 	      c->name);
 	if (c->nsrc > 1) {
 		b2.src[0].fingerprint ^= 1;
 		b2.src[1].weight *= 1.5;
 		rf_mix *w1 = make_mix(&mp, &b2, c->nsrc);
-		CHECK((rf_mix_order_id(w1) != rf_mix_order_id(a)) == (c->src[1].weight > 0),
+		CHECK_CONT_MSG((rf_mix_order_id(w1) != rf_mix_order_id(a)) == (c->src[1].weight > 0),
 		      "%s: weight and the order id", c->name);
 		rf_mix_destroy(&w1);
 	}
@@ -505,28 +505,28 @@ test_resume(const struct mix_case *c)
 		rf_mix *a = make_mix(&mp, &b, c->nsrc);
 		mrun_append(&head, a, k);
 		size_t len = 0;
-		CHECK(rf_mix_state_save(a, blob, sizeof blob, &len) == 0 &&
+		CHECK_CONT_MSG(rf_mix_state_save(a, blob, sizeof blob, &len) == 0 &&
 		      len == RF_MIX_STATE_SIZE(c->nsrc), "%s: save", c->name);
 		rf_mix_params other = mp;
 		other.seed = 77;
 		other.epoch = 9;
 		rf_mix *z = make_mix(&other, &b, c->nsrc);
 		int rc = rf_mix_state_load(z, blob, len);
-		CHECK(rc == 0, "%s: load after %llu: %s", c->name, (unsigned long long)k,
+		CHECK_CONT_MSG(rc == 0, "%s: load after %llu: %s", c->name, (unsigned long long)k,
 		      rf_mix_errmsg(z));
-		CHECK(rf_mix_tell(z) == k, "%s: cursor %llu, want %llu", c->name,
+		CHECK_CONT_MSG(rf_mix_tell(z) == k, "%s: cursor %llu, want %llu", c->name,
 		      (unsigned long long)rf_mix_tell(z), (unsigned long long)k);
-		CHECK(rf_mix_order_id(z) == rf_mix_order_id(a), "%s: order id after load", c->name);
+		CHECK_CONT_MSG(rf_mix_order_id(z) == rf_mix_order_id(a), "%s: order id after load", c->name);
 		mrun_append(&tail, z, UINT64_MAX);
 		rf_mix_set_epoch(z, rf_mix_params_get(z)->epoch + 1);
 		mrun_append(&tail, z, UINT64_MAX);
-		CHECK(head.n + tail.n == whole.n, "%s: resumed at %llu: %llu + %llu items, want %llu",
+		CHECK_CONT_MSG(head.n + tail.n == whole.n, "%s: resumed at %llu: %llu + %llu items, want %llu",
 		      c->name, (unsigned long long)k, (unsigned long long)head.n,
 		      (unsigned long long)tail.n, (unsigned long long)whole.n);
 		for (uint64_t i = 0; i < whole.n && head.n + tail.n == whole.n; i++) {
 			const rf_mix_item *got = i < head.n ? &head.items[i] : &tail.items[i - head.n];
 			if (!mitems_equal(got, &whole.items[i])) {
-				CHECK(0, "%s: resumed at %llu: item %llu differs", c->name,
+				CHECK_CONT_MSG(0, "%s: resumed at %llu: item %llu differs", c->name,
 				      (unsigned long long)k, (unsigned long long)i);
 				break;
 			}
@@ -534,9 +534,9 @@ test_resume(const struct mix_case *c)
 		/* The source counters agree with the blob's position. */
 		for (size_t s = 0; s < c->nsrc; s++) {
 			uint64_t drawn, done, in;
-			CHECK(rf_mix_source_progress(z, s, mp.epoch, k, &drawn, &done, &in) == 0,
+			CHECK_CONT_MSG(rf_mix_source_progress(z, s, mp.epoch, k, &drawn, &done, &in) == 0,
 			      "progress");
-			CHECK(drawn == rf_mix_drawn(z, s, rf_mix_position(a, k)), "%s: progress",
+			CHECK_CONT_MSG(drawn == rf_mix_drawn(z, s, rf_mix_position(a, k)), "%s: progress",
 			      c->name);
 		}
 		free(whole.items);
@@ -563,21 +563,21 @@ test_resume(const struct mix_case *c)
 		for (uint64_t q = 0; q < k; q++)
 			skip += rf_mix_batch_size(full, q);
 		size_t len = 0;
-		CHECK(rf_mix_state_save_at(full, e, k, blob, sizeof blob, &len) == 0, "save_at");
+		CHECK_CONT_MSG(rf_mix_state_save_at(full, e, k, blob, sizeof blob, &len) == 0, "save_at");
 		rf_mix *z = make_mix(&mp, &b, c->nsrc);
-		CHECK(rf_mix_state_load(z, blob, len) == 0, "%s: load: %s", c->name, rf_mix_errmsg(z));
+		CHECK_CONT_MSG(rf_mix_state_load(z, blob, len) == 0, "%s: load: %s", c->name, rf_mix_errmsg(z));
 		struct mrun tail = {0};
 		mrun_append(&tail, z, UINT64_MAX);
 		if (e == mp.epoch) {
 			rf_mix_set_epoch(z, e + 1);
 			mrun_append(&tail, z, UINT64_MAX);
 		}
-		CHECK(skip + tail.n == whole.n, "%s: at epoch %llu batch %llu: %llu + %llu items",
+		CHECK_CONT_MSG(skip + tail.n == whole.n, "%s: at epoch %llu batch %llu: %llu + %llu items",
 		      c->name, (unsigned long long)e, (unsigned long long)k,
 		      (unsigned long long)skip, (unsigned long long)tail.n);
 		for (uint64_t i = 0; i < tail.n && skip + tail.n == whole.n; i++) {
 			if (!mitems_equal(&tail.items[i], &whole.items[skip + i])) {
-				CHECK(0, "%s: at epoch %llu batch %llu: item %llu differs", c->name,
+				CHECK_CONT_MSG(0, "%s: at epoch %llu batch %llu: item %llu differs", c->name,
 				      (unsigned long long)e, (unsigned long long)k,
 				      (unsigned long long)i);
 				break;
@@ -596,9 +596,9 @@ test_resume(const struct mix_case *c)
 	uint32_t worlds[] = {1, 2, 4, 8, 16, 32};
 	uint64_t k = nb / 2;
 	rf_mix *a = make_mix(&mp, &b, c->nsrc);
-	CHECK(rf_mix_seek(a, k) == 0, "seek");
+	CHECK_CONT_MSG(rf_mix_seek(a, k) == 0, "seek");
 	size_t len = 0;
-	CHECK(rf_mix_state_save(a, blob, sizeof blob, &len) == 0, "save");
+	CHECK_CONT_MSG(rf_mix_state_save(a, blob, sizeof blob, &len) == 0, "save");
 	uint64_t from = rf_mix_position(a, k);
 	uint64_t to = mp.epoch * rf_mix_epoch_samples(a) + (rf_mix_epoch_samples(a) / G) * G;
 	rf_mix *orig[64];
@@ -616,7 +616,7 @@ test_resume(const struct mix_case *c)
 			rf_mix_params p2;
 			case_mix_params(c, r2, w2, (uint32_t)(G / w2), &p2);
 			rf_mix *z = make_mix(&p2, &b, c->nsrc);
-			CHECK(rf_mix_state_load(z, blob, len) == 0, "%s: elastic load into world %u: %s",
+			CHECK_CONT_MSG(rf_mix_state_load(z, blob, len) == 0, "%s: elastic load into world %u: %s",
 			      c->name, w2, rf_mix_errmsg(z));
 			struct mrun rest = {0};
 			mrun_append(&rest, z, UINT64_MAX);
@@ -624,7 +624,7 @@ test_resume(const struct mix_case *c)
 				const rf_mix_item *it = &rest.items[i];
 				if (it->pos < from || it->pos >= to)
 					continue; /* the tail, shared out anew */
-				CHECK(!hit[it->pos - from], "%s: world %u: position twice", c->name, w2);
+				CHECK_CONT_MSG(!hit[it->pos - from], "%s: world %u: position twice", c->name, w2);
 				hit[it->pos - from] = 1;
 				/* Same item as the saved world's stream: rank
 				 * (pos % G) / B of it. */
@@ -635,14 +635,14 @@ test_resume(const struct mix_case *c)
 				uint32_t on = 0;
 				rf_mix_batch(orig[orank], gk, ob, 64, &on);
 				uint32_t oi = (uint32_t)(off % c->batch);
-				CHECK(oi < on && mitems_equal(&ob[oi], it), "%s: world %u: item at %llu "
+				CHECK_CONT_MSG(oi < on && mitems_equal(&ob[oi], it), "%s: world %u: item at %llu "
 				      "differs", c->name, w2, (unsigned long long)it->pos);
 			}
 			free(rest.items);
 			rf_mix_destroy(&z);
 		}
 		for (uint64_t p = 0; p < to - from; p++)
-			CHECK(hit[p], "%s: world %u: position %llu lost", c->name, w2,
+			CHECK_CONT_MSG(hit[p], "%s: world %u: position %llu lost", c->name, w2,
 			      (unsigned long long)(from + p));
 		free(hit);
 	}
@@ -652,7 +652,7 @@ test_resume(const struct mix_case *c)
 	rf_mix_params pg;
 	case_mix_params(c, 0, c->world, c->batch + 1, &pg);
 	rf_mix *g = make_mix(&pg, &b, c->nsrc);
-	CHECK(rf_mix_state_load(g, blob, len) == RF_ESTATE &&
+	CHECK_CONT_MSG(rf_mix_state_load(g, blob, len) == RF_ESTATE &&
 	      strstr(rf_mix_errmsg(g), "world x batch"), "%s: other G: %s", c->name,
 	      rf_mix_errmsg(g));
 	rf_mix_destroy(&g);
@@ -674,40 +674,40 @@ test_blob_refused(void)
 	rf_mix_seek(m, 5);
 	uint8_t blob[RF_MIX_STATE_SIZE(MAXS)], bad[RF_MIX_STATE_SIZE(MAXS)];
 	size_t len;
-	CHECK(rf_mix_state_save(m, blob, 10, &len) == -ENOSPC && len == RF_MIX_STATE_SIZE(3),
+	CHECK_CONT_MSG(rf_mix_state_save(m, blob, 10, &len) == -ENOSPC && len == RF_MIX_STATE_SIZE(3),
 	      "-ENOSPC");
-	CHECK(rf_mix_state_save(m, blob, sizeof blob, &len) == 0, "save");
-	CHECK(rf_mix_state_save_at(m, 2, rf_mix_batches(m) + 1, blob, sizeof blob, &len) == -ERANGE,
+	CHECK_CONT_MSG(rf_mix_state_save(m, blob, sizeof blob, &len) == 0, "save");
+	CHECK_CONT_MSG(rf_mix_state_save_at(m, 2, rf_mix_batches(m) + 1, blob, sizeof blob, &len) == -ERANGE,
 	      "past the end");
-	CHECK(rf_mix_state_save(m, blob, sizeof blob, &len) == 0, "save");
+	CHECK_CONT_MSG(rf_mix_state_save(m, blob, sizeof blob, &len) == 0, "save");
 	/* Every single flipped byte. */
 	for (size_t i = 0; i < len; i++) {
 		memcpy(bad, blob, len);
 		bad[i] ^= 0x10;
 		rf_mix *z = make_mix(&mp, &b, c->nsrc);
-		CHECK(rf_mix_state_load(z, bad, len) == RF_ESTATE, "byte %zu flipped: accepted", i);
-		CHECK(rf_mix_tell(z) == 0, "a refused blob moved the cursor");
+		CHECK_CONT_MSG(rf_mix_state_load(z, bad, len) == RF_ESTATE, "byte %zu flipped: accepted", i);
+		CHECK_CONT_MSG(rf_mix_tell(z) == 0, "a refused blob moved the cursor");
 		rf_mix_destroy(&z);
 	}
-	CHECK(rf_mix_state_load(m, blob, len - 1) == RF_ESTATE, "short");
+	CHECK_CONT_MSG(rf_mix_state_load(m, blob, len - 1) == RF_ESTATE, "short");
 	/* Other weights: the source is named. */
 	struct built b2;
 	build_sources(c, &b2);
 	b2.src[2].weight = 0.2;
 	rf_mix *w = make_mix(&mp, &b2, c->nsrc);
-	CHECK(rf_mix_state_load(w, blob, len) == RF_ESTATE && strstr(rf_mix_errmsg(w), "'math'") &&
+	CHECK_CONT_MSG(rf_mix_state_load(w, blob, len) == RF_ESTATE && strstr(rf_mix_errmsg(w), "'math'") &&
 	      strstr(rf_mix_errmsg(w), "weight"), "weights: %s", rf_mix_errmsg(w));
 	rf_mix_destroy(&w);
 	b2.src[2].weight = 0.1;
 	b2.src[1].fingerprint = 99;
 	rf_mix *f = make_mix(&mp, &b2, c->nsrc);
-	CHECK(rf_mix_state_load(f, blob, len) == RF_ESTATE && strstr(rf_mix_errmsg(f), "'code'"),
+	CHECK_CONT_MSG(rf_mix_state_load(f, blob, len) == RF_ESTATE && strstr(rf_mix_errmsg(f), "'code'"),
 	      "fingerprint: %s", rf_mix_errmsg(f));
 	rf_mix_destroy(&f);
 	b2.src[1].fingerprint = b.src[1].fingerprint;
 	b2.src[0].mode = RF_PLAN_CHUNKS;
 	rf_mix *o = make_mix(&mp, &b2, c->nsrc);
-	CHECK(rf_mix_state_load(o, blob, len) == RF_ESTATE && strstr(rf_mix_errmsg(o), "'web'") &&
+	CHECK_CONT_MSG(rf_mix_state_load(o, blob, len) == RF_ESTATE && strstr(rf_mix_errmsg(o), "'web'") &&
 	      strstr(rf_mix_errmsg(o), "shuffle"), "mode: %s", rf_mix_errmsg(o));
 	rf_mix_destroy(&o);
 	built_free(c, &b2);
@@ -715,12 +715,12 @@ test_blob_refused(void)
 	rf_mix_params pe = mp;
 	pe.epoch_samples = 1234;
 	rf_mix *e = make_mix(&pe, &b, c->nsrc);
-	CHECK(rf_mix_state_load(e, blob, len) == RF_ESTATE && strstr(rf_mix_errmsg(e), "epochs of"),
+	CHECK_CONT_MSG(rf_mix_state_load(e, blob, len) == RF_ESTATE && strstr(rf_mix_errmsg(e), "epochs of"),
 	      "E: %s", rf_mix_errmsg(e));
 	rf_mix_destroy(&e);
 	/* Fewer sources. */
 	rf_mix *s2 = make_mix(&mp, &b, 2);
-	CHECK(rf_mix_state_load(s2, blob, len) == RF_ESTATE, "sources");
+	CHECK_CONT_MSG(rf_mix_state_load(s2, blob, len) == RF_ESTATE, "sources");
 	rf_mix_destroy(&s2);
 	rf_mix_destroy(&m);
 	built_free(c, &b);
@@ -758,20 +758,20 @@ test_weights(void)
 		rf_mix_source x[3];
 		memcpy(x, s, sizeof x);
 		x[bad[t].idx].weight = bad[t].w;
-		CHECK(rf_mix_weights_check(x, 3, &d) == RF_EUSAGE && strstr(d.msg, bad[t].want),
+		CHECK_CONT_MSG(rf_mix_weights_check(x, 3, &d) == RF_EUSAGE && strstr(d.msg, bad[t].want),
 		      "weight %g: %s", bad[t].w, d.msg);
 		rf_mix *m = NULL;
 		rf_mix_params mp;
 		rf_mix_params_init(&mp);
-		CHECK(rf_mix_create(&m, &mp, x, 3, &d) == RF_EUSAGE && !m && strstr(d.msg, bad[t].want),
+		CHECK_CONT_MSG(rf_mix_create(&m, &mp, x, 3, &d) == RF_EUSAGE && !m && strstr(d.msg, bad[t].want),
 		      "create with weight %g: %s", bad[t].w, d.msg);
 	}
 	rf_mix_source z[3];
 	memcpy(z, s, sizeof z);
 	z[0].weight = z[1].weight = z[2].weight = 0;
-	CHECK(rf_mix_weights_check(z, 3, &d) == RF_EUSAGE && strstr(d.msg, "every weight is 0"),
+	CHECK_CONT_MSG(rf_mix_weights_check(z, 3, &d) == RF_EUSAGE && strstr(d.msg, "every weight is 0"),
 	      "all zero: %s", d.msg);
-	CHECK(rf_mix_weights_check(z, 0, &d) == RF_EUSAGE, "no sources");
+	CHECK_CONT_MSG(rf_mix_weights_check(z, 0, &d) == RF_EUSAGE, "no sources");
 	/* Zero excludes: a source with no samples is fine then, not when
 	 * drawn from. */
 	z[0].weight = 1;
@@ -780,37 +780,37 @@ test_weights(void)
 	rf_mix_params mp;
 	rf_mix_params_init(&mp);
 	rf_mix *m = NULL;
-	CHECK(rf_mix_create(&m, &mp, z, 3, &d) == 0, "excluded empty source: %s", d.msg);
-	CHECK(rf_mix_share(m, 0) == 1 && rf_mix_share(m, 1) == 0, "shares");
-	CHECK(rf_mix_epoch_samples(m) == 8, "E = the included sources' samples: %llu",
+	CHECK_CONT_MSG(rf_mix_create(&m, &mp, z, 3, &d) == 0, "excluded empty source: %s", d.msg);
+	CHECK_CONT_MSG(rf_mix_share(m, 0) == 1 && rf_mix_share(m, 1) == 0, "shares");
+	CHECK_CONT_MSG(rf_mix_epoch_samples(m) == 8, "E = the included sources' samples: %llu",
 	      (unsigned long long)rf_mix_epoch_samples(m));
 	rf_mix_destroy(&m);
 	z[1].weight = 2;
-	CHECK(rf_mix_create(&m, &mp, z, 3, &d) == RF_EUSAGE && strstr(d.msg, "'code' (1)") &&
+	CHECK_CONT_MSG(rf_mix_create(&m, &mp, z, 3, &d) == RF_EUSAGE && strstr(d.msg, "'code' (1)") &&
 	      strstr(d.msg, "no samples"), "empty source: %s", d.msg);
 	/* A source's bad plan setting is named too. */
 	memcpy(z, s, sizeof z);
 	z[1].mode = RF_PLAN_WINDOW;
 	z[1].window = 0;
-	CHECK(rf_mix_create(&m, &mp, z, 3, &d) == RF_EUSAGE && strstr(d.msg, "'code' (1)"),
+	CHECK_CONT_MSG(rf_mix_create(&m, &mp, z, 3, &d) == RF_EUSAGE && strstr(d.msg, "'code' (1)"),
 	      "window 0: %s", d.msg);
 	mp.tail = RF_PLAN_PAD;
-	CHECK(rf_mix_create(&m, &mp, s, 3, &d) == RF_EUSAGE, "pad refused");
+	CHECK_CONT_MSG(rf_mix_create(&m, &mp, s, 3, &d) == RF_EUSAGE, "pad refused");
 	rf_mix_params_init(&mp);
 	mp.rank = 2;
 	mp.world = 2;
-	CHECK(rf_mix_create(&m, &mp, s, 3, &d) == RF_EUSAGE, "rank >= world");
+	CHECK_CONT_MSG(rf_mix_create(&m, &mp, s, 3, &d) == RF_EUSAGE, "rank >= world");
 	rf_mix_params_init(&mp);
 	mp.epoch = UINT64_C(1) << 61;
-	CHECK(rf_mix_create(&m, &mp, s, 3, &d) == RF_EUSAGE, "epoch beyond 2^62 positions");
+	CHECK_CONT_MSG(rf_mix_create(&m, &mp, s, 3, &d) == RF_EUSAGE, "epoch beyond 2^62 positions");
 	/* Weights far apart still draw the small one. */
 	memcpy(z, s, sizeof z);
 	z[0].weight = 1e-13;
 	z[1].weight = 1;
 	z[2].weight = 0;
 	rf_mix_params_init(&mp);
-	CHECK(rf_mix_create(&m, &mp, z, 3, &d) == 0, "tiny weight");
-	CHECK(rf_mix_share(m, 0) > 0, "a positive weight is never rounded to 0");
+	CHECK_CONT_MSG(rf_mix_create(&m, &mp, z, 3, &d) == 0, "tiny weight");
+	CHECK_CONT_MSG(rf_mix_share(m, 0) > 0, "a positive weight is never rounded to 0");
 	rf_mix_destroy(&m);
 }
 
@@ -823,41 +823,41 @@ test_schemas(void)
 	memset(&c, 0, sizeof c);
 	uint64_t tok[] = {2049}, img[] = {0, 3}, var1[] = {0};
 	rf_schema_add(&a, "tokens", RF_DTYPE_I32, 1, tok, -1);
-	CHECK(rf_schema_add(&a, "text", RF_DTYPE_BYTES, 1, var1, 0) == 0, "add");
+	CHECK_CONT_MSG(rf_schema_add(&a, "text", RF_DTYPE_BYTES, 1, var1, 0) == 0, "add");
 	rf_schema_add(&a, "img", RF_DTYPE_U8, 2, img, 0);
 	rf_schema_add(&b, "img", RF_DTYPE_U8, 2, img, 0);
 	rf_schema_add(&b, "tokens", RF_DTYPE_I32, 1, tok, -1);
-	CHECK(rf_schema_add(&b, "text", RF_DTYPE_BYTES, 1, var1, 0) == 0, "add");
+	CHECK_CONT_MSG(rf_schema_add(&b, "text", RF_DTYPE_BYTES, 1, var1, 0) == 0, "add");
 	rf_schema_add(&b, "extra", RF_DTYPE_F32, 0, NULL, -1);
 	const rf_schema *ss[3] = {&a, &b, &c};
 	const char *names[] = {"web", "code", "math"};
 	rf_diag d;
 	rf_diag_init(&d, NULL, NULL);
-	CHECK(rf_mix_schemas_check(ss, names, 2, NULL, 0, &d) == 0, "same fields, other order "
+	CHECK_CONT_MSG(rf_mix_schemas_check(ss, names, 2, NULL, 0, &d) == 0, "same fields, other order "
 	      "and an extra one: %s", d.msg);
 	/* The extra field is only in the second source: loading it fails. */
 	const char *want_extra[] = {"tokens", "extra"};
-	CHECK(rf_mix_schemas_check(ss, names, 2, want_extra, 2, &d) == RF_ESCHEMA &&
+	CHECK_CONT_MSG(rf_mix_schemas_check(ss, names, 2, want_extra, 2, &d) == RF_ESCHEMA &&
 	      strstr(d.msg, "source 'web' (0) has no field 'extra'"), "extra: %s", d.msg);
 	/* A differing dtype, named with both. */
 	uint64_t tok2[] = {2049};
 	rf_schema_add(&c, "tokens", RF_DTYPE_I64, 1, tok2, -1);
-	CHECK(rf_schema_add(&c, "text", RF_DTYPE_BYTES, 1, var1, 0) == 0, "add");
+	CHECK_CONT_MSG(rf_schema_add(&c, "text", RF_DTYPE_BYTES, 1, var1, 0) == 0, "add");
 	const char *want_tok[] = {"tokens"};
-	CHECK(rf_mix_schemas_check(ss, names, 3, want_tok, 1, &d) == RF_ESCHEMA &&
+	CHECK_CONT_MSG(rf_mix_schemas_check(ss, names, 3, want_tok, 1, &d) == RF_ESCHEMA &&
 	      strstr(d.msg, "source 'math' (2): field 'tokens' is i64 [2049], source 'web' (0) has "
 			    "i32 [2049]"), "dtype: %s", d.msg);
 	/* A missing field. */
 	rf_schema g;
 	memset(&g, 0, sizeof g);
 	rf_schema_add(&g, "tokens", RF_DTYPE_I32, 1, tok, -1);
-	CHECK(rf_schema_add(&g, "text", RF_DTYPE_BYTES, 1, var1, 0) == 0, "add");
+	CHECK_CONT_MSG(rf_schema_add(&g, "text", RF_DTYPE_BYTES, 1, var1, 0) == 0, "add");
 	const rf_schema *sg[2] = {&a, &g};
-	CHECK(rf_mix_schemas_check(sg, NULL, 2, NULL, 0, &d) == RF_ESCHEMA &&
+	CHECK_CONT_MSG(rf_mix_schemas_check(sg, NULL, 2, NULL, 0, &d) == RF_ESCHEMA &&
 	      strstr(d.msg, "source 1 has no field 'img', which source 0 has"), "missing: %s", d.msg);
 	/* Loading only the fields both have is fine. */
 	const char *both[] = {"text", "tokens"};
-	CHECK(rf_mix_schemas_check(sg, NULL, 2, both, 2, &d) == 0, "subset: %s", d.msg);
+	CHECK_CONT_MSG(rf_mix_schemas_check(sg, NULL, 2, both, 2, &d) == 0, "subset: %s", d.msg);
 	/* Another fixed dimension. */
 	rf_schema e;
 	memset(&e, 0, sizeof e);
@@ -865,7 +865,7 @@ test_schemas(void)
 	rf_schema_add(&e, "img", RF_DTYPE_U8, 2, img4, 0);
 	const rf_schema *se[2] = {&a, &e};
 	const char *want_img[] = {"img"};
-	CHECK(rf_mix_schemas_check(se, names, 2, want_img, 1, &d) == RF_ESCHEMA &&
+	CHECK_CONT_MSG(rf_mix_schemas_check(se, names, 2, want_img, 1, &d) == RF_ESCHEMA &&
 	      strstr(d.msg, "'code' (1): field 'img' is u8 [*, 4], source 'web' (0) has u8 [*, 3]"),
 	      "shape: %s", d.msg);
 	/* Variable where the other is fixed. */
@@ -874,7 +874,7 @@ test_schemas(void)
 	uint64_t img5[] = {7, 3};
 	rf_schema_add(&f, "img", RF_DTYPE_U8, 2, img5, -1);
 	const rf_schema *sf[2] = {&a, &f};
-	CHECK(rf_mix_schemas_check(sf, names, 2, want_img, 1, &d) == RF_ESCHEMA &&
+	CHECK_CONT_MSG(rf_mix_schemas_check(sf, names, 2, want_img, 1, &d) == RF_ESCHEMA &&
 	      strstr(d.msg, "u8 [7, 3]"), "var vs fixed: %s", d.msg);
 }
 
@@ -898,15 +898,15 @@ test_golden(void)
 				       (r.items[i].source_epoch << 40)));
 	printf("golden: %u items, hash %016llx, order id %016llx\n", (unsigned)r.n,
 	       (unsigned long long)h, (unsigned long long)rf_mix_order_id(m));
-	CHECK(h == GOLDEN_HASH, "the order changed: hash %016llx", (unsigned long long)h);
-	CHECK(rf_mix_order_id(m) == GOLDEN_ID, "the order id changed: %016llx",
+	CHECK_CONT_MSG(h == GOLDEN_HASH, "the order changed: hash %016llx", (unsigned long long)h);
+	CHECK_CONT_MSG(rf_mix_order_id(m) == GOLDEN_ID, "the order id changed: %016llx",
 	      (unsigned long long)rf_mix_order_id(m));
 	/* rf_plan_items stays inside the epoch. */
 	const rf_plan *p = rf_mix_source_plan(m, 1, 0);
 	rf_plan_item it[4];
-	CHECK(p && rf_plan_items(p, rf_plan_samples(p) - 1, 2, it) == -ERANGE &&
+	CHECK_CONT_MSG(p && rf_plan_items(p, rf_plan_samples(p) - 1, 2, it) == -ERANGE &&
 	      rf_plan_items(p, rf_plan_samples(p) - 1, 1, it) == 0, "rf_plan_items range");
-	CHECK(rf_mix_source_plan(m, 9, 0) == NULL, "source out of range");
+	CHECK_CONT_MSG(rf_mix_source_plan(m, 9, 0) == NULL, "source out of range");
 	free(r.items);
 	rf_mix_destroy(&m);
 	built_free(c, &b);
