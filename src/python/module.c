@@ -359,7 +359,7 @@ static PyMethodDef rfpy_methods[] = {
 
 static struct PyModuleDef rfpy_moduledef = {
 	PyModuleDef_HEAD_INIT,
-	.m_name = "ringfeed",
+	.m_name = "ringfeed._ringfeed",
 	.m_doc = "Stream training datasets from disk into GPU memory with bounded memory.\n\n"
 		 "Loader(paths, batch_size, ...) iterates over batches: dicts of arrays that\n"
 		 "speak DLPack (torch.from_dlpack, numpy.from_dlpack, cupy.from_dlpack).\n"
@@ -368,10 +368,12 @@ static struct PyModuleDef rfpy_moduledef = {
 	.m_methods = rfpy_methods,
 };
 
-PyMODINIT_FUNC PyInit_ringfeed(void);
+/* The extension is ringfeed._ringfeed; the package's __init__.py exports
+ * its names as ringfeed.*. */
+PyMODINIT_FUNC PyInit__ringfeed(void);
 
 PyMODINIT_FUNC
-PyInit_ringfeed(void)
+PyInit__ringfeed(void)
 {
 	PyObject *m = PyModule_Create(&rfpy_moduledef);
 
