@@ -12,18 +12,18 @@
 static void
 array_dealloc(ArrayObject *self)
 {
-	Py_XDECREF(self->batch);
-	Py_TYPE(self)->tp_free((PyObject *)self);
+	Py_XDECREF((PyObject *)self->batch);
+	rfpy_free((PyObject *)self);
 }
 
 ArrayObject *
 rfpy_array_new(BatchObject *batch, void *data, enum rf_dtype dtype, int ndim, const int64_t *shape)
 {
-	ArrayObject *a = PyObject_New(ArrayObject, &rfpy_ArrayType);
+	ArrayObject *a = PyObject_New(ArrayObject, rfpy_ArrayType);
 
 	if (!a)
 		return NULL;
-	a->batch = (BatchObject *)Py_NewRef(batch);
+	a->batch = (BatchObject *)Py_NewRef((PyObject *)batch);
 	a->data = data;
 	a->dtype = dtype;
 	a->ndim = ndim;
@@ -85,14 +85,14 @@ static int
 dlpack_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **vals)
 {
 	static const char *const names[] = {"stream", "max_version", "dl_device", "copy"};
-	Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+	Py_ssize_t nkw = kwnames ? PyTuple_Size(kwnames) : 0;
 
 	if (nargs > 0) {
 		PyErr_SetString(PyExc_TypeError, "__dlpack__() takes keyword arguments only");
 		return -1;
 	}
 	for (Py_ssize_t k = 0; k < nkw; k++) {
-		PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+		PyObject *key = PyTuple_GetItem(kwnames, k);
 		size_t i = 0;
 		while (i < 4 && PyUnicode_CompareWithASCIIString(key, names[i]) != 0)
 			i++;
@@ -120,7 +120,7 @@ array_dlpack(ArrayObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
 		int dt, di;
 		if (!PyTuple_Check(dl_device)) {
 			PyErr_Format(PyExc_TypeError, "dl_device must be a (device_type, "
-				     "device_id) tuple, not %.100s", Py_TYPE(dl_device)->tp_name);
+				     "device_id) tuple, not %.100s", rfpy_type_name(dl_device));
 			return NULL;
 		}
 		if (!PyArg_ParseTuple(dl_device, "ii:dl_device", &dt, &di))
@@ -183,7 +183,7 @@ array_dlpack(ArrayObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
 	m->dl_tensor.shape = shape;
 	m->dl_tensor.strides = NULL;
 	m->dl_tensor.byte_offset = 0;
-	m->manager_ctx = Py_NewRef(self);
+	m->manager_ctx = Py_NewRef((PyObject *)self);
 	m->deleter = dl_deleter;
 	PyObject *cap = PyCapsule_New(m, "dltensor", capsule_destructor);
 	if (!cap) {
@@ -212,7 +212,7 @@ array_shape(ArrayObject *self, void *unused)
 			Py_DECREF(t);
 			return NULL;
 		}
-		PyTuple_SET_ITEM(t, d, o);
+		(void)PyTuple_SetItem(t, d, o);
 	}
 	return t;
 }
@@ -283,7 +283,7 @@ array_getbuffer(ArrayObject *self, Py_buffer *view, int flags)
 		PyErr_SetString(PyExc_BufferError, "ringfeed arrays are read-only");
 		return -1;
 	}
-	view->obj = Py_NewRef(self);
+	view->obj = Py_NewRef((PyObject *)self);
 	view->buf = self->data;
 	view->len = (Py_ssize_t)array_nbytes(self);
 	view->readonly = 1;
@@ -342,14 +342,13 @@ array_array(ArrayObject *self, PyObject *args, PyObject *kwargs)
 		Py_DECREF(np);
 	}
 	Py_DECREF(mv);
-	if (r && copy != Py_None && PyObject_IsTrue(copy) == 1)
-		Py_SETREF(r, PyObject_CallMethod(r, "copy", NULL));
+	if (r && copy != Py_None && PyObject_IsTrue(copy) == 1) {
+		PyObject *c = PyObject_CallMethod(r, "copy", NULL);
+		Py_DECREF(r);
+		r = c;
+	}
 	return r;
 }
-
-static PyBufferProcs array_as_buffer = {
-	.bf_getbuffer = (getbufferproc)array_getbuffer,
-};
 
 static PyMethodDef array_methods[] = {
 	{"__dlpack__", (PyCFunction)(void (*)(void))array_dlpack, METH_FASTCALL | METH_KEYWORDS,
@@ -377,20 +376,26 @@ static PyGetSetDef array_getset[] = {
 	{NULL, NULL, NULL, NULL, NULL},
 };
 
-PyTypeObject rfpy_ArrayType = {
-	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "ringfeed.Array",
-	.tp_basicsize = sizeof(ArrayObject),
-	.tp_dealloc = (destructor)array_dealloc,
-	.tp_repr = (reprfunc)array_repr,
-	.tp_as_buffer = &array_as_buffer,
-	.tp_flags = Py_TPFLAGS_DEFAULT,
-	.tp_doc = "A field of a batch in the loader's buffer, exported without a copy through\n"
-		  "DLPack (torch.from_dlpack, numpy.from_dlpack, cupy.from_dlpack) and, on the\n"
+static PyType_Slot array_slots[] = {
+	{Py_tp_dealloc, RFPY_FN(array_dealloc)},
+	{Py_tp_repr, RFPY_FN(array_repr)},
+	{Py_bf_getbuffer, RFPY_FN(array_getbuffer)},
+	{Py_tp_methods, array_methods},
+	{Py_tp_getset, array_getset},
+	{Py_tp_doc, (void *)"A field of a batch in the loader's buffer, exported without a copy through\n"
+	 "DLPack (torch.from_dlpack, numpy.from_dlpack, cupy.from_dlpack) and, on the\n"
 		  "CPU, the buffer protocol (read-only).  The batch's buffer returns to the\n"
-		  "loader when every array of the batch, and every tensor made from one, is gone.",
-	.tp_methods = array_methods,
-	.tp_getset = array_getset,
+		  "loader when every array of the batch, and every tensor made from one, is gone."},
+	{0, NULL},
 };
+
+PyType_Spec rfpy_array_spec = {
+	.name = "ringfeed.Array",
+	.basicsize = sizeof(ArrayObject),
+	.flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+	.slots = array_slots,
+};
+
+PyTypeObject *rfpy_ArrayType;
 
 #endif /* RFPY_HAVE_LOADER */

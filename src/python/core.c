@@ -97,16 +97,22 @@ batch_dealloc(BatchObject *self)
 		stream = RFPY_STREAM_LEGACY;
 	if (self->core && self->b)
 		rfpy_core_release(self->core, self->b, stream);
-	Py_TYPE(self)->tp_free((PyObject *)self);
+	rfpy_free((PyObject *)self);
 }
 
-PyTypeObject rfpy_BatchType = {
-	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "ringfeed._Batch",
-	.tp_basicsize = sizeof(BatchObject),
-	.tp_dealloc = (destructor)batch_dealloc,
-	.tp_flags = Py_TPFLAGS_DEFAULT,
-	.tp_doc = "One batch held from the loader (internal).",
+static PyType_Slot batch_slots[] = {
+	{Py_tp_dealloc, RFPY_FN(batch_dealloc)},
+	{Py_tp_doc, (void *)"One batch held from the loader (internal)."},
+	{0, NULL},
 };
+
+PyType_Spec rfpy_batch_spec = {
+	.name = "ringfeed._Batch",
+	.basicsize = sizeof(BatchObject),
+	.flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+	.slots = batch_slots,
+};
+
+PyTypeObject *rfpy_BatchType;
 
 #endif /* RFPY_HAVE_LOADER */

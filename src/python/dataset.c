@@ -49,7 +49,7 @@ dataset_dealloc(DatasetObject *self)
 	rf_dataset_close(&self->ds);
 	if (self->lock && !self->torn)
 		PyThread_free_lock(self->lock);
-	Py_TYPE(self)->tp_free((PyObject *)self);
+	rfpy_free((PyObject *)self);
 }
 
 static const char torn_msg[] =
@@ -133,7 +133,7 @@ value_shape(const rf_field *f, size_t len)
 			Py_DECREF(t);
 			return NULL;
 		}
-		PyTuple_SET_ITEM(t, d, o);
+		(void)PyTuple_SetItem(t, d, o);
 	}
 	return t;
 }
@@ -164,7 +164,7 @@ read_field_bytes(DatasetObject *self, uint64_t index, uint32_t fi, const rf_fiel
 	PyObject *buf = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)len);
 	if (!buf)
 		return -ENOMEM;
-	char *dst = len ? PyByteArray_AS_STRING(buf) : probe;
+	char *dst = len ? PyByteArray_AsString(buf) : probe;
 	/* Reading, checking and decompressing a chunk take a while: other
 	 * threads run meanwhile (the lock keeps this dataset to this one). */
 	Py_BEGIN_ALLOW_THREADS
@@ -192,13 +192,13 @@ field_array(PyObject *buf, const rf_field *f)
 	PyObject *arr = PyObject_CallFunction(frombuffer, "Os", buf, rfpy_numpy_dtype(f->dtype));
 	if (!arr)
 		return NULL;
-	PyObject *shape = value_shape(f, (size_t)PyByteArray_GET_SIZE(buf));
+	PyObject *shape = value_shape(f, (size_t)PyByteArray_Size(buf));
 	if (!shape) {
 		Py_DECREF(arr);
 		return NULL;
 	}
 	PyObject *reshape = PyUnicode_FromString("reshape");
-	PyObject *out = reshape ? PyObject_CallMethodOneArg(arr, reshape, shape) : NULL;
+	PyObject *out = reshape ? PyObject_CallMethodObjArgs(arr, reshape, shape, NULL) : NULL;
 	Py_XDECREF(reshape);
 	Py_DECREF(shape);
 	Py_DECREF(arr);
@@ -291,7 +291,7 @@ dataset_schema(DatasetObject *self, void *unused)
 				Py_DECREF(shape);
 				goto fail;
 			}
-			PyTuple_SET_ITEM(shape, k, o);
+			(void)PyTuple_SetItem(shape, k, o);
 		}
 		PyObject *fd = Py_BuildValue("{s:s,s:N,s:O}", "dtype", rf_dtype_name(f->dtype),
 					     "shape", shape, "variable", f->var_dim >= 0 ? Py_True : Py_False);
@@ -323,7 +323,7 @@ dataset_shards(DatasetObject *self, void *unused)
 			Py_DECREF(l);
 			return NULL;
 		}
-		PyList_SET_ITEM(l, (Py_ssize_t)i, o);
+		(void)PyList_SetItem(l, (Py_ssize_t)i, o);
 	}
 	return l;
 }
@@ -382,7 +382,7 @@ dataset_enter(DatasetObject *self, PyObject *unused)
 {
 	if (dataset_check(self) < 0)
 		return NULL;
-	return Py_NewRef(self);
+	return Py_NewRef((PyObject *)self);
 }
 
 static PyObject *
@@ -411,29 +411,27 @@ static PyGetSetDef dataset_getset[] = {
 	{NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyMappingMethods dataset_mapping = {
-	.mp_length = (lenfunc)dataset_len,
-	.mp_subscript = (binaryfunc)dataset_subscript,
+static PyType_Slot dataset_slots[] = {
+	{Py_tp_dealloc, RFPY_FN(dataset_dealloc)},
+	{Py_tp_doc, (void *)"A dataset opened for random access by ringfeed.open(): len(ds) samples,\n"
+	 "ds[i] a dict {field: numpy array} (bf16 values as uint16 bits)."},
+	{Py_tp_methods, dataset_methods},
+	{Py_tp_getset, dataset_getset},
+	{Py_mp_length, RFPY_FN(dataset_len)},
+	{Py_mp_subscript, RFPY_FN(dataset_subscript)},
+	{Py_sq_length, RFPY_FN(dataset_len)},
+	{Py_sq_item, RFPY_FN(dataset_item)},
+	{0, NULL},
 };
 
-static PySequenceMethods dataset_sequence = {
-	.sq_length = (lenfunc)dataset_len,
-	.sq_item = (ssizeargfunc)dataset_item,
+static PyType_Spec dataset_spec = {
+	.name = "ringfeed.Dataset",
+	.basicsize = sizeof(DatasetObject),
+	.flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+	.slots = dataset_slots,
 };
 
-static PyTypeObject DatasetType = {
-	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "ringfeed.Dataset",
-	.tp_basicsize = sizeof(DatasetObject),
-	.tp_dealloc = (destructor)dataset_dealloc,
-	.tp_flags = Py_TPFLAGS_DEFAULT,
-	.tp_doc = "A dataset opened for random access by ringfeed.open(): len(ds) samples,\n"
-		  "ds[i] a dict {field: numpy array} (bf16 values as uint16 bits).",
-	.tp_methods = dataset_methods,
-	.tp_getset = dataset_getset,
-	.tp_as_mapping = &dataset_mapping,
-	.tp_as_sequence = &dataset_sequence,
-};
+static PyTypeObject *DatasetType;
 
 PyObject *
 rfpy_open(PyObject *self, PyObject *args, PyObject *kwargs)
@@ -461,7 +459,7 @@ rfpy_open(PyObject *self, PyObject *args, PyObject *kwargs)
 	Py_DECREF(keep);
 	if (rc < 0)
 		return rfpy_raise(rc, "open", rf_dataset_last_open_error());
-	DatasetObject *obj = PyObject_New(DatasetObject, &DatasetType);
+	DatasetObject *obj = PyObject_New(DatasetObject, DatasetType);
 	if (!obj) {
 		rf_dataset_close(&ds);
 		return NULL;
@@ -544,7 +542,7 @@ column_dtype(PyObject *name, const Py_buffer *v, PyObject *override, enum rf_dty
 {
 	if (!override)
 		return dtype_of_format(v, out);
-	const char *s = PyUnicode_AsUTF8(override);
+	const char *s = PyUnicode_AsUTF8AndSize(override, NULL);
 	if (!s)
 		return -1;
 	if (rf_dtype_parse(s, out) < 0) {
@@ -600,7 +598,7 @@ add_fixed(struct pack_col *c, rf_schema *schema, PyObject *value, PyObject *over
 			     "field %R: expected a C-contiguous array (buffer protocol), "
 			     "a (array, dtype) pair or a list of arrays; got %.100s "
 			     "(numpy.ascontiguousarray makes a contiguous copy)",
-			     c->name, Py_TYPE(value)->tp_name);
+			     c->name, rfpy_type_name(value));
 		return -1;
 	}
 	c->have_view = 1;
@@ -626,7 +624,7 @@ add_fixed(struct pack_col *c, rf_schema *schema, PyObject *value, PyObject *over
 			     c->name, c->view.shape[0], *nsamples);
 		return -1;
 	}
-	const char *name = PyUnicode_AsUTF8(c->name);
+	const char *name = PyUnicode_AsUTF8AndSize(c->name, NULL);
 	if (!name)
 		return -1;
 	if (rf_schema_add(schema, name, dt, (uint32_t)(c->view.ndim - 1), shape, -1) < 0) {
@@ -642,7 +640,7 @@ static int
 add_var(struct pack_col *c, rf_schema *schema, PyObject *list, PyObject *override,
 	Py_ssize_t *nsamples)
 {
-	Py_ssize_t n = PyList_GET_SIZE(list);
+	Py_ssize_t n = PyList_Size(list);
 	enum rf_dtype dt = RF_DTYPE_U8;
 	uint64_t shape[RF_MAX_RANK] = {0};
 	int ndim = -1;
@@ -655,7 +653,7 @@ add_var(struct pack_col *c, rf_schema *schema, PyObject *list, PyObject *overrid
 	}
 	for (Py_ssize_t i = 0; i < n; i++) {
 		Py_buffer *v = &c->items[i];
-		if (PyObject_GetBuffer(PyList_GET_ITEM(list, i), v,
+		if (PyObject_GetBuffer(PyList_GetItem(list, i), v,
 				       PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
 			PyErr_Clear();
 			PyErr_Format(PyExc_TypeError,
@@ -701,7 +699,7 @@ add_var(struct pack_col *c, rf_schema *schema, PyObject *list, PyObject *overrid
 			     c->name, n, *nsamples);
 		return -1;
 	}
-	const char *name = PyUnicode_AsUTF8(c->name);
+	const char *name = PyUnicode_AsUTF8AndSize(c->name, NULL);
 	if (!name)
 		return -1;
 	if (rf_schema_add(schema, name, dt, (uint32_t)ndim, shape, 0) < 0) {
@@ -740,13 +738,13 @@ rfpy_pack(PyObject *self, PyObject *args, PyObject *kwargs)
 		if (PyErr_ExceptionMatches(PyExc_TypeError)) {
 			PyErr_Clear();
 			PyErr_Format(PyExc_TypeError, "path must be a str, bytes or os.PathLike, "
-				     "not %.100s", Py_TYPE(path_arg)->tp_name);
+				     "not %.100s", rfpy_type_name(path_arg));
 		}
 		return NULL;
 	}
 	if (!PyDict_Check(columns)) {
 		PyErr_Format(PyExc_TypeError, "columns must be a dict of name: array, not %.100s",
-			     Py_TYPE(columns)->tp_name);
+			     rfpy_type_name(columns));
 		goto out;
 	}
 	if ((zstd_arg && rfpy_arg_int(zstd_arg, "zstd", 0, 22, &level) < 0) ||
@@ -764,7 +762,7 @@ rfpy_pack(PyObject *self, PyObject *args, PyObject *kwargs)
 	if (shuffle != Py_None && rfpy_arg_u64(shuffle, "shuffle", &seed) < 0)
 		goto out;
 	memset(&schema, 0, sizeof(schema));
-	Py_ssize_t nd = PyDict_GET_SIZE(columns);
+	Py_ssize_t nd = PyDict_Size(columns);
 	if (nd == 0 || nd > RF_MAX_FIELDS) {
 		PyErr_Format(PyExc_ValueError, "pack needs 1 to %d fields, got %zd",
 			     RF_MAX_FIELDS, nd);
@@ -790,13 +788,13 @@ rfpy_pack(PyObject *self, PyObject *args, PyObject *kwargs)
 		}
 		c->name = key;
 		if (PyTuple_Check(value)) {
-			if (PyTuple_GET_SIZE(value) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(value, 1))) {
+			if (PyTuple_Size(value) != 2 || !PyUnicode_Check(PyTuple_GetItem(value, 1))) {
 				PyErr_Format(PyExc_TypeError,
 					     "field %R: a tuple must be (array, dtype name)", key);
 				goto out;
 			}
-			override = PyTuple_GET_ITEM(value, 1);
-			value = PyTuple_GET_ITEM(value, 0);
+			override = PyTuple_GetItem(value, 1);
+			value = PyTuple_GetItem(value, 0);
 		}
 		int rc = PyList_Check(value) ? add_var(c, &schema, value, override, &nsamples)
 			: add_fixed(c, &schema, value, override, &nsamples);
@@ -831,7 +829,7 @@ rfpy_pack(PyObject *self, PyObject *args, PyObject *kwargs)
 	/* The views pin every input buffer, so the writer may run without the
 	 * GIL. */
 	Py_BEGIN_ALLOW_THREADS
-	rc = rf_writer_open(&w, PyBytes_AS_STRING(path_bytes), &schema, &wcfg);
+	rc = rf_writer_open(&w, PyBytes_AsString(path_bytes), &schema, &wcfg);
 	if (rc < 0) {
 		snprintf(msg, sizeof(msg), "%s", plog.msg);
 	} else {
@@ -881,7 +879,6 @@ out:
 int
 rfpy_dataset_init(PyObject *module)
 {
-	if (PyType_Ready(&DatasetType) < 0)
-		return -1;
-	return PyModule_AddObjectRef(module, "Dataset", (PyObject *)&DatasetType);
+	DatasetType = rfpy_add_type(module, &dataset_spec, 1);
+	return DatasetType ? 0 : -1;
 }

@@ -15,7 +15,7 @@
 
 /* ----------------------------------------------------------- loader */
 
-static PyTypeObject IterType;
+static PyTypeObject *IterType;
 
 static void
 loader_dealloc(LoaderObject *self)
@@ -24,7 +24,7 @@ loader_dealloc(LoaderObject *self)
 	self->core = NULL;
 	rfpy_core_retire(old);
 	rfpy_loader_free_config(self);
-	Py_TYPE(self)->tp_free((PyObject *)self);
+	rfpy_free((PyObject *)self);
 }
 
 int
@@ -124,7 +124,7 @@ core_make_names(struct core *c, const rf_batch *b)
 			Py_DECREF(t);
 			return -1;
 		}
-		PyTuple_SET_ITEM(t, (Py_ssize_t)i, name);
+		(void)PyTuple_SetItem(t, (Py_ssize_t)i, name);
 	}
 	c->names = t;
 	return 0;
@@ -134,7 +134,7 @@ core_make_names(struct core *c, const rf_batch *b)
 static PyObject *
 make_batch_dict(LoaderObject *self, const rf_batch *b)
 {
-	BatchObject *bo = PyObject_New(BatchObject, &rfpy_BatchType);
+	BatchObject *bo = PyObject_New(BatchObject, rfpy_BatchType);
 
 	if (!bo) {
 		rfpy_core_release(self->core, b, NULL);
@@ -180,7 +180,7 @@ make_batch_dict(LoaderObject *self, const rf_batch *b)
 			Py_XDECREF(off);
 			Py_XDECREF(dat);
 		}
-		if (!v || PyDict_SetItem(d, PyTuple_GET_ITEM(bo->core->names, i), v) < 0) {
+		if (!v || PyDict_SetItem(d, PyTuple_GetItem(bo->core->names, i), v) < 0) {
 			Py_XDECREF(v);
 			Py_DECREF(d);
 			goto fail;
@@ -272,10 +272,10 @@ loader_iter(LoaderObject *self)
 	 * like a DataLoader, a new pass starts the epoch over. */
 	if (!self->fresh && rfpy_loader_open_core(self, self->epoch, NULL, 0) < 0)
 		return NULL;
-	IterObject *it = PyObject_New(IterObject, &IterType);
+	IterObject *it = PyObject_New(IterObject, IterType);
 	if (!it)
 		return NULL;
-	it->loader = (LoaderObject *)Py_NewRef(self);
+	it->loader = (LoaderObject *)Py_NewRef((PyObject *)self);
 	it->gen = ++self->gen;
 	return (PyObject *)it;
 }
@@ -310,7 +310,7 @@ loader_enter(LoaderObject *self, PyObject *unused)
 {
 	if (rfpy_loader_usable(self) < 0)
 		return NULL;
-	return Py_NewRef(self);
+	return Py_NewRef((PyObject *)self);
 }
 
 static PyObject *
@@ -517,18 +517,7 @@ static PyGetSetDef loader_getset[] = {
 	{NULL, NULL, NULL, NULL, NULL},
 };
 
-static PySequenceMethods loader_sequence = {
-	.sq_length = (lenfunc)loader_len,
-};
-
-static PyTypeObject LoaderType = {
-	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "ringfeed.Loader",
-	.tp_basicsize = sizeof(LoaderObject),
-	.tp_dealloc = (destructor)loader_dealloc,
-	.tp_repr = (reprfunc)loader_repr,
-	.tp_flags = Py_TPFLAGS_DEFAULT,
-	.tp_doc =
+static const char loader_doc[] =
 	"Loader(paths, batch_size, *, fields=None, shuffle='none', seed=0, epoch=0,\n"
 	"       rank=None, world=None, device='auto', depth=2, pinned_bytes=0,\n"
 	"       drop_last=True, window=0, pinning='ring', io_depth=0, direct=None,\n"
@@ -580,20 +569,33 @@ static PyTypeObject LoaderType = {
 	"spare buffer is refilled meanwhile.  state_dict()/load_state_dict() resume\n"
 	"mid-epoch.  A Loader belongs to the process that opened it: in a child of\n"
 	"fork() (a DataLoader worker) it raises ringfeed.Error EFORK; open one in\n"
-	"each worker.",
-	.tp_methods = loader_methods,
-	.tp_getset = loader_getset,
-	.tp_as_sequence = &loader_sequence,
-	.tp_iter = (getiterfunc)loader_iter,
-	.tp_init = (initproc)rfpy_loader_init_args,
-	.tp_new = PyType_GenericNew,
+	"each worker.";
+
+static PyType_Slot loader_slots[] = {
+	{Py_tp_dealloc, RFPY_FN(loader_dealloc)},
+	{Py_tp_repr, RFPY_FN(loader_repr)},
+	{Py_tp_doc, RFPY_FN(loader_doc)},
+	{Py_tp_methods, loader_methods},
+	{Py_tp_getset, loader_getset},
+	{Py_sq_length, RFPY_FN(loader_len)},
+	{Py_tp_iter, RFPY_FN(loader_iter)},
+	{Py_tp_init, RFPY_FN(rfpy_loader_init_args)},
+	{Py_tp_new, RFPY_FN(PyType_GenericNew)},
+	{0, NULL},
+};
+
+static PyType_Spec loader_spec = {
+	.name = "ringfeed.Loader",
+	.basicsize = sizeof(LoaderObject),
+	.flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+	.slots = loader_slots,
 };
 
 static void
 iter_dealloc(IterObject *self)
 {
-	Py_XDECREF(self->loader);
-	Py_TYPE(self)->tp_free((PyObject *)self);
+	Py_XDECREF((PyObject *)self->loader);
+	rfpy_free((PyObject *)self);
 }
 
 static PyObject *
@@ -623,24 +625,27 @@ iter_next(IterObject *self)
 	return d;
 }
 
-static PyTypeObject IterType = {
-	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "ringfeed._LoaderIter",
-	.tp_basicsize = sizeof(IterObject),
-	.tp_dealloc = (destructor)iter_dealloc,
-	.tp_flags = Py_TPFLAGS_DEFAULT,
-	.tp_iter = PyObject_SelfIter,
-	.tp_iternext = (iternextfunc)iter_next,
+static PyType_Slot iter_slots[] = {
+	{Py_tp_dealloc, RFPY_FN(iter_dealloc)},
+	{Py_tp_iter, RFPY_FN(PyObject_SelfIter)},
+	{Py_tp_iternext, RFPY_FN(iter_next)},
+	{0, NULL},
+};
+
+static PyType_Spec iter_spec = {
+	.name = "ringfeed._LoaderIter",
+	.basicsize = sizeof(IterObject),
+	.flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+	.slots = iter_slots,
 };
 
 int
 rfpy_loader_init(PyObject *module)
 {
-	if (PyType_Ready(&rfpy_BatchType) < 0 || PyType_Ready(&rfpy_ArrayType) < 0 ||
-	    PyType_Ready(&LoaderType) < 0 || PyType_Ready(&IterType) < 0)
-		return -1;
-	if (PyModule_AddObjectRef(module, "Loader", (PyObject *)&LoaderType) < 0 ||
-	    PyModule_AddObjectRef(module, "Array", (PyObject *)&rfpy_ArrayType) < 0)
+	if (!(rfpy_BatchType = rfpy_add_type(module, &rfpy_batch_spec, 0)) ||
+	    !(rfpy_ArrayType = rfpy_add_type(module, &rfpy_array_spec, 1)) ||
+	    !rfpy_add_type(module, &loader_spec, 1) ||
+	    !(IterType = rfpy_add_type(module, &iter_spec, 0)))
 		return -1;
 	return 0;
 }

@@ -113,8 +113,9 @@ typedef struct {
 	uint64_t gen;
 } IterObject;
 
-extern PyTypeObject rfpy_BatchType;
-extern PyTypeObject rfpy_ArrayType;
+/* The types, made at the module's init from their specs (heap types). */
+extern PyType_Spec rfpy_batch_spec, rfpy_array_spec;
+extern PyTypeObject *rfpy_BatchType, *rfpy_ArrayType;
 
 /* core.c */
 /* In a child of fork(): the C loader is the parent's. */

@@ -128,7 +128,7 @@ parse_device(PyObject *arg, rf_config *cfg)
 
 	if (!s)
 		return -1;
-	d = PyUnicode_AsUTF8(s);
+	d = PyUnicode_AsUTF8AndSize(s, NULL);
 	if (!d) {
 		Py_DECREF(s);
 		return -1;
@@ -219,10 +219,10 @@ parse_shuffle(PyObject *arg)
 		return arg == Py_True ? SHUFFLE_WINDOW : SHUFFLE_NONE;
 	if (!PyUnicode_Check(arg)) {
 		PyErr_Format(PyExc_TypeError, "shuffle must be a str or a bool, not %.100s",
-			     Py_TYPE(arg)->tp_name);
+			     rfpy_type_name(arg));
 		return -1;
 	}
-	const char *name = PyUnicode_AsUTF8(arg);
+	const char *name = PyUnicode_AsUTF8AndSize(arg, NULL);
 	if (!name)
 		return -1;
 	for (int i = 0; i < 4; i++)
@@ -287,10 +287,10 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 			continue;
 		if (!PyUnicode_Check(strs[i].arg)) {
 			PyErr_Format(PyExc_TypeError, "%s must be a str, not %.100s", strs[i].name,
-				     Py_TYPE(strs[i].arg)->tp_name);
+				     rfpy_type_name(strs[i].arg));
 			return -1;
 		}
-		if (!(*strs[i].v = PyUnicode_AsUTF8(strs[i].arg)))
+		if (!(*strs[i].v = PyUnicode_AsUTF8AndSize(strs[i].arg, NULL)))
 			return -1;
 	}
 	int shuffle = parse_shuffle(shuffle_arg);
@@ -404,7 +404,7 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 		PyObject *seq = PySequence_Fast(fields_arg, "fields must be a sequence of names");
 		if (!seq)
 			return -1;
-		Py_ssize_t nf = PySequence_Fast_GET_SIZE(seq);
+		Py_ssize_t nf = PySequence_Size(seq);
 		self->fields = PyMem_Calloc((size_t)nf + 1, sizeof(char *));
 		if (!self->fields) {
 			Py_DECREF(seq);
@@ -412,8 +412,9 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 			return -1;
 		}
 		for (Py_ssize_t i = 0; i < nf; i++) {
-			PyObject *name = PySequence_Fast_GET_ITEM(seq, i);
-			PyObject *b = PyUnicode_Check(name) ? PyUnicode_AsUTF8String(name) : NULL;
+			PyObject *name = PySequence_GetItem(seq, i);
+			PyObject *b = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8String(name) : NULL;
+			Py_XDECREF(name);
 			if (!b || PyList_Append(self->keep, b) < 0) {
 				Py_XDECREF(b);
 				Py_DECREF(seq);
@@ -421,7 +422,7 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 					PyErr_SetString(PyExc_TypeError, "field names must be str");
 				return -1;
 			}
-			self->fields[i] = PyBytes_AS_STRING(b);
+			self->fields[i] = PyBytes_AsString(b);
 			Py_DECREF(b);
 		}
 		Py_DECREF(seq);

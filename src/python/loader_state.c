@@ -46,7 +46,8 @@ rfpy_loader_state_dict(LoaderObject *self, PyObject *unused)
 			Py_DECREF(blob);
 			return rfpy_raise(rc, "state_dict", rf_loader_errmsg(self->core->ld));
 		}
-		Py_SETREF(blob, PyBytes_FromStringAndSize((const char *)buf, (Py_ssize_t)len));
+		Py_DECREF(blob);
+		blob = PyBytes_FromStringAndSize((const char *)buf, (Py_ssize_t)len);
 		if (!blob)
 			return NULL;
 	}
@@ -99,7 +100,7 @@ rfpy_loader_load_state_dict(LoaderObject *self, PyObject *state)
 		return NULL;
 	}
 	PyObject *mode = PyDict_GetItemString(state, "shuffle");
-	const char *ms = mode ? PyUnicode_AsUTF8(mode) : NULL;
+	const char *ms = mode ? PyUnicode_AsUTF8AndSize(mode, NULL) : NULL;
 	if (!ms) {
 		PyErr_Clear();
 		PyErr_SetString(PyExc_ValueError, "state: missing \"shuffle\"");
@@ -158,8 +159,8 @@ rfpy_loader_load_state_dict(LoaderObject *self, PyObject *state)
 	PyObject *blob = PyDict_GetItemString(state, "blob");
 	if (batch > 0 && blob && PyBytes_Check(blob)) {
 		/* The library's position: O(1), nothing skipped is read. */
-		if (rfpy_loader_open_core(self, epoch, PyBytes_AS_STRING(blob),
-				     (size_t)PyBytes_GET_SIZE(blob)) < 0)
+		if (rfpy_loader_open_core(self, epoch, PyBytes_AsString(blob),
+				     (size_t)PyBytes_Size(blob)) < 0)
 			return NULL;
 		self->in_epoch = batch;
 		self->fresh = 1;

@@ -74,7 +74,7 @@ rfpy_raise(int code, const char *what, const char *detail)
 			return NULL;
 		msg = r;
 	}
-	exc = PyObject_CallOneArg(rfpy_Error, msg);
+	exc = PyObject_CallFunctionObjArgs(rfpy_Error, msg, NULL);
 	Py_DECREF(msg);
 	if (!exc)
 		return NULL;
@@ -140,7 +140,7 @@ arg_index(PyObject *obj, const char *name)
 	if (!i && PyErr_ExceptionMatches(PyExc_TypeError)) {
 		PyErr_Clear();
 		PyErr_Format(PyExc_TypeError, "%s must be an integer, not %.100s", name,
-			     Py_TYPE(obj)->tp_name);
+			     rfpy_type_name(obj));
 	}
 	return i;
 }
@@ -221,7 +221,7 @@ rfpy_paths(PyObject *arg, PyObject **out_list, const char ***out_paths, size_t *
 		if (PyErr_Occurred())
 			goto fail;
 	}
-	Py_ssize_t count = PyList_GET_SIZE(list);
+	Py_ssize_t count = PyList_Size(list);
 	if (count == 0) {
 		PyErr_SetString(PyExc_ValueError, "no dataset paths given");
 		goto fail;
@@ -232,7 +232,7 @@ rfpy_paths(PyObject *arg, PyObject **out_list, const char ***out_paths, size_t *
 		goto fail;
 	}
 	for (Py_ssize_t i = 0; i < count; i++)
-		paths[i] = PyBytes_AS_STRING(PyList_GET_ITEM(list, i));
+		paths[i] = PyBytes_AsString(PyList_GetItem(list, i));
 	*out_list = list;
 	*out_paths = paths;
 	*n = (size_t)count;
@@ -307,6 +307,48 @@ rfpy_buffer_format(enum rf_dtype dt)
 	case RF_DTYPE_BYTES: return "B";
 	}
 	return NULL;
+}
+
+const char *
+rfpy_type_name(PyObject *obj)
+{
+	static char buf[128];
+	PyObject *name = PyType_GetName(Py_TYPE(obj));
+	const char *s = name ? PyUnicode_AsUTF8AndSize(name, NULL) : NULL;
+
+	snprintf(buf, sizeof(buf), "%s", s ? s : "?");
+	if (!s)
+		PyErr_Clear();
+	Py_XDECREF(name);
+	return buf;
+}
+
+PyTypeObject *
+rfpy_add_type(PyObject *module, PyType_Spec *spec, int add_name)
+{
+	PyObject *t = PyType_FromModuleAndSpec(module, spec, NULL);
+	const char *dot = strrchr(spec->name, '.');
+
+	if (!t)
+		return NULL;
+	if (add_name && PyModule_AddObjectRef(module, dot ? dot + 1 : spec->name, t) < 0) {
+		Py_DECREF(t);
+		return NULL;
+	}
+	/* The module holds it (and the interpreter, for the process's life:
+	 * the module's types are never unloaded). */
+	return (PyTypeObject *)t;
+}
+
+void
+rfpy_free(PyObject *self)
+{
+	PyTypeObject *tp = Py_TYPE(self);
+
+	/* The types are not GC-tracked: their instances come from
+	 * PyObject_New. */
+	PyObject_Free(self);
+	Py_DECREF(tp);
 }
 
 static PyObject *
