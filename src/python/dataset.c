@@ -11,6 +11,19 @@
 
 /* ------------------------------------------------------------ Dataset */
 
+/* A decoded chunk's values: per field one read-only bytes object and, over
+ * it, a fixed field's array [samples, *shape] (ds[i] a row of it, a view)
+ * or a variable field's list of each sample's array.  Read-only, as views
+ * are shared by every ds[i] of the chunk: writing to one is an error, not
+ * a change to what the next ds[i] returns. */
+struct cslot {
+	uint64_t chunk;          /* UINT64_MAX: empty */
+	uint64_t first, n;       /* its samples */
+	uint64_t used;           /* the tick of its last use (least recent goes) */
+	PyObject *bufs[RF_MAX_FIELDS];
+	PyObject *cols[RF_MAX_FIELDS];
+};
+
 typedef struct {
 	PyObject_HEAD
 	rf_dataset *ds;
@@ -23,6 +36,17 @@ typedef struct {
 	 * off halfway (torn), and the lock will never be released. */
 	unsigned forks;
 	int torn;
+	/* Decoded chunks, as NumPy arrays: ds[i] on a cached chunk reads
+	 * nothing and calls no library function (struct cslot). */
+	rf_schema schema;        /* a copy: the handle may be closed meanwhile */
+	PyObject *names[RF_MAX_FIELDS]; /* the fields' names, interned */
+	uint64_t samples;
+	uint64_t nchunks;
+	uint64_t *firsts;        /* each chunk's first sample, then `samples` */
+	struct cslot *slots;
+	uint32_t nslots;
+	uint32_t *slot_of;       /* per chunk: its slot + 1, or 0 */
+	uint64_t tick;
 } DatasetObject;
 
 static PyObject *numpy_frombuffer;
@@ -41,8 +65,27 @@ get_frombuffer(void)
 }
 
 static void
+slot_clear(DatasetObject *self, struct cslot *s)
+{
+	if (s->chunk != UINT64_MAX)
+		self->slot_of[s->chunk] = 0;
+	s->chunk = UINT64_MAX;
+	for (uint32_t f = 0; f < RF_MAX_FIELDS; f++) {
+		Py_CLEAR(s->bufs[f]);
+		Py_CLEAR(s->cols[f]);
+	}
+}
+
+static void
 dataset_dealloc(DatasetObject *self)
 {
+	for (uint32_t i = 0; self->slots && i < self->nslots; i++)
+		slot_clear(self, &self->slots[i]);
+	for (uint32_t f = 0; f < RF_MAX_FIELDS; f++)
+		Py_CLEAR(self->names[f]);
+	PyMem_Free(self->slots);
+	PyMem_Free(self->slot_of);
+	PyMem_Free(self->firsts);
 	rf_dataset_close(&self->ds);
 	if (self->lock && !self->torn)
 		PyThread_free_lock(self->lock);
@@ -135,116 +178,327 @@ value_shape(const rf_field *f, size_t len)
 	return t;
 }
 
-/* The bytes of field fi of sample `index` into a new bytearray, *out (lock
- * held).  Nothing here runs Python code (no collection, no __del__ that could
- * want the lock).  Returns 0, or the code and the message in msg. */
-static int
-read_field_bytes(DatasetObject *self, uint64_t index, uint32_t fi, const rf_field *f,
-		 PyObject **out, char *msg, size_t cap)
+/* The chunk holding sample i (< samples), by binary search. */
+static uint64_t
+chunk_of(const DatasetObject *self, uint64_t i)
 {
-	size_t len = 0, got = 0;
-	char probe[1];
+	uint64_t lo = 0, hi = self->nchunks;
+
+	while (hi - lo > 1) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		if (self->firsts[mid] <= i)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Read every value of chunk c's samples [first, first + n) (lock held, the
+ * GIL not): a fixed field into its bytes object fixed[f] (made with the
+ * GIL), a variable one into var[f] (malloc) with each sample's end in
+ * ends[f].  Returns 0, or the code and the message in msg. */
+static int
+read_chunk(DatasetObject *self, uint64_t first, uint64_t n, char **fixed, char **var,
+	   uint64_t **ends, char *msg, size_t cap)
+{
+	const rf_schema *s = &self->schema;
 	int rc = 0;
 
-	*out = NULL;
-	if (f->var_dim < 0) {
-		len = rf_field_item_bytes(f);
-	} else {
-		Py_BEGIN_ALLOW_THREADS
-		rc = rf_dataset_read(self->ds, index, fi, probe, 0, &len);
-		Py_END_ALLOW_THREADS
-		if (rc < 0 && rc != -ENOSPC)
-			goto fail;
+	for (uint32_t f = 0; f < s->nfields && rc == 0; f++) {
+		const rf_field *fd = &s->fields[f];
+		if (fd->var_dim < 0) {
+			uint64_t ib = rf_field_item_bytes(fd);
+			for (uint64_t k = 0; k < n && rc == 0; k++) {
+				size_t got = 0;
+				rc = rf_dataset_read(self->ds, first + k, f, fixed[f] + k * ib, ib, &got);
+				if (rc == 0 && got != ib)
+					rc = RF_ECORRUPT;
+			}
+			continue;
+		}
+		uint64_t total = 0;
+		if (!(ends[f] = malloc((n ? n : 1) * sizeof(uint64_t))))
+			return -ENOMEM;
+		for (uint64_t k = 0; k < n && rc == 0; k++) {
+			size_t len = 0;
+			char probe[1];
+			rc = rf_dataset_read(self->ds, first + k, f, probe, 0, &len);
+			if (rc == -ENOSPC)
+				rc = 0;
+			total += len;
+			ends[f][k] = total;
+		}
+		if (rc == 0 && !(var[f] = malloc(total ? total : 1)))
+			return -ENOMEM;
+		for (uint64_t k = 0; k < n && rc == 0; k++) {
+			uint64_t start = k ? ends[f][k - 1] : 0;
+			size_t got = 0;
+			rc = rf_dataset_read(self->ds, first + k, f, var[f] + start,
+					     ends[f][k] - start, &got);
+			if (rc == 0 && got != ends[f][k] - start)
+				rc = RF_ECORRUPT;
+		}
 	}
-	if (len > PY_SSIZE_T_MAX)
-		len = PY_SSIZE_T_MAX; /* fails below, as a short read */
-	PyObject *buf = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)len);
-	if (!buf)
-		return -ENOMEM;
-	char *dst = len ? PyByteArray_AsString(buf) : probe;
-	/* Reading, checking and decompressing a chunk take a while: other
-	 * threads run meanwhile (the lock keeps this dataset to this one). */
-	Py_BEGIN_ALLOW_THREADS
-	rc = rf_dataset_read(self->ds, index, fi, dst, len, &got);
-	Py_END_ALLOW_THREADS
-	if (rc < 0 || got != len) {
-		Py_DECREF(buf); /* a bytearray: frees memory, runs no code */
-		rc = rc < 0 ? rc : RF_ECORRUPT;
-		goto fail;
-	}
-	*out = buf;
-	return 0;
-fail:
-	snprintf(msg, cap, "%s", rf_dataset_errmsg(self->ds));
+	if (rc < 0)
+		snprintf(msg, cap, "%s", rf_dataset_errmsg(self->ds));
 	return rc;
 }
 
-/* The NumPy array of field f from its bytes. */
+/* The NumPy array of `len` bytes of field fd at `offset` of buf (a bytes
+ * object: the array is read-only); lead > 0 puts a first dimension of
+ * `lead` rows in front of the field's shape. */
 static PyObject *
-field_array(PyObject *buf, const rf_field *f)
+values_array(PyObject *buf, const rf_field *fd, uint64_t offset, uint64_t len, Py_ssize_t lead)
 {
 	PyObject *frombuffer = get_frombuffer();
+	uint64_t isz = rf_dtype_size(fd->dtype);
+
 	if (!frombuffer)
 		return NULL;
-	PyObject *arr = PyObject_CallFunction(frombuffer, "Os", buf, rfpy_numpy_dtype(f->dtype));
+	PyObject *arr = PyObject_CallFunction(frombuffer, "OsLL", buf, rfpy_numpy_dtype(fd->dtype),
+					      (long long)(len / (isz ? isz : 1)), (long long)offset);
 	if (!arr)
 		return NULL;
-	PyObject *shape = value_shape(f, (size_t)PyByteArray_Size(buf));
-	if (!shape) {
-		Py_DECREF(arr);
-		return NULL;
+	PyObject *shape = value_shape(fd, lead ? rf_field_item_bytes(fd) : len);
+	if (shape && lead) {
+		PyObject *l = Py_BuildValue("(n)", lead);
+		PyObject *full = l ? PySequence_Concat(l, shape) : NULL;
+		Py_XDECREF(l);
+		Py_DECREF(shape);
+		shape = full;
 	}
-	PyObject *reshape = PyUnicode_FromString("reshape");
-	PyObject *out = reshape ? PyObject_CallMethodObjArgs(arr, reshape, shape, NULL) : NULL;
-	Py_XDECREF(reshape);
-	Py_DECREF(shape);
+	PyObject *out = shape ? PyObject_CallMethod(arr, "reshape", "(O)", shape) : NULL;
+	Py_XDECREF(shape);
 	Py_DECREF(arr);
 	return out;
+}
+
+/* The cached slot of chunk c, decoded now if it is not there; NULL with an
+ * exception.  May let other threads run (while reading), which may use or
+ * evict other slots. */
+static struct cslot *
+cache_get(DatasetObject *self, uint64_t c)
+{
+	if (self->slot_of[c]) {
+		struct cslot *s = &self->slots[self->slot_of[c] - 1];
+		s->used = ++self->tick;
+		return s;
+	}
+	const rf_schema *sc = &self->schema;
+	uint64_t first = self->firsts[c], n = self->firsts[c + 1] - first;
+	PyObject *bufs[RF_MAX_FIELDS] = {NULL};
+	char *fixed[RF_MAX_FIELDS] = {NULL}, *var[RF_MAX_FIELDS] = {NULL};
+	uint64_t *ends[RF_MAX_FIELDS] = {NULL};
+	struct cslot *s = NULL;
+	char msg[512];
+	int rc = 0;
+
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		if (sc->fields[f].var_dim >= 0)
+			continue;
+		uint64_t bytes = n * rf_field_item_bytes(&sc->fields[f]);
+		if (bytes > PY_SSIZE_T_MAX) {
+			PyErr_NoMemory();
+			goto out;
+		}
+		if (!(bufs[f] = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)bytes)))
+			goto out;
+		fixed[f] = PyBytes_AsString(bufs[f]);
+	}
+	if (dataset_lock(self) < 0)
+		goto out;
+	if (!self->ds) { /* closed by another thread meanwhile */
+		PyThread_release_lock(self->lock);
+		dataset_check(self);
+		goto out;
+	}
+	/* Reading, checking and decompressing a chunk take a while: other
+	 * threads run meanwhile (the lock keeps this dataset to this one). */
+	Py_BEGIN_ALLOW_THREADS
+	rc = read_chunk(self, first, n, fixed, var, ends, msg, sizeof(msg));
+	Py_END_ALLOW_THREADS
+	PyThread_release_lock(self->lock);
+	if (rc == -ENOMEM) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	if (rc < 0) {
+		rfpy_raise(rc, "read", msg);
+		goto out;
+	}
+	/* Another thread may have cached it meanwhile. */
+	if (self->slot_of[c]) {
+		s = &self->slots[self->slot_of[c] - 1];
+		s->used = ++self->tick;
+		goto out;
+	}
+	PyObject *cols[RF_MAX_FIELDS] = {NULL};
+	int ok = 1;
+	for (uint32_t f = 0; f < sc->nfields && ok; f++) {
+		const rf_field *fd = &sc->fields[f];
+		if (fd->var_dim < 0) {
+			cols[f] = values_array(bufs[f], fd, 0, (uint64_t)PyBytes_Size(bufs[f]),
+					       (Py_ssize_t)n);
+			ok = cols[f] != NULL;
+			continue;
+		}
+		uint64_t total = n ? ends[f][n - 1] : 0;
+		bufs[f] = PyBytes_FromStringAndSize(var[f], (Py_ssize_t)total);
+		cols[f] = bufs[f] ? PyList_New((Py_ssize_t)n) : NULL;
+		ok = cols[f] != NULL;
+		for (uint64_t k = 0; k < n && ok; k++) {
+			uint64_t start = k ? ends[f][k - 1] : 0;
+			PyObject *v = values_array(bufs[f], fd, start, ends[f][k] - start, 0);
+			ok = v != NULL;
+			if (v)
+				(void)PyList_SetItem(cols[f], (Py_ssize_t)k, v);
+		}
+	}
+	if (!ok) {
+		for (uint32_t f = 0; f < RF_MAX_FIELDS; f++)
+			Py_XDECREF(cols[f]);
+		goto out;
+	}
+	/* The empty slot or the least recently used. */
+	s = &self->slots[0];
+	for (uint32_t i = 1; i < self->nslots && s->chunk != UINT64_MAX; i++)
+		if (self->slots[i].chunk == UINT64_MAX || self->slots[i].used < s->used)
+			s = &self->slots[i];
+	slot_clear(self, s);
+	s->chunk = c;
+	s->first = first;
+	s->n = n;
+	s->used = ++self->tick;
+	for (uint32_t f = 0; f < RF_MAX_FIELDS; f++) {
+		s->bufs[f] = bufs[f];
+		s->cols[f] = cols[f];
+		bufs[f] = NULL;
+	}
+	self->slot_of[c] = (uint32_t)(s - self->slots) + 1;
+out:
+	for (uint32_t f = 0; f < RF_MAX_FIELDS; f++) {
+		Py_XDECREF(bufs[f]);
+		free(var[f]);
+		free(ends[f]);
+	}
+	return s;
+}
+
+/* Sample index i (negative: from the end) as an index below samples; -1
+ * with IndexError. */
+static int
+sample_index(DatasetObject *self, Py_ssize_t i, uint64_t *out)
+{
+	if (i < 0)
+		i += (Py_ssize_t)self->samples;
+	if (i < 0 || (uint64_t)i >= self->samples) {
+		PyErr_SetString(PyExc_IndexError, "sample index out of range");
+		return -1;
+	}
+	*out = (uint64_t)i;
+	return 0;
 }
 
 static PyObject *
 dataset_item(DatasetObject *self, Py_ssize_t i)
 {
-	if (dataset_check(self) < 0)
-		return NULL;
-	uint64_t n = rf_dataset_samples(self->ds);
-	if (i < 0)
-		i += (Py_ssize_t)n;
-	if (i < 0 || (uint64_t)i >= n) {
-		PyErr_SetString(PyExc_IndexError, "sample index out of range");
-		return NULL;
-	}
-	/* The schema is copied: another thread may close the dataset once
-	 * the lock is dropped. */
-	rf_schema s;
-	PyObject *bufs[RF_MAX_FIELDS] = {NULL};
-	char msg[512];
-	int rc = 0;
+	uint64_t idx;
 
-	if (dataset_lock(self) < 0)
+	if (dataset_check(self) < 0 || sample_index(self, i, &idx) < 0)
 		return NULL;
-	if (!self->ds) { /* closed by another thread meanwhile */
-		PyThread_release_lock(self->lock);
-		dataset_check(self);
+	struct cslot *s = cache_get(self, chunk_of(self, idx));
+	if (!s)
 		return NULL;
+	Py_ssize_t j = (Py_ssize_t)(idx - s->first);
+	PyObject *cols[RF_MAX_FIELDS] = {NULL};
+	uint32_t nf = self->schema.nfields;
+	/* Held: a row's view may run code (a collection) that evicts the slot. */
+	for (uint32_t f = 0; f < nf; f++)
+		cols[f] = Py_NewRef(s->cols[f]);
+	PyObject *d = PyDict_New();
+	for (uint32_t f = 0; f < nf && d; f++) {
+		PyObject *v;
+		if (self->schema.fields[f].var_dim >= 0) {
+			v = PyList_GetItem(cols[f], j);
+			Py_XINCREF(v);
+		} else if (self->schema.fields[f].rank > 0) {
+			v = PySequence_GetItem(cols[f], j);
+		} else {
+			/* (j, ...): a 0-d array, where a[j] would be a scalar. */
+			PyObject *key = Py_BuildValue("(nO)", j, Py_Ellipsis);
+			v = key ? PyObject_GetItem(cols[f], key) : NULL;
+			Py_XDECREF(key);
+		}
+		if (!v || PyDict_SetItem(d, self->names[f], v) < 0)
+			Py_CLEAR(d);
+		Py_XDECREF(v);
 	}
-	s = *rf_dataset_schema(self->ds);
-	for (uint32_t fi = 0; fi < s.nfields && rc == 0; fi++)
-		rc = read_field_bytes(self, (uint64_t)i, fi, &s.fields[fi], &bufs[fi], msg, sizeof(msg));
-	PyThread_release_lock(self->lock);
+	for (uint32_t f = 0; f < nf; f++)
+		Py_DECREF(cols[f]);
+	return d;
+}
 
+/* {field: values} of samples idx[0..m): a fixed field's values as one new
+ * (writable) array [m, *shape], a variable field's as a list. */
+static PyObject *
+take_samples(DatasetObject *self, const uint64_t *idx, size_t m)
+{
+	const rf_schema *sc = &self->schema;
+	PyObject *outs[RF_MAX_FIELDS] = {NULL};
 	PyObject *d = NULL;
-	if (rc == -ENOMEM && PyErr_Occurred())
-		goto out;
-	if (rc < 0) {
-		rfpy_raise(rc, "read", msg);
-		goto out;
+
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		const rf_field *fd = &sc->fields[f];
+		outs[f] = fd->var_dim >= 0 ? PyList_New((Py_ssize_t)m)
+			: PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(m * rf_field_item_bytes(fd)));
+		if (!outs[f])
+			goto out;
+	}
+	for (size_t k = 0; k < m; k++) {
+		if (dataset_check(self) < 0)
+			goto out;
+		struct cslot *s = cache_get(self, chunk_of(self, idx[k]));
+		if (!s)
+			goto out;
+		uint64_t j = idx[k] - s->first;
+		for (uint32_t f = 0; f < sc->nfields; f++) {
+			const rf_field *fd = &sc->fields[f];
+			if (fd->var_dim >= 0) {
+				PyObject *v = PyList_GetItem(s->cols[f], (Py_ssize_t)j);
+				Py_XINCREF(v);
+				(void)PyList_SetItem(outs[f], (Py_ssize_t)k, v);
+			} else {
+				uint64_t ib = rf_field_item_bytes(fd);
+				memcpy(PyByteArray_AsString(outs[f]) + k * ib,
+				       PyBytes_AsString(s->bufs[f]) + j * ib, ib);
+			}
+		}
 	}
 	if (!(d = PyDict_New()))
 		goto out;
-	for (uint32_t fi = 0; fi < s.nfields; fi++) {
-		PyObject *v = field_array(bufs[fi], &s.fields[fi]);
-		if (!v || PyDict_SetItemString(d, s.fields[fi].name, v) < 0) {
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		const rf_field *fd = &sc->fields[f];
+		PyObject *v = Py_NewRef(outs[f]);
+		if (fd->var_dim < 0 && m > 0) {
+			Py_DECREF(v);
+			v = values_array(outs[f], fd, 0, (uint64_t)PyByteArray_Size(outs[f]),
+					 (Py_ssize_t)m);
+		} else if (fd->var_dim < 0) {
+			/* Nothing taken: an empty [0, *shape]. */
+			PyObject *np = PyImport_ImportModule("numpy");
+			PyObject *shape = value_shape(fd, rf_field_item_bytes(fd));
+			PyObject *l = Py_BuildValue("(n)", (Py_ssize_t)0);
+			PyObject *full = shape && l ? PySequence_Concat(l, shape) : NULL;
+			Py_DECREF(v);
+			v = np && full ? PyObject_CallMethod(np, "empty", "Os", full,
+							     rfpy_numpy_dtype(fd->dtype)) : NULL;
+			Py_XDECREF(np);
+			Py_XDECREF(shape);
+			Py_XDECREF(l);
+			Py_XDECREF(full);
+		}
+		if (!v || PyDict_SetItem(d, self->names[f], v) < 0) {
 			Py_XDECREF(v);
 			Py_CLEAR(d);
 			goto out;
@@ -252,14 +506,66 @@ dataset_item(DatasetObject *self, Py_ssize_t i)
 		Py_DECREF(v);
 	}
 out:
-	for (uint32_t fi = 0; fi < RF_MAX_FIELDS; fi++)
-		Py_XDECREF(bufs[fi]);
+	for (uint32_t f = 0; f < RF_MAX_FIELDS; f++)
+		Py_XDECREF(outs[f]);
 	return d;
+}
+
+static PyObject *
+dataset_take(DatasetObject *self, PyObject *indices)
+{
+	if (dataset_check(self) < 0)
+		return NULL;
+	PyObject *it = PyObject_GetIter(indices);
+	if (!it)
+		return NULL;
+	size_t m = 0, cap = 64;
+	uint64_t *idx = PyMem_Malloc(cap * sizeof(uint64_t));
+	PyObject *item, *r = NULL;
+	if (!idx) {
+		Py_DECREF(it);
+		return PyErr_NoMemory();
+	}
+	while ((item = PyIter_Next(it))) {
+		Py_ssize_t i = PyNumber_AsSsize_t(item, PyExc_IndexError);
+		Py_DECREF(item);
+		if ((i == -1 && PyErr_Occurred()) || sample_index(self, i, &idx[m]) < 0)
+			goto out;
+		if (++m == cap) {
+			uint64_t *n2 = PyMem_Realloc(idx, 2 * cap * sizeof(uint64_t));
+			if (!n2) {
+				PyErr_NoMemory();
+				goto out;
+			}
+			idx = n2;
+			cap *= 2;
+		}
+	}
+	if (!PyErr_Occurred())
+		r = take_samples(self, idx, m);
+out:
+	Py_DECREF(it);
+	PyMem_Free(idx);
+	return r;
 }
 
 static PyObject *
 dataset_subscript(DatasetObject *self, PyObject *key)
 {
+	if (PySlice_Check(key)) {
+		Py_ssize_t start, stop, step;
+		if (dataset_check(self) < 0 || PySlice_Unpack(key, &start, &stop, &step) < 0)
+			return NULL;
+		Py_ssize_t m = PySlice_AdjustIndices((Py_ssize_t)self->samples, &start, &stop, step);
+		uint64_t *idx = PyMem_Malloc((size_t)(m ? m : 1) * sizeof(uint64_t));
+		if (!idx)
+			return PyErr_NoMemory();
+		for (Py_ssize_t k = 0; k < m; k++)
+			idx[k] = (uint64_t)(start + k * step);
+		PyObject *r = take_samples(self, idx, (size_t)m);
+		PyMem_Free(idx);
+		return r;
+	}
 	Py_ssize_t i = PyNumber_AsSsize_t(key, PyExc_IndexError);
 
 	if (i == -1 && PyErr_Occurred())
@@ -365,6 +671,9 @@ dataset_close_locked(DatasetObject *self)
 	}
 	rf_dataset_close(&self->ds);
 	PyThread_release_lock(self->lock);
+	/* The cached chunks go too (arrays handed out keep their own). */
+	for (uint32_t i = 0; self->slots && i < self->nslots; i++)
+		slot_clear(self, &self->slots[i]);
 }
 
 static PyObject *
@@ -394,6 +703,12 @@ static PyMethodDef dataset_methods[] = {
 	{"chunk_info", (PyCFunction)dataset_chunk_info, METH_O,
 	 "chunk_info(c) -> dict: shard, offset, stored_bytes, raw_bytes, first_sample,\n"
 	 "samples, codec and xxh3 of chunk c (numbered across shards)."},
+	{"take", (PyCFunction)dataset_take, METH_O,
+	 "take($self, indices, /)\n--\n\n"
+	 "The samples at `indices` (any iterable of ints, a NumPy array of them\n"
+	 "included; negative ones count from the end), in that order, as one dict:\n"
+	 "a fixed field's values stacked into a new array [len(indices), *shape], a\n"
+	 "variable field's as a list of arrays.  ds[a:b:c] is ds.take(range(a, b, c))."},
 	{"__enter__", (PyCFunction)dataset_enter, METH_NOARGS, NULL},
 	{"__exit__", (PyCFunction)dataset_exit, METH_VARARGS, NULL},
 	{NULL, NULL, 0, NULL},
@@ -411,7 +726,9 @@ static PyGetSetDef dataset_getset[] = {
 static PyType_Slot dataset_slots[] = {
 	{Py_tp_dealloc, RFPY_FN(dataset_dealloc)},
 	{Py_tp_doc, (void *)"A dataset opened for random access by ringfeed.open(): len(ds) samples,\n"
-	 "ds[i] a dict {field: numpy array} (bf16 values as uint16 bits)."},
+	 "ds[i] a dict {field: numpy array} (bf16 values as uint16 bits), read-only\n"
+	 "views of a cached decoded chunk (.copy() one to change it); ds[a:b] and\n"
+	 "ds.take(indices) a dict of the samples' values stacked."},
 	{Py_tp_methods, dataset_methods},
 	{Py_tp_getset, dataset_getset},
 	{Py_mp_length, RFPY_FN(dataset_len)},
@@ -433,13 +750,17 @@ static PyTypeObject *DatasetType;
 PyObject *
 rfpy_open(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-	static char *kwlist[] = {"paths", "verify", NULL};
-	PyObject *arg, *keep = NULL;
+	static char *kwlist[] = {"paths", "verify", "cache_bytes", NULL};
+	PyObject *arg, *keep = NULL, *cache_arg = NULL;
 	int verify = 1;
 	const char **paths = NULL;
 	size_t n;
+	unsigned long long cache_bytes = 256ull << 20;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|p:open", kwlist, &arg, &verify))
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|pO:open", kwlist, &arg, &verify,
+					 &cache_arg))
+		return NULL;
+	if (cache_arg && rfpy_arg_u64(cache_arg, "cache_bytes", &cache_bytes) < 0)
 		return NULL;
 	if (rfpy_paths(arg, &keep, &paths, &n) < 0)
 		return NULL;
@@ -461,6 +782,7 @@ rfpy_open(PyObject *self, PyObject *args, PyObject *kwargs)
 		rf_dataset_close(&ds);
 		return NULL;
 	}
+	memset((char *)obj + sizeof(PyObject), 0, sizeof(*obj) - sizeof(PyObject));
 	obj->ds = ds;
 	obj->forks = rfpy_forks();
 	obj->torn = 0;
@@ -469,6 +791,46 @@ rfpy_open(PyObject *self, PyObject *args, PyObject *kwargs)
 		Py_DECREF(obj);
 		return PyErr_NoMemory();
 	}
+	/* The chunk cache: as many decoded chunks as cache_bytes holds of the
+	 * largest, at least one. */
+	obj->schema = *rf_dataset_schema(ds);
+	obj->samples = rf_dataset_samples(ds);
+	obj->nchunks = rf_dataset_chunks(ds);
+	obj->firsts = PyMem_Calloc((size_t)obj->nchunks + 1, sizeof(uint64_t));
+	obj->slot_of = PyMem_Calloc((size_t)obj->nchunks + 1, sizeof(uint32_t));
+	if (!obj->firsts || !obj->slot_of) {
+		Py_DECREF(obj);
+		return PyErr_NoMemory();
+	}
+	uint64_t max_raw = 1;
+	for (uint64_t c = 0; c < obj->nchunks; c++) {
+		rf_chunk_info ci;
+		if ((rc = rf_dataset_chunk_info(ds, c, &ci)) < 0) {
+			Py_DECREF(obj);
+			return rfpy_raise(rc, "open", rf_dataset_errmsg(ds));
+		}
+		obj->firsts[c] = ci.first_sample;
+		if (ci.raw_bytes > max_raw)
+			max_raw = ci.raw_bytes;
+	}
+	obj->firsts[obj->nchunks] = obj->samples;
+	uint64_t nslots = cache_bytes / max_raw;
+	if (nslots > obj->nchunks)
+		nslots = obj->nchunks;
+	if (nslots > 65536)
+		nslots = 65536;
+	obj->nslots = nslots ? (uint32_t)nslots : 1;
+	if (!(obj->slots = PyMem_Calloc(obj->nslots, sizeof(struct cslot)))) {
+		Py_DECREF(obj);
+		return PyErr_NoMemory();
+	}
+	for (uint32_t i = 0; i < obj->nslots; i++)
+		obj->slots[i].chunk = UINT64_MAX;
+	for (uint32_t f = 0; f < obj->schema.nfields; f++)
+		if (!(obj->names[f] = PyUnicode_InternFromString(obj->schema.fields[f].name))) {
+			Py_DECREF(obj);
+			return NULL;
+		}
 	return (PyObject *)obj;
 }
 

@@ -373,9 +373,14 @@ rfpy_strerror(PyObject *self, PyObject *arg)
 
 static PyMethodDef rfpy_methods[] = {
 	{"open", (PyCFunction)(void (*)(void))rfpy_open, METH_VARARGS | METH_KEYWORDS,
-	 "open(paths, verify=True)\n--\n\n"
+	 "open(paths, verify=True, cache_bytes=268435456)\n--\n\n"
 	 "Open a dataset (a shard, a directory of shards, a glob, or a list of them)\n"
-	 "for random access: len(ds), ds[i] -> {name: numpy array}, ds.schema."},
+	 "for random access: len(ds), ds[i] -> {name: numpy array}, ds[a:b] and\n"
+	 "ds.take(indices) -> {name: stacked values}, ds.schema.  verify checks each\n"
+	 "chunk's checksum when it is read.  Decoded chunks are kept, up to\n"
+	 "cache_bytes (256 MiB; at least one chunk), the least recently used going\n"
+	 "first: ds[i] of a kept chunk reads nothing.  A map-style Dataset for\n"
+	 "torch's DataLoader opens one per worker, each with its own cache."},
 	{"pack", (PyCFunction)(void (*)(void))rfpy_pack, METH_VARARGS | METH_KEYWORDS,
 	 "pack(path, columns, zstd=0, chunk_bytes=0, shard_bytes=0, shuffle=None)\n--\n\n"
 	 "Write a dataset from {name: array} (first dimension = samples; any object\n"

@@ -4,7 +4,7 @@
 # checks that the two agree.
 import os
 from types import TracebackType
-from typing import Any, Dict, Iterator, List, Literal, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Literal, Mapping, Optional, Sequence, Tuple, Union, overload
 
 _Path = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 _Paths = Union[_Path, Sequence[_Path]]
@@ -112,7 +112,11 @@ class Dataset:
     """A dataset opened by open(): len(ds), ds[i] -> {field: ndarray}."""
 
     def __len__(self) -> int: ...
+    @overload
     def __getitem__(self, i: int) -> Dict[str, _NDArray]: ...
+    @overload
+    def __getitem__(self, i: slice) -> Dict[str, Union[_NDArray, List[_NDArray]]]: ...
+    def take(self, indices: Iterable[int], /) -> Dict[str, Union[_NDArray, List[_NDArray]]]: ...
     def __enter__(self) -> "Dataset": ...
     def __exit__(self, exc_type: Optional[type], exc: Optional[BaseException],
                  tb: Optional[TracebackType]) -> bool: ...
@@ -125,7 +129,7 @@ class Dataset:
     @property
     def chunks(self) -> int: ...
 
-def open(paths: _Paths, verify: bool = True) -> Dataset:
+def open(paths: _Paths, verify: bool = True, cache_bytes: int = 268435456) -> Dataset:
     """Open a dataset for random access."""
 
 def pack(path: _Path, columns: Mapping[str, Any], zstd: int = 0, chunk_bytes: int = 0,
