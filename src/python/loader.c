@@ -176,9 +176,22 @@ make_batch_dict(LoaderObject *self, const rf_batch *b)
 			}
 			PyObject *off = (PyObject *)rfpy_array_new(bo, f->offsets, RF_DTYPE_I64, 1, oshape);
 			PyObject *dat = (PyObject *)rfpy_array_new(bo, f->data, f->dtype, dndim, dshape);
+			if (off && dat && self->to_tensor) {
+				PyObject *o = PyObject_CallFunctionObjArgs(self->to_tensor, off, NULL);
+				Py_DECREF(off);
+				off = o;
+				o = off ? PyObject_CallFunctionObjArgs(self->to_tensor, dat, NULL) : NULL;
+				Py_DECREF(dat);
+				dat = o;
+			}
 			v = off && dat ? PyTuple_Pack(2, off, dat) : NULL;
 			Py_XDECREF(off);
 			Py_XDECREF(dat);
+		}
+		if (v && !f->offsets && self->to_tensor) {
+			PyObject *o = PyObject_CallFunctionObjArgs(self->to_tensor, v, NULL);
+			Py_DECREF(v);
+			v = o;
 		}
 		if (!v || PyDict_SetItem(d, PyTuple_GetItem(bo->core->names, i), v) < 0) {
 			Py_XDECREF(v);
@@ -521,7 +534,8 @@ static const char loader_doc[] =
 	"Loader(paths, batch_size, *, fields=None, shuffle='none', seed=0, epoch=0,\n"
 	"       rank=None, world=None, device='auto', depth=2, pinned_bytes=0,\n"
 	"       drop_last=True, window=0, pinning='ring', io_depth=0, direct=None,\n"
-	"       decode_threads=0, verify=True, var_bytes=0, map=False, tokens='stored')\n"
+	"       decode_threads=0, verify=True, var_bytes=0, map=False, tokens='stored',\n"
+	"       tensors='dlpack')\n"
 	"--\n\n"
 	"Stream a dataset in batches.  Each pass (for batch in loader) yields one\n"
 	"epoch's len(loader) batches, then advances the epoch; each batch is a dict\n"
@@ -562,7 +576,9 @@ static const char loader_doc[] =
 	"                  read ends the process with SIGBUS).\n"
 	"  tokens          'stored', or 'inputs_targets': a field \"tokens\" of T + 1\n"
 	"                  tokens (ringfeed pack --llmc) delivered as int32 \"inputs\"\n"
-	"                  and \"targets\" of shape [B, T].\n\n"
+	"                  and \"targets\" of shape [B, T].\n"
+	"  tensors         'dlpack' (batches of ringfeed.Array), or 'torch': torch\n"
+	"                  tensors (torch.from_dlpack of each, no copy).\n\n"
 	"A batch's buffer is reused once every array and tensor made from it is\n"
 	"gone.  The loader keeps depth + 1 device buffers of the batch size: a for\n"
 	"loop still holds its previous batch while it asks for the next, and the\n"

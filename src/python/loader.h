@@ -105,6 +105,7 @@ typedef struct {
 	uint64_t in_epoch;       /* batches yielded in it */
 	int fresh;               /* nothing yielded since the epoch's start or a restore */
 	uint64_t gen;            /* pass counter: an older iterator stops */
+	PyObject *to_tensor;     /* tensors="torch": torch.from_dlpack; NULL: Arrays */
 } LoaderObject;
 
 typedef struct {

@@ -20,6 +20,7 @@ rfpy_loader_free_config(LoaderObject *self)
 	self->paths = NULL;
 	self->fields = NULL;
 	Py_CLEAR(self->keep);
+	Py_CLEAR(self->to_tensor);
 }
 
 int
@@ -239,13 +240,13 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	static char *kwlist[] = {"paths", "batch_size", "fields", "shuffle", "seed", "epoch",
 				 "rank", "world", "device", "depth", "pinned_bytes", "drop_last",
 				 "window", "pinning", "io_depth", "direct", "decode_threads",
-				 "verify", "var_bytes", "map", "tokens", NULL};
+				 "verify", "var_bytes", "map", "tokens", "tensors", NULL};
 	PyObject *paths_arg, *fields_arg = Py_None, *rank_arg = Py_None, *world_arg = Py_None,
 		 *device_arg = NULL, *batch_arg, *shuffle_arg = NULL, *seed_arg = NULL,
 		 *epoch_arg = NULL, *depth_arg = NULL, *pinned_arg = NULL, *window_arg = NULL,
 		 *pinning_arg = NULL, *io_depth_arg = NULL, *threads_arg = NULL,
-		 *var_bytes_arg = NULL, *tokens_arg = NULL;
-	const char *pinning = "ring", *tokens = "stored";
+		 *var_bytes_arg = NULL, *tokens_arg = NULL, *tensors_arg = NULL;
+	const char *pinning = "ring", *tokens = "stored", *tensors = "dlpack";
 	unsigned long long seed = 0, epoch = 0, pinned_bytes = 0, var_bytes = 0;
 	long long batch_size = 0, depth = 2, window = 0, io_depth = 0, decode_threads = 0;
 	int drop_last = 1, direct = -1, verify = 1, map = 0;
@@ -254,12 +255,13 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 
 	/* Every argument converted here, so that a TypeError or OverflowError
 	 * names it (PyArg's formats name a keyword argument by its position). */
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOOOOOOOOpOOOOOpOpO:Loader",
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOOOOOOOOpOOOOOpOpOO:Loader",
 					 kwlist, &paths_arg, &batch_arg, &fields_arg, &shuffle_arg,
 					 &seed_arg, &epoch_arg, &rank_arg, &world_arg,
 					 &device_arg, &depth_arg, &pinned_arg, &drop_last,
 					 &window_arg, &pinning_arg, &io_depth_arg, &direct_arg,
-					 &threads_arg, &verify, &var_bytes_arg, &map, &tokens_arg))
+					 &threads_arg, &verify, &var_bytes_arg, &map, &tokens_arg,
+					 &tensors_arg))
 		return -1;
 	const struct { PyObject *arg; const char *name; long long *v, lo, hi; } ints[] = {
 		{batch_arg, "batch_size", &batch_size, 1, 1LL << 30},
@@ -281,6 +283,7 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 			return -1;
 	const struct { PyObject *arg; const char *name; const char **v; } strs[] = {
 		{pinning_arg, "pinning", &pinning}, {tokens_arg, "tokens", &tokens},
+		{tensors_arg, "tensors", &tensors},
 	};
 	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
 		if (!strs[i].arg)
@@ -328,6 +331,27 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	} else if (strcmp(tokens, "stored")) {
 		PyErr_Format(PyExc_ValueError, "tokens must be \"stored\" or \"inputs_targets\", "
 			     "not \"%s\"", tokens);
+		return -1;
+	}
+	/* Batches of torch tensors: torch.from_dlpack on each array (no
+	 * copy; on the consumer's current stream for CUDA). */
+	if (!strcmp(tensors, "torch")) {
+		PyObject *torch = PyImport_ImportModule("torch");
+		if (!torch) {
+			if (PyErr_ExceptionMatches(PyExc_ImportError)) {
+				PyErr_Clear();
+				PyErr_SetString(PyExc_ImportError, "tensors=\"torch\" needs PyTorch "
+						"(pip install torch), which is not installed");
+			}
+			return -1;
+		}
+		self->to_tensor = PyObject_GetAttrString(torch, "from_dlpack");
+		Py_DECREF(torch);
+		if (!self->to_tensor)
+			return -1;
+	} else if (strcmp(tensors, "dlpack")) {
+		PyErr_Format(PyExc_ValueError, "tensors must be \"dlpack\" or \"torch\", "
+			     "not \"%s\"", tensors);
 		return -1;
 	}
 	cfg->var_bytes = var_bytes;

@@ -10,7 +10,6 @@ _Path = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 _Paths = Union[_Path, Sequence[_Path]]
 # numpy.ndarray when NumPy is installed; Any keeps NumPy optional.
 _NDArray = Any
-_Field = Union["Array", Tuple["Array", "Array"]]
 
 __version__: str
 
@@ -82,8 +81,10 @@ class Loader:
         var_bytes: int = 0,
         map: bool = False,
         tokens: Literal["stored", "inputs_targets"] = "stored",
+        tensors: Literal["dlpack", "torch"] = "dlpack",
     ) -> None: ...
-    def __iter__(self) -> Iterator[Dict[str, _Field]]: ...
+    # With tensors="torch", the values are torch tensors (pairs of them).
+    def __iter__(self) -> Iterator[Dict[str, Any]]: ...
     def __len__(self) -> int: ...
     def __enter__(self) -> "Loader": ...
     def __exit__(self, exc_type: Optional[type], exc: Optional[BaseException],
