@@ -313,7 +313,8 @@ const char *
 rfpy_type_name(PyObject *obj)
 {
 	static char buf[128];
-	PyObject *name = PyType_GetName(Py_TYPE(obj));
+	/* __name__ rather than PyType_GetName, which CPython 3.10 lacks. */
+	PyObject *name = PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__name__");
 	const char *s = name ? PyUnicode_AsUTF8AndSize(name, NULL) : NULL;
 
 	snprintf(buf, sizeof(buf), "%s", s ? s : "?");

@@ -5,8 +5,9 @@
 
 #define PY_SSIZE_T_CLEAN
 /* The stable ABI of CPython 3.11 (the buffer protocol is part of it from
- * 3.11 on): one build of the module serves every later CPython (abi3). */
-#ifndef Py_LIMITED_API
+ * 3.11 on): one build of the module serves every later CPython (abi3).
+ * RFPY_FULL_API builds against the full API instead (for CPython 3.10). */
+#if !defined(Py_LIMITED_API) && !defined(RFPY_FULL_API)
 #define Py_LIMITED_API 0x030B0000
 #endif
 #include <Python.h>
