@@ -5,7 +5,9 @@
 # step evicts) and of all; the arrays are read-only views (writing raises,
 # and the next ds[i] is unchanged); ds[a:b:c] and ds.take(indices) give the
 # samples stacked (new writable arrays; variable fields as lists); indices
-# out of range raise IndexError; a closed dataset raises ValueError.
+# out of range raise IndexError; a closed dataset raises ValueError; threads
+# reading one dataset with a small cache (evicting under each other while
+# one reads without the GIL) all get the right values.
 import os
 
 import numpy as np
@@ -80,6 +82,36 @@ for name, p in paths.items():
                 check(False, "a closed dataset raises")
             except ValueError:
                 pass
+import threading
+
+ds = ringfeed.open(paths["zstd"], cache_bytes=2 * 4096)
+errors = []
+
+
+def reader(seed):
+    r = np.random.default_rng(seed)
+    try:
+        for _ in range(1500):
+            i = int(r.integers(0, N))
+            if r.random() < 0.2:
+                ii = r.integers(0, N, 8)
+                b = ds.take(ii)
+                if not np.array_equal(b["x"], x[ii]):
+                    errors.append("take %s" % ii)
+            elif not np.array_equal(ds[i]["x"], x[i]) or int(ds[i]["y"]) != y[i]:
+                errors.append("ds[%d]" % i)
+    except Exception as e:  # noqa: BLE001 (reported below)
+        errors.append(repr(e))
+
+
+threads = [threading.Thread(target=reader, args=(s,)) for s in range(4)]
+for th in threads:
+    th.start()
+for th in threads:
+    th.join()
+check(not errors, "threads read right values: %s" % errors[:3])
+ds.close()
+
 try:
     ringfeed.open(paths["stored"], cache_bytes=-1)
     check(False, "cache_bytes=-1 raises")
