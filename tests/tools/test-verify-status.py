@@ -35,7 +35,7 @@ with TempDir() as tmp:
     os.mkdir(ds)
     run("pack", "-q", "--chunk-bytes", "8K", "--shard-bytes", "32K", "-o",
         os.path.join(ds, "d.rfs"), "a=" + ap, "b=" + bp, expect=0)
-    shards = sorted(os.path.join(ds, f) for f in os.listdir(ds))
+    shards = sorted(os.path.join(ds, f) for f in os.listdir(ds) if f.endswith(".rfs"))
     check(len(shards) >= 3, "shards: %s" % shards)
     status(ds, want=0)
     status(*shards, want=0)
@@ -65,11 +65,21 @@ with TempDir() as tmp:
         f.write(orig)
     status(ds, want=0)
 
-    # An empty file among good shards.
+    # An empty file among good shards: not part of the pack the directory's
+    # manifest names (a warning says so); without the manifest, a problem.
     empty = os.path.join(ds, "zz-empty.rfs")
     open(empty, "wb").close()
-    status(ds, want=1)
+    status(ds, want=0)
+    _, _, err = run("verify", ds)
+    check("zz-empty.rfs: not listed" in err, "no warning for an unlisted file: %r" % err)
     status(empty, want=1)
+    manifest = os.path.join(ds, "d.rfm")
+    with open(manifest, "rb") as f:
+        saved = f.read()
+    os.remove(manifest)
+    status(ds, want=1)
+    with open(manifest, "wb") as f:
+        f.write(saved)
     os.remove(empty)
 
     # Each shard sound, together not one dataset: another schema.
