@@ -248,10 +248,12 @@ typedef struct rf_dataset_config {
 RF_API void rf_dataset_config_init(rf_dataset_config *cfg);
 
 /* Open a dataset from `npaths` entries, each a shard file, a manifest
- * (BASE.rfm: the shards of the pack it names, in its order), a directory (the
- * packs of the *.rfm manifests in it, sorted by name; a directory without a
- * manifest: its *.rfs regular files whose names do not start with a dot,
- * sorted by byte value) or a glob pattern (its matches that are regular
+ * (BASE.rfm: the shards of the pack it names, in its order), a directory (its
+ * *.rfs regular files whose names do not start with a dot, sorted by byte
+ * value; where it holds manifests, a pack's shards are those its manifest
+ * lists, and a file named like one of that pack's, BASE.rfs or
+ * BASE-NNNNN.rfs, that the manifest does not list is not read, with a
+ * warning to cfg->log) or a glob pattern (its matches that are regular
  * files, sorted); a shard named directly that is not a regular file (a pipe,
  * say) is RF_EFORMAT, never a blocking open.
  *

@@ -219,16 +219,55 @@ expand_manifest(struct pathlist *pl, const char *mpath, rf_diag *d)
 	return rc;
 }
 
-/* Say which *.rfs files of a directory its manifests do not list (an earlier
- * pack's leftovers, or files copied in by hand): they are not read, which a
- * user who put them there should hear of. */
-static void
-warn_unlisted(const struct pathlist *pl, size_t from, const char *dir, rf_diag *d)
+/* Whether `name` (a file name) is one a write to BASE makes: BASE.rfs or
+ * BASE-NNNNN.rfs, for the BASE of one of the directory's manifests. */
+static int
+of_a_manifest(const char *name, const struct pathlist *ms)
 {
-	size_t n = 0;
-	const char **names = malloc(2 * (pl->n - from) * sizeof *names + 1);
+	size_t nl = strlen(name);
+	for (size_t i = 0; i < ms->n; i++) {
+		const char *m = strrchr(ms->v[i], '/');
+		m = m ? m + 1 : ms->v[i];
+		size_t bl = strlen(m) - strlen(RF_MANIFEST_EXT);
+		if (nl < bl || strncmp(name, m, bl) != 0)
+			continue;
+		if (strcmp(name + bl, ".rfs") == 0 ||
+		    (nl == bl + 10 && name[bl] == '-' && strspn(name + bl + 1, "0123456789") == 5 &&
+		     strcmp(name + bl + 6, ".rfs") == 0))
+			return 1;
+	}
+	return 0;
+}
+
+struct pl_ent {
+	char *v;
+	struct expect ex;
+};
+
+static int
+cmp_ent(const void *a, const void *b)
+{
+	const struct pl_ent *x = a, *y = b;
+	return strcmp(x->ex.final ? x->ex.final : x->v, y->ex.final ? y->ex.final : y->v);
+}
+
+/*
+ * The rest of a directory that has manifests: its *.rfs files that no
+ * manifest lists.  One that a write to a manifest's BASE made (BASE.rfs,
+ * BASE-NNNNN.rfs: an earlier pack's leftover, or a file copied in by hand)
+ * is not read, and a warning says so; any other (a dataset written without
+ * a manifest, by an older version) is read as a directory listing reads it.
+ * Then everything from `from` on is put in name order, as a listing would
+ * have it.
+ */
+static int
+add_unlisted(struct pathlist *pl, size_t from, const struct pathlist *ms, const char *dir,
+	     rf_diag *d)
+{
+	size_t n = 0, listed = pl->n - from;
+	const char **names = malloc(2 * listed * sizeof *names + 1);
 	if (!names)
-		return;
+		return rf_fail(d, -ENOMEM, "%s: out of memory", dir);
 	for (size_t i = from; i < pl->n; i++) {
 		names[n++] = pl->v[i];
 		if (pl->ex[i].final)
@@ -238,29 +277,54 @@ warn_unlisted(const struct pathlist *pl, size_t from, const char *dir, rf_diag *
 	DIR *dp = opendir(dir);
 	size_t dl = strlen(dir);
 	int slash = dl > 0 && dir[dl - 1] == '/';
+	int rc = 0;
 	struct dirent *de;
-	while (dp && (de = readdir(dp))) {
+	while (rc == 0 && dp && (de = readdir(dp))) {
 		if (de->d_name[0] == '.' || !ends_with(de->d_name, ".rfs"))
 			continue;
 		char *full = malloc(dl + strlen(de->d_name) + 2);
-		if (!full)
+		if (!full) {
+			rc = rf_fail(d, -ENOMEM, "%s: out of memory", dir);
 			break;
+		}
 		sprintf(full, "%s%s%s", dir, slash ? "" : "/", de->d_name);
 		const char *key = full;
 		struct stat st;
 		if (stat(full, &st) == 0 && S_ISREG(st.st_mode) &&
-		    !bsearch(&key, names, n, sizeof *names, cmp_str))
-			rf_log(d, RF_LOG_WARN, "%s: not listed by a manifest of %s, not read", full,
-			       dir);
+		    !bsearch(&key, names, n, sizeof *names, cmp_str)) {
+			if (of_a_manifest(de->d_name, ms))
+				rf_log(d, RF_LOG_WARN, "%s: not listed by the manifest of its pack in "
+				       "%s, not read", full, dir);
+			else if (pl_add(pl, full) < 0)
+				rc = rf_fail(d, -ENOMEM, "%s: out of memory", dir);
+			else
+				pl->ex[pl->n - 1].listed = 1;
+		}
 		free(full);
 	}
 	if (dp)
 		closedir(dp);
 	free(names);
+	if (rc < 0)
+		return rc;
+	/* Name order over manifests' shards and the rest together. */
+	struct pl_ent *e = malloc((pl->n - from + 1) * sizeof *e);
+	if (!e)
+		return rf_fail(d, -ENOMEM, "%s: out of memory", dir);
+	for (size_t i = from; i < pl->n; i++)
+		e[i - from] = (struct pl_ent){pl->v[i], pl->ex[i]};
+	qsort(e, pl->n - from, sizeof *e, cmp_ent);
+	for (size_t i = from; i < pl->n; i++) {
+		pl->v[i] = e[i - from].v;
+		pl->ex[i] = e[i - from].ex;
+	}
+	free(e);
+	return 0;
 }
 
-/* A directory with manifests is the datasets they list (one manifest per
- * pack written to the directory), in the manifests' name order. */
+/* A directory with manifests is the packs they list (one manifest per
+ * output written to the directory), plus its shards of no manifest's output
+ * (add_unlisted), in name order. */
 static int
 expand_dir_manifests(struct pathlist *pl, const char *dir, int *found, rf_diag *d)
 {
@@ -296,10 +360,10 @@ expand_dir_manifests(struct pathlist *pl, const char *dir, int *found, rf_diag *
 		pl_sort_from(&ms, 0);
 		for (size_t i = 0; i < ms.n && rc == 0; i++)
 			rc = expand_manifest(pl, ms.v[i], d);
+		if (rc == 0)
+			rc = add_unlisted(pl, from, &ms, dir, d);
 	}
 	pl_free(&ms);
-	if (rc == 0 && *found)
-		warn_unlisted(pl, from, dir, d);
 	return rc;
 }
 

@@ -4,7 +4,9 @@
  * back what was written, and any change to it is refused: every single
  * byte changed, every truncation, bad names, a wrong count, a second
  * manifest version.  A dataset opened through a damaged manifest fails
- * naming it, and a shard that disagrees with its manifest is named.
+ * naming it, and a shard that disagrees with its manifest is named.  A
+ * directory holding a pack with a manifest and a dataset written without
+ * one (format 2) reads both, in name order.
  */
 #include "fmt_test.h"
 #include "format/manifest.h"
@@ -125,12 +127,44 @@ damaged_on_disk(const char *dir)
 	free(p);
 }
 
+static void
+beside_older(const char *dir)
+{
+	rf_schema s = {0};
+	CHECK_RC(rf_schema_add(&s, "x", RF_DTYPE_U8, 1, (uint64_t[]){100}, -1), 0);
+	rf_writer_config cfg;
+	rf_writer_config_init(&cfg);
+	cfg.no_fsync = 1;
+	cfg.chunk_bytes = 4096;
+	cfg.shard_bytes = 3 * 4096;
+	char *a = t_path(dir, "new.rfs"), *b = t_path(dir, "legacy.rfs");
+	CHECK_RC(t_write(a, &s, 150, &cfg, 0), 0);
+	cfg.format_version = 2;
+	CHECK_RC(t_write(b, &s, 70, &cfg, 0), 0);
+	char *bm = t_path(dir, "legacy.rfm");
+	CHECK(access(bm, F_OK) != 0);
+	const char *paths[] = {dir};
+	rf_dataset *ds;
+	CHECK_RC(rf_dataset_open(&ds, paths, 1, NULL), 0);
+	CHECK(rf_dataset_samples(ds) == 220);
+	CHECK(strstr(rf_dataset_shard_path(ds, 0), "legacy-00000.rfs") != NULL);
+	CHECK(strstr(rf_dataset_shard_path(ds, rf_dataset_shards(ds) - 1), "new-") != NULL);
+	rf_dataset_close(&ds);
+	free(bm);
+	free(a);
+	free(b);
+}
+
 int
 main(void)
 {
 	text_rules();
 	char *dir = t_tmpdir();
 	damaged_on_disk(dir);
+	char *sub = t_path(dir, "mixed");
+	CHECK(mkdir(sub, 0777) == 0);
+	beside_older(sub);
+	free(sub);
 	t_rmtree(dir);
 	free(dir);
 	return 0;

@@ -7,6 +7,7 @@
 # schemas), a path that does not exist; good shards alone still exit 0 after
 # those, and a missing PATH or an unknown option is 2.
 import os
+import shutil
 
 import numpy as np
 
@@ -65,14 +66,21 @@ with TempDir() as tmp:
         f.write(orig)
     status(ds, want=0)
 
-    # An empty file among good shards: not part of the pack the directory's
-    # manifest names (a warning says so); without the manifest, a problem.
+    # An empty file among good shards.
     empty = os.path.join(ds, "zz-empty.rfs")
     open(empty, "wb").close()
+    status(ds, want=1)
+    status(empty, want=1)
+    os.remove(empty)
+
+    # A shard name of the pack that its manifest does not list (a leftover,
+    # or copied in): not read, with a warning; without the manifest, the
+    # listing finds it and the shards are not one pack.
+    extra = os.path.join(ds, "d-00009.rfs")
+    shutil.copyfile(shards[0], extra)
     status(ds, want=0)
     _, _, err = run("verify", ds)
-    check("zz-empty.rfs: not listed" in err, "no warning for an unlisted file: %r" % err)
-    status(empty, want=1)
+    check("d-00009.rfs: not listed" in err, "no warning for an unlisted shard: %r" % err)
     manifest = os.path.join(ds, "d.rfm")
     with open(manifest, "rb") as f:
         saved = f.read()
@@ -80,7 +88,7 @@ with TempDir() as tmp:
     status(ds, want=1)
     with open(manifest, "wb") as f:
         f.write(saved)
-    os.remove(empty)
+    os.remove(extra)
 
     # Each shard sound, together not one dataset: another schema.
     other = os.path.join(tmp, "other.rfs")
