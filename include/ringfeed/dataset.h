@@ -315,7 +315,11 @@ RF_API int rf_dataset_find_chunk(const rf_dataset *ds, uint64_t index, uint64_t 
  * when cap is too small (*len still set); RF_ECHECKSUM, RF_ECORRUPT, RF_ECODEC
  * or -EIO when the chunk holding it is bad (the message names shard, chunk and
  * byte offset).  The last decoded chunk is cached, so reading samples in order
- * decodes each chunk once. */
+ * decodes each chunk once.  A read that fails with EIO, EAGAIN or ETIMEDOUT
+ * (a network or parallel file system's passing trouble) is asked again up
+ * to 5 times, 1, 4, 16, 64 and 256 ms apart, each retry logged at
+ * RF_LOG_WARN, before it fails (as are the reads of rf_dataset_open and
+ * rf_dataset_verify_chunk). */
 RF_API int rf_dataset_read(rf_dataset *ds, uint64_t index, uint32_t field, void *buf,
 			   size_t cap, size_t *len);
 

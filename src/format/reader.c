@@ -459,20 +459,35 @@ expand(struct pathlist *pl, const char *p, rf_diag *d)
 
 /* ------------------------------------------------------------- validation */
 
+/* Transient read errors (what NFS, Lustre and FUSE return for a moment):
+ * asked again this many times, 1, 4, 16 ... ms apart, as the loader's
+ * reader does (src/io). */
+#define READ_RETRIES 5
+
 static int
 pread_full(int fd, void *buf, uint64_t len, uint64_t off, const char *path, const char *what,
 	   rf_diag *d)
 {
 	uint8_t *p = buf;
 	uint64_t done = 0;
+	unsigned retries = 0;
 	while (done < len) {
 		ssize_t r = pread(fd, p + done, len - done, (off_t)(off + done));
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
 			int e = errno;
-			return rf_fail(d, -e, "%s: read of %s (%llu bytes at offset %llu): %s", path, what,
-				       (unsigned long long)len, (unsigned long long)off, rf_strerror(-e));
+			if ((e == EIO || e == EAGAIN || e == ETIMEDOUT) && retries < READ_RETRIES) {
+				unsigned us = 1000u << (2 * retries++);
+				rf_log(d, RF_LOG_WARN, "%s: read of %s at offset %llu: %s; retry %u of %d "
+				       "in %u ms", path, what, (unsigned long long)(off + done),
+				       rf_strerror(-e), retries, READ_RETRIES, us / 1000);
+				usleep(us);
+				continue;
+			}
+			return rf_fail(d, -e, "%s: read of %s (%llu bytes at offset %llu): %s%s", path,
+				       what, (unsigned long long)len, (unsigned long long)off,
+				       rf_strerror(-e), retries ? " (after retries)" : "");
 		}
 		if (r == 0)
 			return rf_fail(d, RF_ETRUNCATED,
