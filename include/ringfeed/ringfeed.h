@@ -727,6 +727,13 @@ typedef struct rf_batch {
  * needed, never past the hard limit, and that is logged at RF_LOG_INFO;
  * descriptors above 1023 do not work with select(2).
  *
+ * Transient read errors: a read that fails with EIO, ETIMEDOUT or (after
+ * immediate retries) EAGAIN, as network and parallel file systems (NFS,
+ * Lustre, FUSE) do for a moment, is read again up to 5 times, 1, 4, 16, 64
+ * and 256 ms apart, each retry logged at RF_LOG_WARN with the shard and
+ * offset, before it becomes the chunk's error; short reads are asked again
+ * for the rest.  (Map mode reads through the page cache and does not retry.)
+ *
  * Returns 0 and *out, or: -EINVAL for out NULL; RF_EUSAGE for a bad config
  * (unknown field name, batch_size 0, no paths; a config NULL or whose size is
  * not sizeof(rf_config), such as one never passed to rf_config_init: "call
