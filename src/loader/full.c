@@ -262,7 +262,7 @@ rf_ld_full_main(void *arg)
 		sc.pending = calloc(np2, 1);
 		sc.last = calloc(np2 / FULL_SUMS_WAYS, 1);
 	}
-	unsigned bslots[64];
+	unsigned bslots[RF_MEMPLAN_BOUNCE_SLOTS_MAX];
 	unsigned nb = 0;
 
 	pthread_mutex_lock(&ld->mu);
@@ -274,7 +274,7 @@ rf_ld_full_main(void *arg)
 	}
 	/* The bounce slots: outside the staging count, held while this
 	 * thread runs. */
-	for (; nb < ld->mem.nbounce && nb < 64; nb++) {
+	for (; nb < ld->mem.nbounce && nb < RF_MEMPLAN_BOUNCE_SLOTS_MAX; nb++) {
 		int rc = rf_ring_acquire(ld->ring, &bslots[nb], 0);
 		if (rc < 0) {
 			rf_ld_fail_locked(ld, rc, "loader: no free ring slot for the bounce areas");

@@ -58,6 +58,7 @@
 #include "device/device.h"
 #include "format/format.h"
 #include "io/io.h"
+#include "loader/memplan.h"
 #include "plan/plan.h"
 #include "ring/ring.h"
 #include "xxh.h"
@@ -196,21 +197,7 @@ struct rf_loader {
 	} resolved;
 
 	/* The memory plan (memplan.c): set at open, read-only after. */
-	struct {
-		uint64_t slot_bytes;
-		unsigned nslots, n_read, n_stage;
-		/* The ring's slots: all of nslots, but in map mode only the
-		 * staging ones, of ring_slot_bytes each (a batch): a read there
-		 * holds no bytes, and its slot number (n_stage and up) comes
-		 * from map.free instead. */
-		unsigned n_ring;
-		uint64_t ring_slot_bytes;
-		unsigned qd;         /* reads in flight at most */
-		int in_place;        /* host device: a batch is handed out in its
-		                        ring slot, no copy (see rf_ld_plan_memory) */
-		uint64_t bspan;      /* full: bounce bytes per read in flight; 0: none */
-		unsigned nbounce;    /* full: ring slots set aside for bounce areas */
-	} mem;
+	struct rf_memplan mem;
 
 	pthread_mutex_t mu;
 	pthread_cond_t reader_cv, work_cv, stage_cv, copy_cv, cons_cv;
@@ -365,10 +352,11 @@ void rf_ld_pipeline_stop(rf_loader *ld);
 void rf_ld_pipeline_reset(rf_loader *ld);
 void rf_ld_loader_free(rf_loader *ld);
 
-/* memplan.c */
-void rf_ld_choose_direct(rf_loader *ld);
+/* settings.c */
+int rf_ld_config_check(rf_loader *ld);
+int rf_ld_resolve_settings(rf_loader *ld);
+int rf_ld_select_fields(rf_loader *ld, uint32_t *sel, uint32_t *nselp);
 int rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel);
-uint32_t rf_ld_decode_threads_auto(int compressed);
 
 /* order.c */
 enum rf_shuffle rf_ld_shuffle_of_mode(enum rf_plan_mode m);
@@ -379,7 +367,6 @@ int rf_ld_open_plan(rf_loader *ld);
 uint64_t rf_ld_now_ns(void);
 uint64_t rf_ld_thread_cpu_ns(pthread_t t);
 void rf_ld_thread_exit_account(rf_loader *ld, unsigned cpu_index);
-void rf_ld_fmt_size(char *buf, size_t cap, uint64_t b);
 void rf_ld_note_max(unsigned *mx, unsigned v);
 void rf_ld_wake_locked(rf_loader *ld, unsigned which);
 void rf_ld_unlock_wake(rf_loader *ld);
