@@ -58,14 +58,11 @@
 #include "device/device.h"
 #include "format/format.h"
 #include "io/io.h"
+#include "io/mmap.h"
 #include "loader/memplan.h"
 #include "plan/plan.h"
 #include "ring/ring.h"
 #include "xxh.h"
-
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22 /* Linux 5.14 */
-#endif
 
 /* ------------------------------------------------------------------ plan */
 
@@ -308,19 +305,14 @@ struct rf_loader {
 		uint32_t part;       /* ... and samples of the next plan batch handed out */
 	} delivery;
 
-	/* rf_config.map: every shard mapped whole, read-only.  A read slot then
-	 * holds no bytes: the reader faults its chunk in and rbase[slot] points
-	 * at the chunk in the map (the slot still counts, so the pipeline stays
-	 * bounded the same way). */
+	/* rf_config.map: every shard mapped whole by the mmap engine.  A read
+	 * slot then holds no bytes: the reader faults its chunk in and
+	 * rbase[slot] points at the chunk in the map (the slot still counts, so
+	 * the pipeline stays bounded the same way). */
 	struct {
 		int on;
-		int populate;        /* MADV_POPULATE_READ works (else MADV_WILLNEED) */
-		size_t page;
-		uint8_t **base;
-		uint64_t *len;
+		rf_io_map *m;
 		const uint8_t **rbase;
-		unsigned char *mvec; /* mincore's answer for the largest chunk */
-		size_t mvec_len;
 		unsigned *free, free_n;
 		unsigned char *free_is; /* nslots: 1 while the number is in free */
 	} map;

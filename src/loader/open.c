@@ -220,52 +220,23 @@ map_slots_reset(rf_loader *ld)
 	}
 }
 
-/* Map mode (rf_config.map): every shard mapped whole, read-only, shared
- * with the page cache; no reader engine. */
+/* Map mode (rf_config.map): every shard mapped whole by the mmap engine
+ * (src/io/mmap.c), read-only, shared with the page cache; no reader engine. */
 static int
 open_maps(rf_loader *ld)
 {
-	long pg = sysconf(_SC_PAGESIZE);
-	ld->map.page = pg > 0 ? (size_t)pg : 4096;
-	ld->map.populate = 1;
-	size_t n = ld->nshards ? ld->nshards : 1;
-	ld->map.base = calloc(n, sizeof(*ld->map.base));
-	ld->map.len = calloc(n, sizeof(*ld->map.len));
 	ld->map.rbase = calloc(ld->mem.nslots, sizeof(*ld->map.rbase));
 	ld->map.free = calloc(ld->mem.nslots, sizeof(*ld->map.free));
 	ld->map.free_is = calloc(ld->mem.nslots, 1);
-	ld->map.mvec_len = (size_t)(rf_dataset_max_stored_span(ld->ds) / ld->map.page) + 2;
-	ld->map.mvec = malloc(ld->map.mvec_len);
-	if (!ld->map.base || !ld->map.len || !ld->map.rbase || !ld->map.free || !ld->map.free_is || !ld->map.mvec)
+	if (!ld->map.rbase || !ld->map.free || !ld->map.free_is)
 		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
 	map_slots_reset(ld);
-	for (size_t i = 0; i < ld->nshards; i++) {
-		const char *path = rf_dataset_shard_path(ld->ds, i);
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0) {
-			int e = -errno;
-			return rf_fail(&ld->diag, e, "%s: cannot open: %s", path, rf_strerror(e));
-		}
-		struct stat st;
-		if (fstat(fd, &st) < 0) {
-			int e = -errno;
-			close(fd);
-			return rf_fail(&ld->diag, e, "%s: cannot map: %s", path, rf_strerror(e));
-		}
-		if (st.st_size <= 0) {
-			close(fd);
-			return rf_fail(&ld->diag, RF_ETRUNCATED, "%s: cannot map: the file is empty",
-				       path);
-		}
-		void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-		int e = m == MAP_FAILED ? -errno : 0;
-		close(fd);
-		if (e)
-			return rf_fail(&ld->diag, e, "%s: cannot map %" PRId64 " bytes: %s", path,
-				       (int64_t)st.st_size, rf_strerror(e));
-		ld->map.base[i] = m;
-		ld->map.len[i] = (uint64_t)st.st_size;
-	}
+	int rc = rf_io_map_open(&ld->map.m, ld->nshards, rf_dataset_max_stored_span(ld->ds),
+				&ld->diag);
+	for (size_t i = 0; rc == 0 && i < ld->nshards; i++)
+		rc = rf_io_map_add(ld->map.m, i, rf_dataset_shard_path(ld->ds, i));
+	if (rc < 0)
+		return rc;
 	snprintf(ld->stats.io_engine, sizeof(ld->stats.io_engine), "mmap");
 	ld->stats.io_direct = 0;
 	return 0;
@@ -564,15 +535,10 @@ rf_ld_loader_free(rf_loader *ld)
 	free(ld->delivery.dbufs);
 	free(ld->delivery.rq);
 	rf_io_close(&ld->io);
-	for (size_t i = 0; ld->map.base && i < ld->nshards; i++)
-		if (ld->map.base[i])
-			munmap(ld->map.base[i], (size_t)ld->map.len[i]);
-	free(ld->map.base);
-	free(ld->map.len);
+	rf_io_map_close(&ld->map.m);
 	free(ld->map.rbase);
 	free(ld->map.free);
 	free(ld->map.free_is);
-	free(ld->map.mvec);
 	rf_ring_close(&ld->ring);
 	rf_device_close(&ld->dev);
 	for (unsigned i = 0; ld->workers && i < ld->nworkers; i++)
