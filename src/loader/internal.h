@@ -130,7 +130,7 @@ struct dbuf {               /* one device buffer and the batch it holds */
 	uint64_t plan_done; /* of the batch it holds (see struct staged) */
 	uint32_t plan_part;
 	/* Zero-copy (host device): the batch is its ring slot, given back
-	 * when the consumer has released it (see zc_recycle). */
+	 * when the consumer has released it (see rf_ld_zc_recycle_locked). */
 	int zc_src;         /* holds src's slot */
 	struct staged src;
 };
@@ -150,6 +150,21 @@ struct worker {
 	rf_decoder dec;
 	rf_diag diag;
 };
+
+/* One read chunk on its way through the chunk path (a decode worker's). */
+struct chunk_job {
+	const rf_chunk_info *info;
+	unsigned slot;          /* its read slot */
+	int64_t res;            /* the read's result: bytes or -errno */
+	rf_chunk_ctx ctx;       /* file, chunk and offset, for messages */
+	rf_chunk_sections sec;  /* set by the decode step */
+};
+
+/* A step of the chunk path: runs in a decode worker, in parallel with the
+ * others, before the chunk's turn to gather.  0, or an error with its
+ * message on the worker's diag. */
+typedef int (*rf_ld_chunk_step)(rf_loader *ld, struct worker *w, struct chunk_job *job);
+#define RF_LD_CHUNK_STEPS_MAX 4
 
 struct tcpu {               /* CPU time of a loader thread */
 	pthread_t thread;
@@ -279,9 +294,11 @@ struct rf_loader {
 		int sums;            /* check every sample against its format 2 checksums */
 	} full;
 
-	/* The decode workers (worker.c). */
+	/* The decode workers (worker.c) and the chunk path they run. */
 	struct worker *workers;
 	unsigned nworkers;
+	rf_ld_chunk_step chunk_steps[RF_LD_CHUNK_STEPS_MAX];
+	unsigned nchunk_steps;
 
 	/* The copy thread (copy.c). */
 	struct {
@@ -374,6 +391,7 @@ int rf_ld_reads_wait(rf_loader *ld, rf_io_done *done, unsigned cap);
 void *rf_ld_reader_main(void *arg);
 
 /* worker.c */
+void rf_ld_chunk_steps_init(rf_loader *ld);
 void *rf_ld_worker_main(void *arg);
 
 /* gather.c */

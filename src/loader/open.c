@@ -331,6 +331,8 @@ loader_open(rf_loader *ld)
 			return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory for decode buffers");
 	}
 
+	rf_ld_chunk_steps_init(ld);
+
 	/* The pipeline window and the queues. */
 	ld->nwin = ld->mem.n_read + ld->nworkers + 1;
 	ld->win = calloc(ld->nwin, sizeof(*ld->win));
