@@ -236,7 +236,7 @@ rf_ld_full_main(void *arg)
 	/* Reads per sample: its values, then its checksum row when checked. */
 	const uint32_t npr = np + (ld->full.sums ? 1 : 0), nf = ld->schema->nfields;
 	const unsigned nfb = ld->mem.n_stage;
-	rf_io_done done[64];
+	rf_io_done done[RF_LD_REAP_MAX];
 	char msg[RF_ERRMSG_MAX + 128];
 	int err = 0;
 
@@ -429,7 +429,7 @@ rf_ld_full_main(void *arg)
 			if (rf_io_file_direct(ld->io, ld->files[ci->shard]) &&
 			    ((off | vb | (uintptr_t)dst) & 4095)) {
 				roff = off & ~4095ull;
-				rlen = RF_ALIGN_UP(off + vb, 4096) - roff;
+				rlen = RF_ALIGN_UP(off + vb, RF_FMT_ALIGN) - roff;
 				target = r->area;
 				r->bounce = target + (off - roff);
 			}
@@ -507,7 +507,7 @@ rf_ld_full_main(void *arg)
 			continue;
 		}
 		pthread_mutex_unlock(&ld->mu);
-		int n = rf_ld_reads_wait(ld, done, 64);
+		int n = rf_ld_reads_wait(ld, done, RF_LD_REAP_MAX);
 		uint64_t bytes = 0;
 		for (int i = 0; i < n && !err; i++) {
 			struct fread_rec *r = &rec[done[i].tag];
@@ -555,7 +555,7 @@ out:
 	/* Reads still in flight land in ring memory: wait for them before the
 	 * ring can be unmapped. */
 	while (rf_io_inflight(ld->io) > 0) {
-		if (rf_io_wait(ld->io, done, 64, 1) < 0)
+		if (rf_io_wait(ld->io, done, RF_LD_REAP_MAX, 1) < 0)
 			break;
 	}
 	for (unsigned i = 0; i < nb; i++)

@@ -349,6 +349,9 @@ struct rf_loader {
 	} stats;
 };
 
+/* Completions taken from the reader engine at a time (reader, full). */
+#define RF_LD_REAP_MAX 64
+
 /* Wake-ups deferred to unlock_wake (sync.c). */
 enum { WAKE_CONS = 1u << 0, WAKE_STAGE = 1u << 1, WAKE_COPY = 1u << 2 };
 

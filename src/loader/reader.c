@@ -57,7 +57,7 @@ void *
 rf_ld_reader_main(void *arg)
 {
 	rf_loader *ld = arg;
-	rf_io_done done[64];
+	rf_io_done done[RF_LD_REAP_MAX];
 
 	pthread_mutex_lock(&ld->mu);
 	for (;;) {
@@ -105,7 +105,7 @@ rf_ld_reader_main(void *arg)
 			w->state = ST_READING;
 			w->res = 0;
 			const rf_chunk_info *c = &ld->chunks[st.chunk];
-			uint64_t span = RF_ALIGN_UP(c->stored_bytes, 4096);
+			uint64_t span = RF_ALIGN_UP(c->stored_bytes, RF_FMT_ALIGN);
 			/* The io queue belongs to this thread; only the window
 			 * bookkeeping needs the lock. */
 			pthread_mutex_unlock(&ld->mu);
@@ -142,7 +142,7 @@ rf_ld_reader_main(void *arg)
 			continue;
 		}
 		pthread_mutex_unlock(&ld->mu);
-		int n = rf_ld_reads_wait(ld, done, 64);
+		int n = rf_ld_reads_wait(ld, done, RF_LD_REAP_MAX);
 		pthread_mutex_lock(&ld->mu);
 		if (n < 0) {
 			char msg[RF_ERRMSG_MAX + 64];
@@ -168,7 +168,7 @@ rf_ld_reader_main(void *arg)
 	/* Reads still in flight land in ring memory: wait for them before the
 	 * ring can be unmapped. */
 	while (ld->io && rf_io_inflight(ld->io) > 0) {
-		if (rf_io_wait(ld->io, done, 64, 1) < 0)
+		if (rf_io_wait(ld->io, done, RF_LD_REAP_MAX, 1) < 0)
 			break;
 	}
 	rf_ld_thread_exit_account(ld, 0);

@@ -296,9 +296,9 @@ rf_ld_resolve_settings(rf_loader *ld)
 		uint32_t w = want ? want
 				  : rf_plan_default_window(ld->nchunks ? raw / ld->nchunks : 0);
 		uint32_t wnd = rf_plan_window_in_force(w, ld->nchunks);
-		if (wnd > RF_PLAN_WINDOW_MAX)
+		if (wnd > RF_WINDOW_MAX)
 			return rf_fail(&ld->diag, RF_EUSAGE, "loader: window %u: at most %u chunks",
-				       want, RF_PLAN_WINDOW_MAX);
+				       want, RF_WINDOW_MAX);
 		ld->resolved.window = wnd;
 	}
 	choose_direct(ld);
