@@ -148,10 +148,8 @@ rf_io_close(rf_io **iop)
 	rf_io *io = *iop;
 	/* Engines wait for reads still in flight: the memory they land in
 	 * belongs to the caller, who may unmap it as soon as this returns. */
-	if (io->kind == RF_IO_URING)
-		rf_io_uring_teardown(io);
-	else if (io->kind == RF_IO_PREAD)
-		rf_io_pread_teardown(io);
+	if (io->ops)
+		io->ops->teardown(io);
 	for (unsigned i = 0; i < io->nfiles; i++) {
 		if (io->files[i].fd >= 0)
 			close(io->files[i].fd);
@@ -218,8 +216,8 @@ rf_io_add_file(rf_io *io, const char *path, int *file)
 	}
 	f->fd = fd;
 	unsigned index = io->nfiles++;
-	if (io->kind == RF_IO_URING)
-		rf_io_uring_add_file(io, f, index);
+	if (io->ops->add_file)
+		io->ops->add_file(io, f, index);
 	*file = (int)index;
 	return 0;
 }
@@ -257,21 +255,16 @@ rf_io_read(rf_io *io, int file, uint64_t offset, void *buf, size_t len, uint64_t
 	r->again = 0;
 	r->retries = 0;
 	io->outstanding++;
-	if (io->kind == RF_IO_URING) {
+	if (io->ops->kernel_writes)
 		RF_IO_POISON(buf, len);
-		rf_io_uring_queue(io, idx);
-	}
-	else
-		rf_io_pread_queue(io, idx);
+	io->ops->queue(io, idx);
 	return 0;
 }
 
 int
 rf_io_submit(rf_io *io)
 {
-	if (io->kind == RF_IO_URING)
-		return rf_io_uring_submit(io);
-	return rf_io_pread_submit(io);
+	return io->ops->submit(io);
 }
 
 static void
@@ -283,7 +276,7 @@ complete(rf_io *io, unsigned idx, int64_t res)
 	rf_io_done *d = &io->ready[(io->ready_head + io->ready_count) % io->qd];
 	d->tag = r->tag;
 	d->res = res;
-	if (io->kind == RF_IO_URING)
+	if (io->ops->kernel_writes)
 		RF_IO_UNPOISON(r->buf, r->len);
 	io->ready_count++;
 	io->free_stack[io->nfree++] = idx;
@@ -345,11 +338,7 @@ rf_io_wait(rf_io *io, rf_io_done *done, unsigned max, unsigned min)
 {
 	if (min > io->outstanding)
 		min = io->outstanding;
-	int ret;
-	if (io->kind == RF_IO_URING)
-		ret = rf_io_uring_reap(io, min);
-	else
-		ret = rf_io_pread_reap(io, min);
+	int ret = io->ops->reap(io, min);
 	if (ret < 0)
 		return ret;
 	unsigned n = 0;
