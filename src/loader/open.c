@@ -369,21 +369,11 @@ rf_loader_open(rf_loader **out, const rf_config *cfg)
 		snprintf(open_error, sizeof(open_error), "loader: config is NULL");
 		return RF_EUSAGE;
 	}
-	if (cfg->size != sizeof(rf_config)) {
-		snprintf(open_error, sizeof(open_error),
-			 "loader: config size %" PRIu32 ", expected %zu (call rf_config_init)",
-			 cfg->size, sizeof(rf_config));
+	rf_diag d0;
+	rf_diag_init(&d0, NULL, NULL);
+	if (RF_CONFIG_SIZE_CHECK(&d0, "loader", cfg, "rf_config_init") < 0) {
+		snprintf(open_error, sizeof(open_error), "%s", d0.msg);
 		return RF_EUSAGE;
-	}
-	for (size_t i = 0; i < sizeof(cfg->reserved); i++) {
-		/* A setting from a newer header, which this library would
-		 * otherwise ignore in silence. */
-		if (cfg->reserved[i]) {
-			snprintf(open_error, sizeof(open_error),
-				 "loader: config has settings this library (%s) does not know "
-				 "(reserved bytes are not 0)", rf_version_string());
-			return RF_EUSAGE;
-		}
 	}
 	rf_loader *ld = calloc(1, sizeof(*ld));
 	if (!ld)
