@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "io/io_impl.h"
 
 /* Consecutive -EAGAIN/-EINTR results of one request before it is failed:
@@ -32,8 +33,6 @@ transient(int64_t res)
 	return res == -EIO || res == -EAGAIN || res == -ETIMEDOUT;
 }
 
-#define RF_IO_MAX_DEPTH 4096
-
 void
 rf_io_config_init(rf_io_config *cfg)
 {
@@ -43,6 +42,7 @@ rf_io_config_init(rf_io_config *cfg)
 	cfg->engine = 0;
 }
 
+#if RF_TEST_HOOKS
 static uint64_t
 env_u64(const char *name, uint64_t def)
 {
@@ -56,6 +56,7 @@ env_u64(const char *name, uint64_t def)
 		return def;
 	return v;
 }
+#endif
 
 int
 rf_io_open(rf_io **out, const rf_io_config *cfg, rf_diag *diag)
@@ -90,13 +91,16 @@ rf_io_open(rf_io **out, const rf_io_config *cfg, rf_diag *diag)
 		return rf_fail(diag, -ENOMEM, "io: out of memory");
 	io->diag = diag;
 	io->qd = cfg->queue_depth ? cfg->queue_depth : 32;
-	if (io->qd > RF_IO_MAX_DEPTH) {
-		rf_log(diag, RF_LOG_DEBUG, "io: queue depth %u capped at %u", io->qd, RF_IO_MAX_DEPTH);
-		io->qd = RF_IO_MAX_DEPTH;
+	if (io->qd > RF_IO_DEPTH_MAX) {
+		rf_log(diag, RF_LOG_DEBUG, "io: queue depth %u capped at %u", io->qd, RF_IO_DEPTH_MAX);
+		io->qd = RF_IO_DEPTH_MAX;
 	}
 	io->want_direct = cfg->direct != 0;
 	io->region = cfg->region;
 	io->region_bytes = cfg->region ? cfg->region_bytes : 0;
+#if RF_TEST_HOOKS
+	/* Test-only switches (-Dtest_hooks): injected faults, small pieces,
+	 * a simulated O_DIRECT refusal. */
 	io->fail_at = env_u64("RINGFEED_IO_FAIL_AT", UINT64_MAX);
 	/* Stored plus one: 1 marks the failures as spent, 0 "always". */
 	uint64_t times = env_u64("RINGFEED_IO_FAIL_TIMES", 0);
@@ -109,6 +113,10 @@ rf_io_open(rf_io **out, const rf_io_config *cfg, rf_diag *diag)
 	/* "1": every file; another string: the files whose path holds it. */
 	io->refuse_direct = rd && *rd && strcmp(rd, "0") != 0;
 	io->refuse_match = io->refuse_direct && strcmp(rd, "1") != 0 ? rd : NULL;
+#else
+	io->fail_at = UINT64_MAX;
+	io->max_piece = RF_IO_MAX_PIECE;
+#endif
 
 	io->reqs = calloc(io->qd, sizeof *io->reqs);
 	io->free_stack = calloc(io->qd, sizeof *io->free_stack);

@@ -5,6 +5,7 @@
  * ld->resolved (W, the read mode, decode threads), the batch layout, and the
  * inputs of the memory plan (memplan.c), which is computed and logged here.
  */
+#include "config.h"
 #include "loader/internal.h"
 
 /* The default capacity of a variable field's region per batch: twice B
@@ -135,8 +136,13 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 	if (rc < 0)
 		return rc;
 	/* RINGFEED_HOST_COPY=1 copies into device buffers on a host-memory
-	 * device too, as the cuda path does (to compare the two). */
+	 * device too, as the cuda path does (to compare the two): a test-only
+	 * switch (-Dtest_hooks). */
+#if RF_TEST_HOOKS
 	const char *hc = getenv("RINGFEED_HOST_COPY");
+#else
+	const char *hc = NULL;
+#endif
 	size_t fr = 0, tot = 0;
 	struct rf_memplan_in in = {
 		.layout = &ld->layout,
