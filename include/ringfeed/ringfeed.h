@@ -954,7 +954,10 @@ typedef struct rf_stats {
 	 * the blob's), so a resume at another world size gives the id of the
 	 * new world, not the saved one.  Also in the open log line. */
 	uint64_t order_id;
-	uint8_t reserved[40];
+	/* Reads asked again after a transient error (EIO, EAGAIN, ETIMEDOUT,
+	 * a short read), with backoff, before it would fail its chunk. */
+	uint64_t read_retries;
+	uint8_t reserved[32];
 } rf_stats;
 
 /* Fill *st.  st->size must be set by the caller to sizeof(rf_stats) (fields

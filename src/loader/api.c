@@ -454,6 +454,7 @@ rf_loader_stats(rf_loader *ld, rf_stats *st)
 	s.decode_threads = ld->nworkers;
 	s.window = ld->order_window;
 	s.order_id = ld->order_id;
+	s.read_retries = ld->io ? rf_io_retries(ld->io) : 0;
 	snprintf(s.io_engine, sizeof(s.io_engine), "%s", ld->stats.io_engine);
 	s.io_direct = ld->stats.io_direct;
 	snprintf(s.device, sizeof(s.device), "%s", ld->dev->desc);

@@ -44,6 +44,8 @@ make_dataset(void)
 
 /* Every delivered byte in order into out (N x 256 bytes); returns the
  * loader's result (0 at the end of the epoch). */
+static uint64_t last_retries;
+
 static int
 run(uint8_t *out, char *msg, size_t msgcap)
 {
@@ -69,6 +71,10 @@ run(uint8_t *out, char *msg, size_t msgcap)
 		rf_loader_release(ld, b, NULL);
 	}
 	snprintf(msg, msgcap, "%s", rc < 0 ? rf_loader_errmsg(ld) : "");
+	rf_stats st;
+	st.size = sizeof(st);
+	CHECK_RC(rf_loader_stats(ld, &st), 0);
+	last_retries = st.read_retries;
 	rf_loader_close(&ld);
 	CHECK(rc < 0 || at == (size_t)N * 256);
 	return rc;
@@ -109,6 +115,8 @@ main(void)
 		memset(got, 0, (size_t)N * 256);
 		CHECK_RC(run(got, msg, sizeof msg), 0);
 		CHECK(memcmp(clean, got, (size_t)N * 256) == 0);
+		/* Three failures of the same read, each asked again. */
+		CHECK(last_retries == 3);
 		/* Persistent: the run ends with the read's error. */
 		unsetenv("RINGFEED_IO_FAIL_TIMES");
 		int rc = run(got, msg, sizeof msg);
