@@ -5,8 +5,6 @@
 
 #include <string.h>
 
-#ifdef RFPY_HAVE_LOADER
-
 /* ------------------------------------------------------------ array */
 
 static void
@@ -397,5 +395,3 @@ PyType_Spec rfpy_array_spec = {
 };
 
 PyTypeObject *rfpy_ArrayType;
-
-#endif /* RFPY_HAVE_LOADER */

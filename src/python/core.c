@@ -6,8 +6,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#ifdef RFPY_HAVE_LOADER
-
 /* ------------------------------------------------------------- core */
 
 /* In a child of fork(): the C loader is the parent's.  Batches are dropped
@@ -114,5 +112,3 @@ PyType_Spec rfpy_batch_spec = {
 };
 
 PyTypeObject *rfpy_BatchType;
-
-#endif /* RFPY_HAVE_LOADER */

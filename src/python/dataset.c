@@ -46,6 +46,7 @@ typedef struct {
 	struct cslot *slots;
 	uint32_t nslots;
 	uint32_t *slot_of;       /* per chunk: its slot + 1, or 0 */
+	uint64_t last_chunk;     /* chunk_of's last answer (< nchunks) */
 	uint64_t tick;
 } DatasetObject;
 
@@ -178,11 +179,18 @@ value_shape(const rf_field *f, size_t len)
 	return t;
 }
 
-/* The chunk holding sample i (< samples), by binary search. */
+/* The chunk holding sample i (< samples): the last one found when it
+ * holds i (sequential reads stay in one chunk for many calls), else by
+ * binary search. */
 static uint64_t
-chunk_of(const DatasetObject *self, uint64_t i)
+chunk_of(DatasetObject *self, uint64_t i)
 {
-	uint64_t lo = 0, hi = self->nchunks;
+	uint64_t lo = self->last_chunk, hi;
+
+	if (self->firsts[lo] <= i && i < self->firsts[lo + 1])
+		return lo;
+	lo = 0;
+	hi = self->nchunks;
 
 	while (hi - lo > 1) {
 		uint64_t mid = lo + (hi - lo) / 2;
@@ -191,6 +199,7 @@ chunk_of(const DatasetObject *self, uint64_t i)
 		else
 			hi = mid;
 	}
+	self->last_chunk = lo;
 	return lo;
 }
 
@@ -426,9 +435,11 @@ dataset_item(DatasetObject *self, Py_ssize_t i)
 			v = PySequence_GetItem(cols[f], j);
 		} else {
 			/* (j, ...): a 0-d array, where a[j] would be a scalar. */
-			PyObject *key = Py_BuildValue("(nO)", j, Py_Ellipsis);
+			PyObject *jo = PyLong_FromSsize_t(j);
+			PyObject *key = jo ? PyTuple_Pack(2, jo, Py_Ellipsis) : NULL;
 			v = key ? PyObject_GetItem(cols[f], key) : NULL;
 			Py_XDECREF(key);
+			Py_XDECREF(jo);
 		}
 		if (!v || PyDict_SetItem(d, self->names[f], v) < 0)
 			Py_CLEAR(d);

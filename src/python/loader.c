@@ -11,8 +11,6 @@
 #include <string.h>
 #include <time.h>
 
-#ifdef RFPY_HAVE_LOADER
-
 /* ----------------------------------------------------------- loader */
 
 static PyTypeObject *IterType;
@@ -350,7 +348,7 @@ loader_set_epoch(LoaderObject *self, PyObject *arg)
 		Py_RETURN_NONE;
 	/* File order is the same in every epoch: at an epoch's start only
 	 * the number changes (not after a restore within an epoch). */
-	if (self->fresh && self->in_epoch == 0 && self->shuffle == SHUFFLE_NONE) {
+	if (self->fresh && self->in_epoch == 0 && self->shuffle == RF_SHUFFLE_NONE) {
 		uint64_t delta = e - self->epoch;
 		self->epoch = e;
 		self->core->epoch0 += delta;
@@ -665,14 +663,3 @@ rfpy_loader_init(PyObject *module)
 		return -1;
 	return 0;
 }
-
-#else /* !RFPY_HAVE_LOADER */
-
-int
-rfpy_loader_init(PyObject *module)
-{
-	/* Built against a library without the streaming loader. */
-	return 0;
-}
-
-#endif

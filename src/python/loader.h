@@ -28,8 +28,6 @@
 
 #include "module.h"
 
-#ifdef RFPY_HAVE_LOADER
-
 struct core {
 	rf_loader *ld;
 	uint32_t held;           /* batches taken and not yet released (stash included) */
@@ -77,15 +75,9 @@ typedef struct {
 	Py_ssize_t bstrides[RF_BATCH_MAX_DIMS];
 } ArrayObject;
 
-enum { SHUFFLE_NONE, SHUFFLE_CHUNKS, SHUFFLE_WINDOW, SHUFFLE_FULL };
-
 /* Device buffers the C loader has beyond the `depth` batches the consumer
  * may hold (see rfpy_loader_open_core). */
 #define RFPY_SPARE_BUFFERS 1
-/* The C loader's most device buffers (rf_loader_open refuses more). */
-#define RFPY_MAX_BUFFERS 64
-/* The shuffle modes' names, by SHUFFLE_*. */
-extern const char *const rfpy_shuffle_names[4];
 
 typedef struct {
 	PyObject_HEAD
@@ -98,7 +90,7 @@ typedef struct {
 	const char **fields;
 	uint64_t samples;        /* in the dataset */
 	uint64_t nbatches;       /* per epoch, this rank */
-	int shuffle;
+	enum rf_shuffle shuffle;
 	uint64_t seed;
 	uint32_t rank, world;
 	uint64_t epoch;          /* the epoch being (or about to be) iterated */
@@ -155,5 +147,4 @@ int rfpy_wait_next(LoaderObject *self, const rf_batch **out);
 PyObject *rfpy_loader_state_dict(LoaderObject *self, PyObject *unused);
 PyObject *rfpy_loader_load_state_dict(LoaderObject *self, PyObject *state);
 
-#endif /* RFPY_HAVE_LOADER */
 #endif

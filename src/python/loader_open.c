@@ -8,10 +8,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#ifdef RFPY_HAVE_LOADER
-
-const char *const rfpy_shuffle_names[4] = {"none", "chunks", "window", "full"};
-
 void
 rfpy_loader_free_config(LoaderObject *self)
 {
@@ -66,7 +62,7 @@ rfpy_loader_open_core(LoaderObject *self, uint64_t epoch, const void *resume, si
 		if (rc == RF_EUSAGE && strstr(msg, "shuffle") && strstr(msg, "not supported")) {
 			PyErr_Format(PyExc_ValueError,
 				     "shuffle mode \"%s\" is not supported by this build (%s)",
-				     rfpy_shuffle_names[self->shuffle], msg);
+				     rf_shuffle_name(self->shuffle), msg);
 			return -1;
 		}
 		rfpy_raise(rc, "Loader", msg);
@@ -107,20 +103,6 @@ rfpy_loader_open_core(LoaderObject *self, uint64_t epoch, const void *resume, si
 	return 0;
 }
 
-/* Batches per epoch for this rank, as the plan counts them: global batches
- * of world x B samples, each rank a slice of B; the last partial global
- * batch dropped, or kept as an equal smaller batch on every rank. */
-static uint64_t
-plan_batches(uint64_t n, uint64_t batch, uint64_t world, int drop_last)
-{
-	uint64_t g = batch * world;
-	uint64_t full = g ? n / g : 0;
-
-	if (!drop_last && g && (n % g) / world > 0)
-		full++;
-	return full;
-}
-
 static int
 parse_device(PyObject *arg, rf_config *cfg)
 {
@@ -135,20 +117,19 @@ parse_device(PyObject *arg, rf_config *cfg)
 		return -1;
 	}
 	int ok = 1;
-	if (!strcmp(d, "auto")) {
-		cfg->device = RF_DEVICE_AUTO;
-	} else if (!strcmp(d, "cpu") || !strcmp(d, "host")) {
+	enum rf_device_kind kind;
+	/* The library's names ("auto", "host", "cuda"), plus Python's "cpu"
+	 * (torch's word for host) and "cuda:N" (torch's device strings). */
+	if (!strcmp(d, "cpu")) {
 		cfg->device = RF_DEVICE_HOST;
-	} else if (!strncmp(d, "cuda", 4)) {
+	} else if (!strncmp(d, "cuda:", 5)) {
+		char *end;
+		long idx = strtol(d + 5, &end, 10);
+		ok = *end == 0 && end != d + 5 && d[5] >= '0' && d[5] <= '9' && idx < 1024;
 		cfg->device = RF_DEVICE_CUDA;
-		if (d[4] == ':') {
-			char *end;
-			long idx = strtol(d + 5, &end, 10);
-			ok = *end == 0 && end != d + 5 && idx >= 0 && idx < 1024;
-			cfg->device_index = (int)idx;
-		} else {
-			ok = d[4] == 0;
-		}
+		cfg->device_index = (int)idx;
+	} else if (rf_device_parse(d, &kind) == 0) {
+		cfg->device = kind;
 	} else {
 		ok = 0;
 	}
@@ -159,65 +140,18 @@ parse_device(PyObject *arg, rf_config *cfg)
 	return ok ? 0 : -1;
 }
 
-/* A launcher variable as a plain decimal number <= 2^24, or -1 (unset) or -2
- * (malformed). */
-static long
-env_number(const char *name)
-{
-	const char *v = getenv(name);
-	char *end;
-
-	if (!v)
-		return -1;
-	if (*v < '0' || *v > '9')
-		return -2;
-	long n = strtol(v, &end, 10);
-	return *end || n > (1L << 24) ? -2 : n;
-}
-
-/* The rank and world the library will use: the configured values, an unset
- * one from the first launcher environment that sets both of its variables
- * (as rf_config.rank/world document), else rank 0 of 1.  The library checks
- * the same values at open and reports a bad variable. */
-static int
-resolve_rank(long long rank, long long world, uint32_t *r, uint32_t *w)
-{
-	static const char *const vars[][2] = {
-		{"RANK", "WORLD_SIZE"},
-		{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-		{"PMI_RANK", "PMI_SIZE"},
-		{"SLURM_PROCID", "SLURM_NTASKS"},
-	};
-	long er = -1, ew = -1;
-
-	if (rank < 0 || world < 0) {
-		for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-			if (getenv(vars[i][0]) && getenv(vars[i][1])) {
-				er = env_number(vars[i][0]);
-				ew = env_number(vars[i][1]);
-				break;
-			}
-		}
-	}
-	if (rank < 0)
-		rank = er >= 0 ? er : 0;
-	if (world < 0)
-		world = ew >= 1 ? ew : 1;
-	*r = (uint32_t)rank;
-	*w = (uint32_t)world;
-	return 0;
-}
-
 /* The shuffle argument: a mode's name, or a bool (True: "window", the mode
- * for training; False: "none").  The mode's index, or -1 with an
- * exception. */
+ * for training; False: "none").  0 and *out, or -1 with an exception. */
 static int
-parse_shuffle(PyObject *arg)
+parse_shuffle(PyObject *arg, enum rf_shuffle *out)
 {
+	*out = RF_SHUFFLE_NONE;
 	if (!arg)
-		return SHUFFLE_NONE;
-	if (PyBool_Check(arg))
-		return arg == Py_True ? SHUFFLE_WINDOW : SHUFFLE_NONE;
+		return 0;
+	if (PyBool_Check(arg)) {
+		*out = arg == Py_True ? RF_SHUFFLE_WINDOW : RF_SHUFFLE_NONE;
+		return 0;
+	}
 	if (!PyUnicode_Check(arg)) {
 		PyErr_Format(PyExc_TypeError, "shuffle must be a str or a bool, not %.100s",
 			     rfpy_type_name(arg));
@@ -226,9 +160,8 @@ parse_shuffle(PyObject *arg)
 	const char *name = PyUnicode_AsUTF8AndSize(arg, NULL);
 	if (!name)
 		return -1;
-	for (int i = 0; i < 4; i++)
-		if (!strcmp(name, rfpy_shuffle_names[i]))
-			return i;
+	if (rf_shuffle_parse(name, out) == 0)
+		return 0;
 	PyErr_Format(PyExc_ValueError, "shuffle must be \"none\", \"chunks\", \"window\", "
 		     "\"full\", True (\"window\") or False (\"none\"), not %R", arg);
 	return -1;
@@ -265,10 +198,10 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 		return -1;
 	const struct { PyObject *arg; const char *name; long long *v, lo, hi; } ints[] = {
 		{batch_arg, "batch_size", &batch_size, 1, 1LL << 30},
-		{depth_arg, "depth", &depth, 1, RFPY_MAX_BUFFERS - RFPY_SPARE_BUFFERS},
-		{window_arg, "window", &window, 0, 1 << 20},
-		{io_depth_arg, "io_depth", &io_depth, 0, 1 << 16},
-		{threads_arg, "decode_threads", &decode_threads, 0, 1 << 10},
+		{depth_arg, "depth", &depth, 1, RF_DEPTH_MAX - RFPY_SPARE_BUFFERS},
+		{window_arg, "window", &window, 0, RF_WINDOW_MAX},
+		{io_depth_arg, "io_depth", &io_depth, 0, RF_IO_DEPTH_MAX},
+		{threads_arg, "decode_threads", &decode_threads, 0, RF_DECODE_THREADS_MAX},
 	};
 	for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++)
 		if (ints[i].arg && rfpy_arg_int(ints[i].arg, ints[i].name, ints[i].lo, ints[i].hi,
@@ -296,8 +229,8 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 		if (!(*strs[i].v = PyUnicode_AsUTF8AndSize(strs[i].arg, NULL)))
 			return -1;
 	}
-	int shuffle = parse_shuffle(shuffle_arg);
-	if (shuffle < 0)
+	enum rf_shuffle shuffle;
+	if (parse_shuffle(shuffle_arg, &shuffle) < 0)
 		return -1;
 	/* None: let the library choose (O_DIRECT unless the dataset fits in
 	 * a quarter of the available memory). */
@@ -377,11 +310,7 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	if (decode_threads)
 		cfg->decode_threads = (uint32_t)decode_threads;
 	cfg->log = rfpy_log;
-	if (!strcmp(pinning, "ring")) {
-		cfg->pinning = RF_PINNING_RING;
-	} else if (!strcmp(pinning, "transient")) {
-		cfg->pinning = RF_PINNING_TRANSIENT;
-	} else {
+	if (rf_pinning_parse(pinning, &cfg->pinning) < 0) {
 		PyErr_Format(PyExc_ValueError, "pinning must be \"ring\" or \"transient\", not \"%s\"",
 			     pinning);
 		return -1;
@@ -390,28 +319,33 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 		return -1;
 
 	self->shuffle = shuffle;
-	static const enum rf_shuffle modes[] = {RF_SHUFFLE_NONE, RF_SHUFFLE_CHUNKS,
-						RF_SHUFFLE_WINDOW, RF_SHUFFLE_FULL};
-	cfg->shuffle = modes[self->shuffle];
+	cfg->shuffle = shuffle;
 	self->seed = seed;
 	cfg->seed = seed;
 	cfg->window = (uint32_t)window;
 	long long rank = -1, world = -1;
-	if (rank_arg != Py_None && rfpy_arg_int(rank_arg, "rank", 0, (1 << 24) - 1, &rank) < 0)
+	if (rank_arg != Py_None && rfpy_arg_int(rank_arg, "rank", 0, RF_WORLD_MAX - 1, &rank) < 0)
 		return -1;
-	if (world_arg != Py_None && rfpy_arg_int(world_arg, "world", 1, 1 << 24, &world) < 0)
+	if (world_arg != Py_None && rfpy_arg_int(world_arg, "world", 1, RF_WORLD_MAX, &world) < 0)
 		return -1;
 	if (rank >= 0 && world >= 1 && rank >= world) {
-		PyErr_SetString(PyExc_ValueError, "need 0 <= rank < world <= 2**24");
+		PyErr_SetString(PyExc_ValueError, "need 0 <= rank < world");
 		return -1;
 	}
 	cfg->rank = (int32_t)rank;
 	cfg->world = (int32_t)world;
-	/* The library resolves an unset rank or world from the launcher's
-	 * environment; len() and the resume check need the same world. */
+	/* The rank and world the library will use (an unset one from the
+	 * launcher's environment): len() and the resume check need the same
+	 * world.  What the library would refuse at open (a malformed RANK, a
+	 * launcher's rank >= its world) is refused here, before the dataset
+	 * is opened, as the library's error. */
 	uint32_t r, w;
-	if (resolve_rank(rank, world, &r, &w) < 0)
+	char rmsg[512];
+	int rrc = rf_rank_resolve(cfg->rank, cfg->world, &r, &w, NULL, rmsg, sizeof(rmsg));
+	if (rrc < 0) {
+		rfpy_raise(rrc, "Loader", rmsg);
 		return -1;
+	}
 	self->rank = r;
 	self->world = w;
 
@@ -472,7 +406,11 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	}
 	self->samples = rf_dataset_samples(ds);
 	rf_dataset_close(&ds);
-	self->nbatches = plan_batches(self->samples, (uint64_t)batch_size, self->world, drop_last);
+	if (rf_epoch_batches(self->samples, (uint32_t)batch_size, self->rank, self->world,
+			     drop_last, &self->nbatches) < 0) {
+		PyErr_SetString(PyExc_ValueError, "batch_size, rank or world out of range");
+		return -1;
+	}
 	/* A loader with nothing to deliver is a mistake, not a training loop
 	 * that should run no step in silence. */
 	if (self->nbatches == 0) {
@@ -486,5 +424,3 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	}
 	return rfpy_loader_open_core(self, epoch, NULL, 0);
 }
-
-#endif /* RFPY_HAVE_LOADER */

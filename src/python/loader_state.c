@@ -4,8 +4,6 @@
 
 #include <string.h>
 
-#ifdef RFPY_HAVE_LOADER
-
 /*
  * Resume.  The state is a dict: where the stream stands (epoch, batches
  * yielded in it) and what defines the order (samples, batch size, world,
@@ -56,7 +54,7 @@ rfpy_loader_state_dict(LoaderObject *self, PyObject *unused)
 			     "batch", (unsigned long long)self->in_epoch,
 			     "samples", (unsigned long long)self->samples,
 			     "batch_size", self->cfg.batch_size, "world", self->world,
-			     "shuffle", rfpy_shuffle_names[self->shuffle],
+			     "shuffle", rf_shuffle_name(self->shuffle),
 			     "seed", (unsigned long long)self->seed, "window", window,
 			     "drop_last", self->cfg.drop_last ? Py_True : Py_False, "blob", blob);
 }
@@ -107,7 +105,7 @@ rfpy_loader_load_state_dict(LoaderObject *self, PyObject *state)
 		return NULL;
 	}
 	if (samples != self->samples || bsize * world != (uint64_t)self->cfg.batch_size * self->world ||
-	    strcmp(ms, rfpy_shuffle_names[self->shuffle]) || seed != self->seed) {
+	    strcmp(ms, rf_shuffle_name(self->shuffle)) || seed != self->seed) {
 		PyErr_Format(PyExc_ValueError,
 			     "state: saved for another dataset or order (samples %llu, batch %llu x "
 			     "world %llu, shuffle %s, seed %llu); this loader has samples %llu, "
@@ -115,7 +113,7 @@ rfpy_loader_load_state_dict(LoaderObject *self, PyObject *state)
 			     (unsigned long long)samples, (unsigned long long)bsize,
 			     (unsigned long long)world, ms, (unsigned long long)seed,
 			     (unsigned long long)self->samples, self->cfg.batch_size, self->world,
-			     rfpy_shuffle_names[self->shuffle], (unsigned long long)self->seed);
+			     rf_shuffle_name(self->shuffle), (unsigned long long)self->seed);
 		return NULL;
 	}
 	/* The rest of the order: the window in force (set, or the dataset's
@@ -197,5 +195,3 @@ rfpy_loader_load_state_dict(LoaderObject *self, PyObject *state)
 	self->fresh = 1;
 	Py_RETURN_NONE;
 }
-
-#endif /* RFPY_HAVE_LOADER */

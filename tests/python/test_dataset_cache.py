@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 # Description: ringfeed.open's decoded-chunk cache and batched reads.
 # ds[i] gives every sample's values (fixed, scalar and variable fields,
-# stored and zstd chunks) in any order, with a cache of one chunk (every
+# stored and zstd chunks) in any order (random, forwards, backwards), with a cache of one chunk (every
 # step evicts) and of all; the arrays are read-only views (writing raises,
 # and the next ds[i] is unchanged); ds[a:b:c] and ds.take(indices) give the
 # samples stacked (new writable arrays; variable fields as lists); indices
@@ -30,7 +30,9 @@ for name, p in paths.items():
     for cache in (1, 1 << 30):
         ds = ringfeed.open(p, cache_bytes=cache)
         check(ds.chunks > 10, "the dataset has many chunks")
-        order = list(rng.permutation(N)) + list(range(N)) + [-1, -N]
+        # Random, forwards, backwards (chunk boundaries crossed both ways
+        # after runs in one chunk), and from the end.
+        order = list(rng.permutation(N)) + list(range(N)) + list(range(N - 1, -1, -1)) + [-1, -N]
         for i in order:
             s = ds[int(i)]
             check(np.array_equal(s["x"], x[i]) and s["x"].shape == (5, 3),
