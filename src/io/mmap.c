@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@ struct rf_io_map {
 	size_t nfiles;
 	uint8_t **base;
 	uint64_t *len;
+	char **path;         /* to tell a shard that shrank from an I/O error */
 	size_t page;
 	int populate;        /* MADV_POPULATE_READ works (else MADV_WILLNEED) */
 	unsigned char *mvec; /* mincore's answer for the largest range */
@@ -43,9 +45,10 @@ rf_io_map_open(rf_io_map **out, size_t nfiles, uint64_t max_span, rf_diag *diag)
 	size_t n = nfiles ? nfiles : 1;
 	m->base = calloc(n, sizeof(*m->base));
 	m->len = calloc(n, sizeof(*m->len));
+	m->path = calloc(n, sizeof(*m->path));
 	m->mvec_len = (size_t)(max_span / m->page) + 2;
 	m->mvec = malloc(m->mvec_len);
-	if (!m->base || !m->len || !m->mvec) {
+	if (!m->base || !m->len || !m->path || !m->mvec) {
 		rf_io_map_close(&m);
 		return rf_fail(diag, -ENOMEM, "loader: out of memory");
 	}
@@ -82,6 +85,8 @@ rf_io_map_add(rf_io_map *m, size_t index, const char *path)
 			       (int64_t)st.st_size, rf_strerror(e));
 	m->base[index] = p;
 	m->len[index] = (uint64_t)st.st_size;
+	free(m->path[index]);
+	m->path[index] = strdup(path);
 	return 0;
 }
 
@@ -136,7 +141,17 @@ rf_io_map_range(rf_io_map *m, size_t index, uint64_t offset, uint64_t len, const
 			       "(kernel before 5.14): pages are faulted in by the decode workers");
 			continue;
 		}
-		return e == EFAULT ? -EIO : -e;
+		if (e != EFAULT)
+			return -e;
+		/* A page past the file's end now: the shard shrank since it
+		 * was mapped.  The bytes it still has, so the caller reports
+		 * a truncated file rather than an I/O error. */
+		struct stat st;
+		if (m->path[index] && stat(m->path[index], &st) == 0 &&
+		    (uint64_t)st.st_size < offset + n)
+			return (uint64_t)st.st_size > offset ? (int64_t)((uint64_t)st.st_size - offset)
+							      : 0;
+		return -EIO;
 	}
 }
 
@@ -149,6 +164,9 @@ rf_io_map_close(rf_io_map **mp)
 	for (size_t i = 0; m->base && i < m->nfiles; i++)
 		if (m->base[i])
 			munmap(m->base[i], (size_t)m->len[i]);
+	for (size_t i = 0; m->path && i < m->nfiles; i++)
+		free(m->path[i]);
+	free(m->path);
 	free(m->base);
 	free(m->len);
 	free(m->mvec);
