@@ -214,9 +214,6 @@ int rf_dataset_shard_info(const rf_dataset *ds, size_t i, rf_shard_info *out);
 uint64_t rf_dataset_max_raw_bytes(const rf_dataset *ds);
 uint64_t rf_dataset_max_stored_span(const rf_dataset *ds);
 
-/* The verify setting the dataset was opened with. */
-int rf_dataset_verify_enabled(const rf_dataset *ds);
-
 /* ------------------------------------------------------ schema encoding */
 
 /* Encode a (valid) schema as a header of RF_FMT_HEADER_SIZE(nfields) bytes

@@ -514,20 +514,22 @@ rf_dataset_open(rf_dataset **out, const char *const *paths, size_t npaths,
 		const rf_dataset_config *cfg)
 {
 	rf_diag d;
-	rf_diag_init(&d, cfg ? cfg->log : NULL, cfg ? cfg->log_user : NULL);
+	/* No logger until the config is known to be one (its size checked). */
+	rf_diag_init(&d, NULL, NULL);
 	last_open_error[0] = '\0';
 	int rc;
 	rf_dataset *ds = NULL;
 	struct pathlist pl = {0};
 	if (!out) {
-		rc = rf_fail(&d, RF_EUSAGE, "rf_dataset_open: out is NULL");
+		rc = rf_fail(&d, -EINVAL, "rf_dataset_open: out is NULL");
 		goto fail;
 	}
 	*out = NULL;
-	if (cfg && cfg->size != sizeof *cfg) {
-		rc = rf_fail(&d, RF_EUSAGE, "rf_dataset_open: config size %u, expected %zu (call "
-			     "rf_dataset_config_init)", cfg->size, sizeof *cfg);
-		goto fail;
+	if (cfg) {
+		if ((rc = RF_CONFIG_SIZE_CHECK(&d, "rf_dataset_open", cfg, "rf_dataset_config_init")) < 0)
+			goto fail;
+		d.log = cfg->log;
+		d.log_user = cfg->log_user;
 	}
 	if (!paths || npaths == 0) {
 		rc = rf_fail(&d, RF_EUSAGE, "rf_dataset_open: no path given");
@@ -660,6 +662,8 @@ rf_dataset_shard_path(const rf_dataset *ds, size_t i)
 RF_API int
 rf_dataset_chunk_info(const rf_dataset *ds, uint64_t chunk, rf_chunk_info *out)
 {
+	if (!ds || !out)
+		return -EINVAL;
 	if (chunk >= ds->nchunks)
 		return -ERANGE;
 	*out = ds->chunks[chunk];
@@ -669,6 +673,8 @@ rf_dataset_chunk_info(const rf_dataset *ds, uint64_t chunk, rf_chunk_info *out)
 RF_API int
 rf_dataset_find_chunk(const rf_dataset *ds, uint64_t index, uint64_t *chunk)
 {
+	if (!ds || !chunk)
+		return -EINVAL;
 	if (index >= ds->nsamples)
 		return -ERANGE;
 	/* The last chunk whose first sample is <= index. */
@@ -732,12 +738,6 @@ uint64_t
 rf_dataset_max_stored_span(const rf_dataset *ds)
 {
 	return ds->max_span;
-}
-
-int
-rf_dataset_verify_enabled(const rf_dataset *ds)
-{
-	return ds->verify;
 }
 
 /* ------------------------------------------------------------- reading */
@@ -805,6 +805,8 @@ RF_API int
 rf_dataset_read(rf_dataset *ds, uint64_t index, uint32_t field, void *buf, size_t cap,
 		size_t *len)
 {
+	if (!ds || !len)
+		return -EINVAL;
 	if (index >= ds->nsamples || field >= ds->schema.nfields)
 		return rf_fail(&ds->diag, -ERANGE, "sample %llu field %u: out of range (%llu "
 			       "samples, %u fields)", (unsigned long long)index, field,
@@ -917,6 +919,8 @@ verify_sums(rf_dataset *ds, uint64_t chunk)
 RF_API int
 rf_dataset_verify_chunk(rf_dataset *ds, uint64_t chunk)
 {
+	if (!ds)
+		return -EINVAL;
 	if (chunk >= ds->nchunks)
 		return rf_fail(&ds->diag, -ERANGE, "chunk %llu: out of range (%llu chunks)",
 			       (unsigned long long)chunk, (unsigned long long)ds->nchunks);

@@ -756,21 +756,20 @@ writer_open(rf_writer **out, const char *path, const rf_schema *schema,
 	    const rf_writer_config *cfg, rf_diag *d)
 {
 	if (!out)
-		return rf_fail(d, RF_EUSAGE, "rf_writer_open: out is NULL");
+		return rf_fail(d, -EINVAL, "rf_writer_open: out is NULL");
 	*out = NULL;
 	rf_writer_config def;
 	if (!cfg) {
 		rf_writer_config_init(&def);
 		cfg = &def;
 	}
+	if (RF_CONFIG_SIZE_CHECK(d, "rf_writer_open", cfg, "rf_writer_config_init") < 0)
+		return RF_EUSAGE;
+	/* The config is one: its logger may be used from here on. */
+	d->log = cfg->log;
+	d->log_user = cfg->log_user;
 	if (!path || !*path)
 		return rf_fail(d, RF_EUSAGE, "rf_writer_open: empty path");
-	if (cfg->size != sizeof *cfg)
-		return rf_fail(d, RF_EUSAGE, "%s: writer config size %u, expected %zu (call "
-			       "rf_writer_config_init)", path, cfg->size, sizeof *cfg);
-	for (size_t i = 0; i < sizeof cfg->reserved; i++)
-		if (cfg->reserved[i])
-			return rf_fail(d, RF_EUSAGE, "%s: writer config reserved bytes are not 0", path);
 	if (cfg->format_version > RF_FMT_VERSION)
 		return rf_fail(d, RF_EUSAGE, "%s: format version %u, this library writes "
 			       "versions %d..%d (0 = the latest)", path, cfg->format_version,
@@ -874,7 +873,8 @@ rf_writer_open(rf_writer **out, const char *path, const rf_schema *schema,
 	       const rf_writer_config *cfg)
 {
 	rf_diag d;
-	rf_diag_init(&d, cfg ? cfg->log : NULL, cfg ? cfg->log_user : NULL);
+	/* No logger until writer_open has checked the config's size. */
+	rf_diag_init(&d, NULL, NULL);
 	last_error[0] = '\0';
 	int rc = writer_open(out, path, schema, cfg, &d);
 	return rc < 0 ? keep_error(&d, rc) : 0;
@@ -1071,7 +1071,7 @@ RF_API int
 rf_writer_add_columns(rf_writer *w, uint64_t n, const rf_column *cols)
 {
 	if (!w)
-		return RF_EUSAGE;
+		return -EINVAL;
 	if (w->rc < 0)
 		return w->rc;
 	if (n == 0)
@@ -1122,7 +1122,7 @@ RF_API int
 rf_writer_add(rf_writer *w, const rf_value *values)
 {
 	if (!w)
-		return RF_EUSAGE;
+		return -EINVAL;
 	if (w->rc < 0)
 		return w->rc;
 	if (!values)
