@@ -13,7 +13,9 @@
  * it takes a staging slot per plan batch, queues one read per sample and
  * field straight to the sample's place in the batch, keeps up to io_depth
  * reads in flight across consecutive batches, and stages the batches in plan
- * order as their reads complete.  No decode worker runs.
+ * order as their reads complete.  No decode worker runs.  When the dataset
+ * is read through the page cache (buffered, or map) it copies each sample
+ * from the mapped shards instead (full_main_mem): no read calls at all.
  *
  * O_DIRECT wants the file offset, length and buffer 4096-aligned.  A value
  * that satisfies that (4 KiB multiples in the first field: the common case
@@ -305,6 +307,8 @@ full_sums_load(rf_loader *ld, struct sums_res *r)
  * no read calls.  With mu held on entry and return; 1 when the maps could
  * not be set up (logged), and the caller reads as without.
  */
+#define FULL_MEM_AHEAD 4u
+
 static int
 full_main_mem(rf_loader *ld, rf_plan_item *items, const struct sums_res *sr, char *msg,
 	      size_t cap)
@@ -396,6 +400,21 @@ full_main_mem(rf_loader *ld, rf_plan_item *items, const struct sums_res *sr, cha
 		int err = 0;
 		for (uint32_t i = 0; i < n && !err; i++) {
 			const rf_plan_item *it = &items[i];
+			/* The samples are scattered: start fetching one a few
+			 * ahead (its first lines and its row) while this one
+			 * is copied and hashed. */
+			if (i + FULL_MEM_AHEAD < n &&
+			    items[i + FULL_MEM_AHEAD].chunk < ld->nchunks) {
+				const rf_plan_item *a = &items[i + FULL_MEM_AHEAD];
+				const rf_chunk_info *ca = &ld->chunks[a->chunk];
+				const uint8_t *src = base[ca->shard] + ca->offset +
+					full_section_off(ld->schema, ca->samples, l->part[0].field) +
+					(uint64_t)a->offset * l->part[0].value_bytes;
+				__builtin_prefetch(src);
+				__builtin_prefetch(src + 64);
+				if (sr->tab && sr->tab[a->chunk])
+					__builtin_prefetch(sr->tab[a->chunk] + (uint64_t)a->offset * 8 * nf);
+			}
 			if (it->chunk >= ld->nchunks || it->offset >= ld->chunks[it->chunk].samples) {
 				snprintf(msg, cap, "loader: the plan names sample %u of chunk %"
 					 PRIu64 ", which does not exist", it->offset, it->chunk);
