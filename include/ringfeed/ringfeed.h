@@ -324,10 +324,14 @@ enum rf_shuffle {
  * With verify = 1 (the default) full mode checks every sample it reads
  * against its own checksums instead: format 2 shards (what rf_writer writes
  * by default, docs/format.md) keep an XXH3-64 of each value
- * beside each chunk, and each sample's row of them is read with one more
- * small read (served, after a first pass over a table, from a cache of the
- * table's 4 KiB pages of at most 32 MiB, plain malloc'd memory outside
- * pinned_bytes); a value that does not match stops the stream with
+ * beside each chunk.  When the tables of the whole dataset take at most
+ * 64 MiB (4 million samples of two fields) they are read once at the
+ * start, each checked against its own checksum in the index (a table that
+ * does not match is logged and its rows read as below), and kept in plain
+ * malloc'd memory outside pinned_bytes; otherwise each sample's row is
+ * read with one more small read (served, after a first pass over a table,
+ * from a cache of the table's 4 KiB pages of at most 32 MiB).  A value
+ * that does not match stops the stream with
  * RF_ECHECKSUM, its message naming the shard, the chunk, the sample (in the
  * chunk and in the dataset) and the field, before its batch is delivered.
  * Shards without these checksums (format 1) are refused at open with
@@ -576,8 +580,11 @@ typedef struct rf_config {
 	 * turn (MADV_POPULATE_READ, Linux 5.14), so a read error or a shard
 	 * shorter than its index is reported as an error of that chunk (older
 	 * kernels only start the reads, and such a page raises SIGBUS).  Implies buffered reads (direct = 1 with map = 1
-	 * is RF_EUSAGE); full shuffling reads samples with read calls and
-	 * ignores it.  The price: a shard that is truncated or whose disk
+	 * is RF_EUSAGE).  Full shuffling copies each sample from the mapped
+	 * shards (as it does by itself with buffered reads, direct = 0 or
+	 * chosen by -1: the dataset is then in the page cache) instead of a
+	 * read call per sample, hashing it right after the copy; with O_DIRECT
+	 * it reads each sample.  The choice is logged at open.  The price: a shard that is truncated or whose disk
 	 * fails after its pages were faulted in raises SIGBUS when the loader
 	 * touches them, which ends the process; use it for datasets nobody
 	 * modifies while they are read, on local storage.  Mapped pages count

@@ -1332,6 +1332,37 @@ verify_sums(rf_dataset *ds, uint64_t chunk)
 	return 0;
 }
 
+/* Format 2: read chunk `chunk`'s per-sample checksum table whole into out
+ * (rf_fmt_sums_bytes bytes) through fd, a descriptor of its shard the
+ * caller opened, and check it against the index entry's checksum of the
+ * table.  Touches nothing of ds but what open set, so a thread of its own
+ * may call it; messages go to d.  RF_ECHECKSUM when the table does not
+ * match. */
+int
+rf_dataset_read_sums(const rf_dataset *ds, int fd, uint64_t chunk, void *out, rf_diag *d)
+{
+	const rf_chunk_info *ci = &ds->chunks[chunk];
+	const struct shard *sh = &ds->shards[ci->shard];
+	rf_chunk_ctx ctx = {0};
+	rf_dataset_chunk_ctx(ds, chunk, &ctx);
+	uint8_t e[RF_FMT_INDEX_ENTRY_SIZE];
+	int rc = pread_full(fd, e, sizeof e, sh->index_offset + ctx.chunk * sizeof e, ctx.path,
+			    "an index entry", d);
+	uint64_t at = rf_fmt_sums_offset(ci->offset, ci->stored_bytes);
+	uint64_t total = rf_fmt_sums_bytes(ci->samples, ds->schema.nfields);
+	if (rc == 0)
+		rc = pread_full(fd, out, total, at, ctx.path, "a per-sample checksum table", d);
+	if (rc < 0)
+		return rc;
+	if (XXH3_64bits(out, (size_t)total) != rf_le64(e + 48))
+		return rf_fail(d, RF_ECHECKSUM, "%s: chunk %llu at offset %llu: the per-sample "
+			       "checksum table (%llu bytes at offset %llu) does not match its XXH3-64 "
+			       "in the index", ctx.path, (unsigned long long)ctx.chunk,
+			       (unsigned long long)ctx.offset, (unsigned long long)total,
+			       (unsigned long long)at);
+	return 0;
+}
+
 RF_API int
 rf_dataset_verify_chunk(rf_dataset *ds, uint64_t chunk)
 {

@@ -13,7 +13,9 @@
  * it takes a staging slot per plan batch, queues one read per sample and
  * field straight to the sample's place in the batch, keeps up to io_depth
  * reads in flight across consecutive batches, and stages the batches in plan
- * order as their reads complete.  No decode worker runs.
+ * order as their reads complete.  No decode worker runs.  When the dataset
+ * is read through the page cache (buffered, or map) it copies each sample
+ * from the mapped shards instead (full_main_mem): no read calls at all.
  *
  * O_DIRECT wants the file offset, length and buffer 4096-aligned.  A value
  * that satisfies that (4 KiB multiples in the first field: the common case
@@ -192,6 +194,23 @@ full_push_locked(rf_loader *ld, const struct fbatch *fb)
 	rf_ld_stage_batch_locked(ld, &s);
 }
 
+/* The message of a value that does not hash to its recorded checksum. */
+static void
+full_mismatch(rf_loader *ld, uint64_t sample, uint32_t field, uint64_t vb, uint64_t h,
+	      uint64_t want, char *msg, size_t cap)
+{
+	uint64_t c = 0;
+	rf_chunk_ctx ctx = {0};
+	rf_dataset_find_chunk(ld->ds, sample, &c);
+	rf_dataset_chunk_ctx(ld->ds, c, &ctx);
+	snprintf(msg, cap, "%s: chunk %" PRIu64 " at offset %" PRIu64 ": sample %" PRIu64
+		 " of the chunk (sample %" PRIu64 " of the dataset), field %s: checksum "
+		 "mismatch: its %" PRIu64 " bytes hash to %016" PRIx64 ", the shard "
+		 "records %016" PRIx64, ctx.path, ctx.chunk, ctx.offset,
+		 sample - ld->chunks[c].first_sample, sample,
+		 ld->schema->fields[field].name, vb, h, want);
+}
+
 /* Check every loaded value of a batch whose reads are all in against the
  * checksum rows read beside them (rows[i] of nfields entries for row i).
  * Runs on the full thread without the mutex: the slot is still its own. */
@@ -211,19 +230,238 @@ full_verify(rf_loader *ld, const struct fbatch *fb, const uint64_t *rows, const 
 			uint64_t want = rf_le64(row + 8 * (uint64_t)p->field);
 			if (h == want)
 				continue;
-			uint64_t c = 0;
-			rf_chunk_ctx ctx = {0};
-			rf_dataset_find_chunk(ld->ds, smp[i], &c);
-			rf_dataset_chunk_ctx(ld->ds, c, &ctx);
-			snprintf(msg, cap, "%s: chunk %" PRIu64 " at offset %" PRIu64 ": sample %" PRIu64
-				 " of the chunk (sample %" PRIu64 " of the dataset), field %s: checksum "
-				 "mismatch: its %" PRIu64 " bytes hash to %016" PRIx64 ", the shard "
-				 "records %016" PRIx64, ctx.path, ctx.chunk, ctx.offset,
-				 smp[i] - ld->chunks[c].first_sample, smp[i],
-				 ld->schema->fields[p->field].name, p->value_bytes, h, want);
+			full_mismatch(ld, smp[i], p->field, p->value_bytes, h, want, msg, cap);
 			return RF_ECHECKSUM;
 		}
 	}
+	return 0;
+}
+
+/*
+ * The checksum tables kept resident: when every chunk's table together
+ * takes at most FULL_SUMS_RESIDENT bytes (16 bytes a sample for two fields:
+ * 4 million samples), each is read once at the start, whole, and checked
+ * against its checksum in the index; a sample's row is then a pointer, with
+ * no read and no cache lookup.  A table that does not match (or cannot be
+ * read) is left out, logged: its rows are read beside their samples as
+ * without the budget, so a corrupt row is reported the same way, by the
+ * sample whose value it no longer matches.
+ */
+#define FULL_SUMS_RESIDENT (64u << 20)
+
+struct sums_res {
+	uint8_t *buf;           /* every table, one after the other */
+	const uint8_t **tab;    /* per chunk: its table in buf, or NULL */
+};
+
+static void
+full_sums_load(rf_loader *ld, struct sums_res *r)
+{
+	const uint32_t nf = ld->schema->nfields;
+	uint64_t total = 0;
+	for (uint64_t c = 0; c < ld->nchunks; c++)
+		total += rf_fmt_sums_bytes(ld->chunks[c].samples, nf);
+	if (total > FULL_SUMS_RESIDENT || ld->nchunks == 0)
+		return;
+	r->buf = malloc(total ? (size_t)total : 1);
+	r->tab = calloc(ld->nchunks, sizeof(*r->tab));
+	if (!r->buf || !r->tab) {
+		free(r->buf);
+		free(r->tab);
+		r->buf = NULL;
+		r->tab = NULL;
+		return;
+	}
+	rf_diag d;
+	rf_diag_init(&d, NULL, NULL);
+	d.errors_quiet = 1;
+	int fd = -1;
+	uint32_t fd_shard = UINT32_MAX;
+	uint64_t at = 0, bad = 0;
+	for (uint64_t c = 0; c < ld->nchunks; c++) {
+		const rf_chunk_info *ci = &ld->chunks[c];
+		if (ci->shard != fd_shard) {
+			if (fd >= 0)
+				close(fd);
+			fd = open(rf_dataset_shard_path(ld->ds, ci->shard), O_RDONLY | O_CLOEXEC);
+			fd_shard = ci->shard;
+		}
+		int rc = fd < 0 ? -errno : rf_dataset_read_sums(ld->ds, fd, c, r->buf + at, &d);
+		if (rc == 0) {
+			r->tab[c] = r->buf + at;
+		} else if (bad++ == 0) {
+			rf_log(&ld->diag, RF_LOG_WARN, "shuffle full: %s; the rows of such tables "
+			       "are read beside their samples and checked there",
+			       rc == RF_ECHECKSUM || fd >= 0 ? d.msg : "a shard cannot be opened");
+		}
+		at += rf_fmt_sums_bytes(ci->samples, nf);
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+/*
+ * Full shuffling from memory (full.mem): every shard mapped whole and
+ * faulted in once at the start, each sample copied from the map into its
+ * place in the batch and hashed at once, while its bytes are in the cache;
+ * no read calls.  With mu held on entry and return; 1 when the maps could
+ * not be set up (logged), and the caller reads as without.
+ */
+#define FULL_MEM_AHEAD 4u
+
+static int
+full_main_mem(rf_loader *ld, rf_plan_item *items, const struct sums_res *sr, char *msg,
+	      size_t cap)
+{
+	const rf_batch_layout *l = &ld->layout;
+	const uint32_t B = l->batch, np = l->nparts, nf = ld->schema->nfields;
+	const uint8_t **base = calloc(ld->nshards ? ld->nshards : 1, sizeof(*base));
+	uint64_t max_file = 0;
+	for (size_t i = 0; i < ld->nshards; i++) {
+		rf_shard_info si;
+		rf_dataset_shard_info(ld->ds, i, &si);
+		if (si.file_size > max_file)
+			max_file = si.file_size;
+	}
+	rf_io_map *m = NULL;
+	pthread_mutex_unlock(&ld->mu);
+	int rc = base ? rf_io_map_open(&m, ld->nshards, max_file, &ld->io_diag) : -ENOMEM;
+	for (size_t i = 0; rc == 0 && i < ld->nshards; i++) {
+		rf_shard_info si;
+		rf_dataset_shard_info(ld->ds, i, &si);
+		rc = rf_io_map_add(m, i, rf_dataset_shard_path(ld->ds, i));
+		int64_t got = rc < 0 ? rc : rf_io_map_range(m, i, 0, si.file_size, &base[i]);
+		if (got >= 0 && (uint64_t)got < si.file_size)
+			got = RF_ETRUNCATED;
+		rc = got < 0 ? (int)got : 0;
+	}
+	pthread_mutex_lock(&ld->mu);
+	if (rc < 0) {
+		rf_log(&ld->diag, RF_LOG_WARN, "shuffle full: cannot map the shards (%s): reading "
+		       "each sample instead", rf_strerror(rc));
+		rf_io_map_close(&m);
+		free(base);
+		return 1;
+	}
+	uint64_t epoch = ld->reader.epoch, k = ld->full.next;
+	int done_all = ld->plan_empty;
+	for (;;) {
+		if (ld->stop || ld->failed)
+			break;
+		if (!done_all && k >= rf_plan_batches(ld->reader.plan)) {
+			if (ld->reader.epoch_last && epoch + 1 >= ld->reader.epoch_last) {
+				done_all = 1;
+			} else {
+				rc = rf_plan_set_epoch(ld->reader.plan, epoch + 1);
+				if (rc < 0) {
+					snprintf(msg, cap, "loader: the plan of epoch %" PRIu64
+						 " failed: %s", epoch + 1, rf_strerror(rc));
+					rf_ld_fail_locked(ld, rc, msg);
+					break;
+				}
+				epoch++;
+				k = 0;
+				continue;
+			}
+		}
+		if (done_all) {
+			ld->plan_done = 1;
+			if (!ld->end_pushed) {
+				ld->end_pushed = 1;
+				struct staged e = {.kind = SK_END};
+				rf_ld_sq_push_locked(ld, &e);
+			}
+			break;
+		}
+		if (ld->stage_held >= ld->mem.n_stage) {
+			pthread_cond_wait(&ld->stage_cv, &ld->mu);
+			continue;
+		}
+		uint32_t n = 0;
+		rc = rf_plan_batch(ld->reader.plan, k, items, B, &n);
+		if (rc < 0 || n == 0) {
+			snprintf(msg, cap, "loader: batch %" PRIu64 " of epoch %" PRIu64
+				 " is missing from the plan", k, epoch);
+			rf_ld_fail_locked(ld, rc < 0 ? rc : -EPROTO, msg);
+			break;
+		}
+		unsigned slot;
+		rc = rf_ring_acquire(ld->ring, &slot, 0);
+		if (rc < 0) {
+			if (!ld->stop)
+				rf_ld_fail_locked(ld, rc, "loader: no free ring slot for a batch");
+			break;
+		}
+		ld->stage_held++;
+		rf_ld_note_max(&ld->stats.max_slots, ld->stage_held);
+		pthread_mutex_unlock(&ld->mu);
+		uint8_t *slotp = rf_ring_slot(ld->ring, slot);
+		uint64_t bytes = 0;
+		int err = 0;
+		for (uint32_t i = 0; i < n && !err; i++) {
+			const rf_plan_item *it = &items[i];
+			/* The samples are scattered: start fetching one a few
+			 * ahead (its first lines and its row) while this one
+			 * is copied and hashed. */
+			if (i + FULL_MEM_AHEAD < n &&
+			    items[i + FULL_MEM_AHEAD].chunk < ld->nchunks) {
+				const rf_plan_item *a = &items[i + FULL_MEM_AHEAD];
+				const rf_chunk_info *ca = &ld->chunks[a->chunk];
+				const uint8_t *src = base[ca->shard] + ca->offset +
+					full_section_off(ld->schema, ca->samples, l->part[0].field) +
+					(uint64_t)a->offset * l->part[0].value_bytes;
+				__builtin_prefetch(src);
+				__builtin_prefetch(src + 64);
+				if (sr->tab && sr->tab[a->chunk])
+					__builtin_prefetch(sr->tab[a->chunk] + (uint64_t)a->offset * 8 * nf);
+			}
+			if (it->chunk >= ld->nchunks || it->offset >= ld->chunks[it->chunk].samples) {
+				snprintf(msg, cap, "loader: the plan names sample %u of chunk %"
+					 PRIu64 ", which does not exist", it->offset, it->chunk);
+				err = -EPROTO;
+				break;
+			}
+			const rf_chunk_info *ci = &ld->chunks[it->chunk];
+			const uint8_t *shard = base[ci->shard];
+			const uint8_t *row = NULL;
+			if (ld->full.sums)
+				row = sr->tab && sr->tab[it->chunk]
+					? sr->tab[it->chunk] + (uint64_t)it->offset * 8 * nf
+					: shard + rf_fmt_sums_offset(ci->offset, ci->stored_bytes) +
+						  (uint64_t)it->offset * 8 * nf;
+			for (uint32_t q = 0; q < np; q++) {
+				const rf_batch_part *p = &l->part[q];
+				uint64_t vb = p->value_bytes;
+				uint8_t *dst = slotp + p->off + (uint64_t)i * vb;
+				memcpy(dst, shard + ci->offset +
+					    full_section_off(ld->schema, ci->samples, p->field) +
+					    (uint64_t)it->offset * vb, (size_t)vb);
+				bytes += vb;
+				if (!row)
+					continue;
+				/* Hashed right after the copy, from the cache. */
+				uint64_t h = XXH3_64bits(dst, (size_t)vb);
+				uint64_t want = rf_le64(row + 8 * (uint64_t)p->field);
+				if (h != want) {
+					full_mismatch(ld, it->sample, p->field, vb, h, want, msg, cap);
+					err = RF_ECHECKSUM;
+					break;
+				}
+			}
+		}
+		atomic_fetch_add_explicit(&ld->stats.bytes_read, bytes, memory_order_relaxed);
+		pthread_mutex_lock(&ld->mu);
+		if (err) {
+			rf_ld_fail_locked(ld, err, msg);
+			break;
+		}
+		struct fbatch fb = {.slot = slot, .n = n, .epoch = epoch, .k = k,
+				    .first = items[0].pos};
+		full_push_locked(ld, &fb);
+		k++;
+	}
+	rf_io_map_close(&m);
+	free(base);
 	return 0;
 }
 
@@ -249,6 +487,7 @@ rf_ld_full_main(void *arg)
 	/* Four entries for every table page of the dataset (fewer
 	 * collisions), at most FULL_SUMS_CACHE. */
 	struct sums_cache sc = {0};
+	struct sums_res sr = {0};
 	if (ld->full.sums) {
 		uint64_t want = rf_dataset_samples(ld->ds) / (4096 / (8 * nf) ? 4096 / (8 * nf) : 1) +
 				2 * ld->nchunks + 1;
@@ -287,6 +526,13 @@ rf_ld_full_main(void *arg)
 			rec[i].area = (uint8_t *)rf_ring_slot(ld->ring, bslots[i / per]) +
 				      (i % per) * ld->mem.bspan;
 	}
+	if (ld->full.sums) {
+		pthread_mutex_unlock(&ld->mu);
+		full_sums_load(ld, &sr);
+		pthread_mutex_lock(&ld->mu);
+	}
+	if (ld->full.mem && full_main_mem(ld, items, &sr, msg, sizeof(msg)) == 0)
+		goto out;
 	uint32_t free_rec = 0;
 	for (uint32_t i = 0; i < ld->mem.qd; i++)
 		rec[i].next_free = i + 1 < ld->mem.qd ? i + 1 : UINT32_MAX;
@@ -374,6 +620,17 @@ rf_ld_full_main(void *arg)
 				      (uint64_t)it->offset * vb;
 				dst = (uint8_t *)(fsum + row * nf);
 				fsmp[row] = it->sample;
+				if (sr.tab && sr.tab[it->chunk]) {
+					/* Resident: no read, no lookup. */
+					memcpy(dst, sr.tab[it->chunk] + (uint64_t)it->offset * vb, vb);
+					it_p = 0;
+					if (++it_i == it_n) {
+						fb->issued = 1;
+						opened = 0;
+						k++;
+					}
+					continue;
+				}
 				uint64_t fpage = off / 4096;
 				if ((off + vb - 1) / 4096 == fpage) {
 					uint32_t set = sums_cache_set(&sc, ci->shard, fpage), cs = set;
@@ -570,6 +827,8 @@ out:
 	free(sc.shard);
 	free(sc.pending);
 	free(sc.last);
+	free(sr.buf);
+	free(sr.tab);
 	rf_ld_thread_exit_account(ld, 0);
 	return NULL;
 }

@@ -292,6 +292,7 @@ struct rf_loader {
 		int on;
 		uint64_t next;       /* the next plan batch of reader.epoch to read */
 		int sums;            /* check every sample against its format 2 checksums */
+		int mem;             /* copy samples from the mapped shards (resident data) */
 	} full;
 
 	/* The decode workers (worker.c) and the chunk path they run. */

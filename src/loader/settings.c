@@ -308,6 +308,17 @@ rf_ld_resolve_settings(rf_loader *ld)
 		ld->resolved.window = wnd;
 	}
 	choose_direct(ld);
+	/* Full shuffling from memory: a dataset read through the page cache
+	 * (buffered, chosen above because it fits, or map asked for) is
+	 * copied sample by sample from the mapped shards: a read call per
+	 * sample costs more than the copy.  O_DIRECT keeps the reads. */
+	if (ld->full.on) {
+		ld->full.mem = cfg->map || !ld->resolved.direct;
+		rf_log(&ld->diag, RF_LOG_INFO, "shuffle full: %s", ld->full.mem
+		       ? "samples copied from the mapped shards (the dataset is read through "
+			 "the page cache)"
+		       : "one read per sample (O_DIRECT)");
+	}
 	/* Decode workers: a raw buffer each only when some chunk is compressed. */
 	int need_raw = 0;
 	for (uint64_t c = 0; c < ld->nchunks && !need_raw; c++)

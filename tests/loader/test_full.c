@@ -119,7 +119,20 @@ struct opts {
 	size_t nfields;
 	int no_verify;
 	int mode;               /* RF_SHUFFLE_x + 1; 0: full */
+	int direct;             /* 1: O_DIRECT, 2: buffered; 0: LT_DIRECT's choice */
+	int map;
 };
+
+/* The loader's messages, the latest first cleared by open_full. */
+static char logged[8192];
+
+static void
+log_keep(void *user, enum rf_log_level level, const char *msg)
+{
+	size_t n = strlen(logged);
+	snprintf(logged + n, sizeof(logged) - n, "%d %s\n", (int)level, msg);
+	lt_log(user, level, msg);
+}
 
 static int last_open_rc;
 
@@ -147,7 +160,11 @@ open_full(const struct opts *o)
 	cfg.pinned_bytes = 1 << 20;
 	cfg.io_depth = 16;
 	cfg.direct = getenv("LT_DIRECT") ? 1 : -1; /* small data: buffered by itself */
-	cfg.log = lt_log;
+	if (o->direct)
+		cfg.direct = o->direct == 1;
+	cfg.map = o->map;
+	logged[0] = 0;
+	cfg.log = log_keep;
 	cfg.resume = o->resume;
 	cfg.resume_len = o->resume_len;
 	rf_loader *ld = NULL;
@@ -644,8 +661,64 @@ test_flip_table(void)
 		size_t bad, wrong, rows;
 		LT_CHECK(drain(ld, G, &bad, &wrong, &rows) == RF_ECHECKSUM && bad == 0);
 		LT_CHECK(strstr(rf_loader_errmsg(ld), want) != NULL);
+		/* The resident tables' check caught the table first. */
+		LT_CHECK(strstr(logged, "per-sample checksum table") &&
+			 strstr(logged, "does not match its XXH3-64 in the index"));
 		rf_loader_close(&ld);
 	}
+}
+
+/* A hash of every byte of a batch's fields (host memory only). */
+static uint64_t
+batch_hash(const rf_batch *b)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (uint32_t f = 0; f < b->nfields; f++) {
+		const rf_batch_field *bf = &b->fields[f];
+		const uint8_t *d = bf->data;
+		for (uint64_t j = 0; j < bf->bytes; j++)
+			h = (h ^ d[j]) * 1099511628211ull;
+	}
+	return h;
+}
+
+/* Full shuffling from memory (buffered or map: samples copied from the
+ * mapped shards) delivers the very bytes the read path (O_DIRECT, or its
+ * buffered fallback on tmpfs) delivers, batch by batch, and says which it
+ * chose; a flipped byte is caught from memory with the read path's
+ * message. */
+static void
+test_mem(const char *pattern, uint64_t N)
+{
+	if (use_cuda || lt_gpu_on)
+		return;
+	uint64_t *hv[3] = {0};
+	size_t nb[3] = {0};
+	for (int m = 0; m < 3; m++) {
+		struct opts o = {.pattern = pattern, .seed = 21, .rank = 0, .world = 1, .batch = 24,
+				 .epochs = 2, .direct = m == 0 ? 1 : 2, .map = m == 2};
+		rf_loader *ld = open_full(&o);
+		LT_CHECK(ld != NULL);
+		if (!ld)
+			return;
+		LT_CHECK(strstr(logged, m == 0 ? "shuffle full: one read per sample"
+					   : "shuffle full: samples copied from the mapped shards"));
+		hv[m] = calloc(2 * N, sizeof(uint64_t));
+		const rf_batch *b;
+		int rc;
+		while ((rc = rf_loader_next(ld, &b)) == 0 && b) {
+			if (nb[m] < 2 * N)
+				hv[m][nb[m]++] = batch_hash(b);
+			rf_loader_release(ld, b, NULL);
+		}
+		LT_CHECK(rc == 0);
+		rf_loader_close(&ld);
+	}
+	LT_CHECK(nb[0] > 0 && nb[0] == nb[1] && nb[0] == nb[2]);
+	for (size_t i = 0; i < nb[0] && i < nb[1] && i < nb[2]; i++)
+		LT_CHECK(hv[0][i] == hv[1][i] && hv[0][i] == hv[2][i]);
+	for (int m = 0; m < 3; m++)
+		free(hv[m]);
 }
 
 static void
@@ -709,6 +782,8 @@ main(int argc, char **argv)
 	test_refused();
 	test_flip();
 	test_flip_table();
+	test_mem("f.rfs", N);
+	test_mem("w.rfs", NW);
 	test_v1(N);
 	lt_rmtree(dir);
 	lt_gpu_fini();
