@@ -466,15 +466,33 @@ on_body(char *p, size_t size, size_t n, void *arg)
 		return len;
 	}
 	if (r->status == 206) {
-		uint64_t want = r->offset + r->done;
+		if (r->have_range != 1) {
+			r->bad_range = 1;
+			return 0;
+		}
 		if (r->suffix) {
-			/* The first bytes of a tail read say where it lies. */
-			if (!r->have_range || r->r_total == UINT64_MAX) {
+			/* A tail read's first bytes say where it lies: from
+			 * here on it is an ordinary range, so a retry asks for
+			 * the missing part at its place. */
+			if (r->r_total == UINT64_MAX) {
 				r->bad_range = 1;
 				return 0;
 			}
-		} else if (!r->have_range || r->r_first + (r->done - r->attempt_from) != want) {
+			r->offset = r->r_first;
+			if (r->r_total - r->r_first < r->len)
+				r->len = (size_t)(r->r_total - r->r_first);
+			r->suffix = 0;
+		}
+		if (r->r_first != r->offset + r->attempt_from) {
 			r->bad_range = 1;
+			return 0;
+		}
+		/* More than the Content-Range announced is as wrong as more
+		 * than asked, even where the buffer has room (a read across
+		 * the end of the object). */
+		uint64_t rlen = r->r_last - r->r_first + 1, got = r->done - r->attempt_from;
+		if (len > rlen - got) {
+			r->too_long = 1;
 			return 0;
 		}
 	} else if (r->offset + r->attempt_from != 0 || r->suffix) {
@@ -802,15 +820,6 @@ finished(rf_http *h, unsigned idx, CURLcode rc)
 		return;
 	}
 	if (status == 206 || status == 200) {
-		if (r->suffix && status == 206) {
-			/* Now the tail's place is known: later attempts ask
-			 * for an ordinary range. */
-			r->offset = r->r_first;
-			r->suffix = 0;
-			r->len = (size_t)(r->r_total - r->r_first) < r->len
-					 ? (size_t)(r->r_total - r->r_first)
-					 : r->len;
-		}
 		if (status == 200 && r->offset + r->attempt_from == 0)
 			f->size = r->done; /* the whole object came */
 		if (r->done >= r->len) {
