@@ -259,7 +259,11 @@ def moto_available():
 
 
 class Moto:
-    def __init__(self, workdir):
+    """moto_server; with auth=True, requests must be signed by a key of an
+    IAM user: the first few (unsigned) actions make one (make_user)."""
+
+    def __init__(self, workdir, auth=True):
+        self.auth = auth
         self.port = free_port()
         self.url = "http://127.0.0.1:%d" % self.port
         self.workdir = workdir
@@ -270,13 +274,39 @@ class Moto:
             print("SKIP: moto is not installed in %s (run .ci/install-deps)" % VENV)
             sys.exit(SKIP)
         log = open(os.path.join(self.workdir, "moto-%d.log" % self.port), "w")
+        env = dict(os.environ)
+        if self.auth:
+            env["INITIAL_NO_AUTH_ACTION_COUNT"] = "3"
         self.proc = subprocess.Popen([os.path.join(VENV, "bin", "moto_server"), "-H", "127.0.0.1",
-                                      "-p", str(self.port)], stdout=log, stderr=log)
+                                      "-p", str(self.port)], stdout=log, stderr=log, env=env)
         wait_port(self.port, self.proc, timeout=30)
         return self
 
     def __exit__(self, *a):
         kill(self.proc)
 
-    def client_code(self):
-        return os.path.join(VENV, "bin", "python")
+    def boto(self, code, *args, key="AK", secret="SK"):
+        """Run Python code with boto3 (the venv's) and `s3`, `iam` clients
+        bound to this server; returns its stdout."""
+        head = ("import boto3, json, os, sys\n"
+                "kw = dict(endpoint_url=%r, aws_access_key_id=%r, aws_secret_access_key=%r,"
+                " region_name='us-east-1')\n"
+                "s3 = boto3.client('s3', **kw)\niam = boto3.client('iam', **kw)\n"
+                % (self.url, key, secret))
+        p = subprocess.run([os.path.join(VENV, "bin", "python"), "-c", head + code] + list(args),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+        if p.returncode != 0:
+            raise RuntimeError("boto3 script failed: " + p.stderr)
+        return p.stdout
+
+    def make_user(self):
+        """An IAM user allowed everything; returns (access key, secret)."""
+        out = self.boto(
+            "iam.create_user(UserName='u')\n"
+            "iam.put_user_policy(UserName='u', PolicyName='all', PolicyDocument=json.dumps("
+            "{'Version': '2012-10-17', 'Statement': [{'Effect': 'Allow', 'Action': '*',"
+            " 'Resource': '*'}]}))\n"
+            "k = iam.create_access_key(UserName='u')['AccessKey']\n"
+            "print(k['AccessKeyId'], k['SecretAccessKey'])\n")
+        a, s = out.split()
+        return a, s
