@@ -185,7 +185,9 @@ struct rf_http_req {
 	int too_long, bad_range, no_range, stalled;
 	char err[RF_HTTP_ERRBODY];
 	size_t errlen;
+	char reason[64];     /* the status line's reason phrase ("Not Found") */
 	char range[64];
+	char label[96];
 };
 
 struct rf_http {
@@ -418,6 +420,19 @@ on_header(char *p, size_t size, size_t n, void *arg)
 		/* A new response (after a 100 Continue or a redirect):
 		 * forget the last one's headers. */
 		r->have_range = 0;
+		/* "HTTP/1.1 404 Not Found": keep the phrase for messages
+		 * (HTTP/2 has none). */
+		const char *sp = memchr(p, ' ', len);
+		sp = sp ? memchr(sp + 1, ' ', len - (size_t)(sp + 1 - p)) : NULL;
+		size_t m = 0;
+		if (sp) {
+			sp++;
+			while (sp + m < p + len && m < sizeof r->reason - 1 && sp[m] != '\r' &&
+			       sp[m] != '\n')
+				m++;
+			memcpy(r->reason, sp, m);
+		}
+		r->reason[m] = '\0';
 		return len;
 	}
 	if (len > 14 && strncasecmp(p, "content-range:", 14) == 0) {
@@ -542,6 +557,7 @@ start(rf_http *h, unsigned idx)
 	r->too_long = r->bad_range = r->no_range = r->stalled = 0;
 	r->errlen = 0;
 	r->err[0] = '\0';
+	r->reason[0] = '\0';
 	r->attempt_from = r->done;
 	r->last_ns = now_ns();
 	r->stall_ms = h->stall_ms;
@@ -699,14 +715,28 @@ file_label(const rf_http *h, const struct rf_http_req *r)
 	return h->files[r->file].name;
 }
 
+/* "bytes A-B", or for a tail read "the last N bytes", for messages. */
+static const char *
+range_label(struct rf_http_req *r)
+{
+	if (r->range[0] == '-')
+		snprintf(r->label, sizeof r->label, "the last %s bytes", r->range + 1);
+	else
+		snprintf(r->label, sizeof r->label, "bytes %s", r->range);
+	return r->label;
+}
+
 /* The server's error code and message from an error body (S3's XML), or
  * its first line. */
 static void
 describe_body(const struct rf_http_req *r, char *out, size_t cap)
 {
 	out[0] = '\0';
-	if (!r->errlen)
+	if (!r->errlen) {
+		if (r->reason[0])
+			snprintf(out, cap, " %s", r->reason);
 		return;
+	}
 	char *code = rf_xml_text(r->err, r->errlen, "Code");
 	char *msg = rf_xml_text(r->err, r->errlen, "Message");
 	if (code)
@@ -722,6 +752,8 @@ describe_body(const struct rf_http_req *r, char *out, size_t cap)
 		n++;
 	if (n)
 		snprintf(out, cap, " (%.*s)", (int)n, r->err);
+	else if (r->reason[0])
+		snprintf(out, cap, " %s", r->reason);
 }
 
 static int
@@ -747,9 +779,8 @@ schedule_retry(rf_http *h, unsigned idx, const char *why)
 		r->fails = 0; /* progress: a new run of attempts */
 	r->fails++;
 	if (r->fails > h->retries) {
-		rf_fail(h->diag, -EIO, "GET %s (bytes %" PRIu64 "-%" PRIu64 "): %s; gave up after %u "
-			"attempts", file_label(h, r), r->offset + r->done,
-			r->offset + r->len - 1, why, r->fails);
+		rf_fail(h->diag, -EIO, "GET %s (%s): %s; gave up after %u attempts", file_label(h, r),
+			range_label(r), why, r->fails);
 		complete(h, idx, -EIO);
 		return;
 	}
@@ -799,8 +830,8 @@ finished(rf_http *h, unsigned idx, CURLcode rc)
 		return;
 	}
 	if (r->no_range) {
-		rf_fail(h->diag, -EIO, "GET %s (bytes %s): the server answered 200 with the whole "
-			"object: it does not serve byte ranges", file_label(h, r), r->range);
+		rf_fail(h->diag, -EIO, "GET %s (%s): the server answered 200 with the whole "
+			"object: it does not serve byte ranges", file_label(h, r), range_label(r));
 		complete(h, idx, -EIO);
 		return;
 	}
@@ -815,7 +846,7 @@ finished(rf_http *h, unsigned idx, CURLcode rc)
 			schedule_retry(h, idx, why);
 			return;
 		}
-		rf_fail(h->diag, -EIO, "GET %s (bytes %s): %s", file_label(h, r), r->range, why);
+		rf_fail(h->diag, -EIO, "GET %s (%s): %s", file_label(h, r), range_label(r), why);
 		complete(h, idx, -EIO);
 		return;
 	}
@@ -849,8 +880,8 @@ finished(rf_http *h, unsigned idx, CURLcode rc)
 		schedule_retry(h, idx, why);
 		return;
 	}
-	rf_fail(h->diag, status_errno(status), "GET %s (bytes %s): HTTP %ld%s", file_label(h, r),
-		r->range, status, body);
+	rf_fail(h->diag, status_errno(status), "GET %s (%s): HTTP %ld%s", file_label(h, r),
+		range_label(r), status, body);
 	complete(h, idx, status_errno(status));
 }
 
@@ -1062,6 +1093,7 @@ get_small(rf_http *h, const char *label, const char *url, int s3, char **body, s
 			retry = transient(rc);
 		} else {
 			struct rf_http_req tmp;
+			tmp.reason[0] = '\0';
 			tmp.errlen = m.n < sizeof tmp.err - 1 ? m.n : sizeof tmp.err - 1;
 			if (tmp.errlen)
 				memcpy(tmp.err, m.p, tmp.errlen);
