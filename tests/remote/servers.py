@@ -143,6 +143,7 @@ class FaultProxy:
         self.stall_s = 3.0
         self.requests = 0
         self.injected = 0
+        self.seen = []  # (path, headers) of every request
         self.server = None
         self.thread = None
         self.url = "http://127.0.0.1:%d/" % self.port
@@ -180,6 +181,8 @@ class FaultProxy:
                 self.close_connection = True
 
             def do_GET(self):
+                with proxy.lock:
+                    proxy.seen.append((self.path, dict(self.headers.items())))
                 fault = proxy.pick()
                 if proxy.delay_s:
                     time.sleep(proxy.delay_s)

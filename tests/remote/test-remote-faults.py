@@ -58,6 +58,24 @@ with TempDir() as tmp:
         check(rc == 0 and out.startswith("ok: %d shard(s)" % len(shards)),
               "verify through faults: %d %r %r" % (rc, out, err))
 
+        # s3:// through the proxy (nginx serves ds/ as bucket "ds"): the
+        # requests carry SigV4 for the environment's key, region and
+        # session token.
+        proxy.set()
+        del proxy.seen[:]
+        env = {"AWS_ENDPOINT_URL": proxy.url.rstrip("/"), "AWS_ACCESS_KEY_ID": "AKIDTEST",
+               "AWS_SECRET_ACCESS_KEY": "secret", "AWS_SESSION_TOKEN": "tok/en+1",
+               "AWS_REGION": "eu-west-3"}
+        check(info_json("s3://ds/" + shard, env=env) == info_json(local), "s3:// via the proxy")
+        h = {k.lower(): v for k, v in proxy.seen[0][1].items()} if proxy.seen else {}
+        auth = h.get("authorization", "")
+        check(proxy.seen and proxy.seen[0][0] == "/ds/" + shard, "s3 path: %s" % proxy.seen[:1])
+        check(auth.startswith("AWS4-HMAC-SHA256 Credential=AKIDTEST/") and
+              "/eu-west-3/s3/aws4_request" in auth and "x-amz-security-token" in auth,
+              "Authorization: %r" % auth)
+        check(h.get("x-amz-security-token") == "tok/en+1" and "x-amz-date" in h and
+              h.get("x-amz-content-sha256") == "UNSIGNED-PAYLOAD", "S3 headers: %s" % h)
+
         # Retries spent: a clear error, soon.
         proxy.set(e503=1.0)
         t0 = time.time()
