@@ -108,7 +108,8 @@ pid %(d)s/nginx.pid;
 error_log %(d)s/error.log;
 events {}
 http {
-  access_log off;
+  log_format rf '$server_protocol $connection $status';
+  access_log %(d)s/access.log rf;
   client_body_temp_path %(t)s; proxy_temp_path %(t)s; fastcgi_temp_path %(t)s;
   uwsgi_temp_path %(t)s; scgi_temp_path %(t)s;
   server { %(listen)s %(tls)s root %(root)s; }
@@ -125,6 +126,16 @@ http {
 
     def __exit__(self, *a):
         kill(self.proc)
+
+    def log(self):
+        """[(protocol, connection serial, status)] of the requests so far
+        (nginx writes its log line when a request ends)."""
+        path = os.path.join(self.workdir, "nginx-%d" % self.port, "access.log")
+        try:
+            with open(path) as f:
+                return [tuple(l.split()) for l in f if l.strip()]
+        except OSError:
+            return []
 
 
 class FaultProxy:

@@ -43,6 +43,17 @@ with TempDir() as tmp:
                                     env=env)
                 check(rc == 0, "remote-read %s%s: %d %s %s" % (base, s, rc, out, err))
 
+        # Kept-alive connections: remote-read's 151 reads per shard at depth
+        # 8 came over a handful of connections, not one each; and over
+        # HTTPS, HTTP/2.
+        for srv, proto in ((web, "HTTP/1.1"), (tls, "HTTP/2.0")):
+            log = srv.log()
+            conns = set(l[1] for l in log)
+            print("%s: %d requests over %d connections" % (srv.url, len(log), len(conns)))
+            check(len(log) > 400 and len(conns) <= 60, "%s: %d requests over %d connections"
+                  % (srv.url, len(log), len(conns)))
+            check(all(l[0] == proto for l in log), "%s: protocols %s" % (srv.url, set(l[0] for l in log)))
+
         # A shard several times the tail fetched at open: the index is read
         # with its own ranged GET.
         big = make_dataset(tmp, "big", n=60000, shard_bytes="4M")
