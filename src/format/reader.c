@@ -238,24 +238,28 @@ pl_add_url(void *arg, const char *url)
 #define RF_REMOTE_TAIL (64 * 1024)
 #define RF_REMOTE_HEAD (3 * RF_FMT_ALIGN)
 
-/* Fetch the head and tail of every remote shard at once, as many requests
- * in flight as the reader allows: opening a dataset of many shards costs a
- * few round trips, not a few per shard. */
+/* Shards whose ends are fetched together: bounds the memory of an open
+ * (76 KiB a shard) whatever the number of shards. */
+#define RF_REMOTE_WINDOW 64
+
+/* Fetch the head and tail of remote shards [from, to) at once, as many
+ * requests in flight as the reader allows: opening a dataset of many shards
+ * costs a few round trips per window, not a few per shard. */
 static int
-remote_prefetch(rf_dataset *ds, rf_diag *d)
+remote_prefetch(rf_dataset *ds, size_t from, size_t to, rf_diag *d)
 {
 	rf_http *h = ds->http;
-	for (size_t i = 0; i < ds->nshards; i++) {
+	for (size_t i = from; i < to; i++) {
 		struct shard *sh = &ds->shards[i];
 		if (sh->hfile >= 0 && (!(sh->head = malloc(RF_REMOTE_HEAD)) ||
 				       !(sh->tail = malloc(RF_REMOTE_TAIL))))
 			return rf_fail(d, -ENOMEM, "rf_dataset_open: out of memory");
 	}
 	rf_io_done done[64];
-	size_t next = 0;
+	size_t next = 2 * from;
 	for (;;) {
 		int rc = 0;
-		while (next < 2 * ds->nshards) {
+		while (next < 2 * to) {
 			struct shard *sh = &ds->shards[next / 2];
 			if (sh->hfile < 0) {
 				next++;
@@ -688,16 +692,26 @@ rf_dataset_open(rf_dataset **out, const char *const *paths, size_t npaths,
 				goto fail;
 		}
 	}
-	if (ds->http && (rc = remote_prefetch(ds, &d)) < 0)
-		goto fail;
+
 	if ((rc = rf_fd_reserve(ds->nshards, "rf_dataset_open", &d)) < 0)
 		goto fail;
 	uint64_t cap = 0;
-	for (size_t i = 0; i < ds->nshards; i++) {
+	for (size_t i = 0, fetched = 0; i < ds->nshards; i++) {
 		struct shard *sh = &ds->shards[i];
 		uint64_t before = ds->nchunks;
-		if ((rc = shard_load(sh, &ds->schema, i > 0, &ds->chunks, &ds->nchunks, &cap,
-				     (uint32_t)i, &d)) < 0)
+		if (ds->http && i == fetched) {
+			fetched = ds->nshards - i < RF_REMOTE_WINDOW ? ds->nshards : i + RF_REMOTE_WINDOW;
+			if ((rc = remote_prefetch(ds, i, fetched, &d)) < 0)
+				goto fail;
+		}
+		rc = shard_load(sh, &ds->schema, i > 0, &ds->chunks, &ds->nchunks, &cap, (uint32_t)i,
+				&d);
+		/* Later reads are chunks and index entries: ranged GETs. */
+		free(sh->head);
+		free(sh->tail);
+		sh->head = sh->tail = NULL;
+		sh->head_len = sh->tail_len = 0;
+		if (rc < 0)
 			goto fail;
 		sh->first_chunk = before;
 		sh->first_sample = ds->nsamples;
@@ -718,14 +732,6 @@ rf_dataset_open(rf_dataset **out, const char *const *paths, size_t npaths,
 	}
 	ds->diag = d;
 	ds->diag.msg[0] = '\0';
-	for (size_t i = 0; i < ds->nshards; i++) {
-		/* Later reads are chunks and index entries: ranged GETs. */
-		struct shard *sh = &ds->shards[i];
-		free(sh->head);
-		free(sh->tail);
-		sh->head = sh->tail = NULL;
-		sh->head_len = sh->tail_len = 0;
-	}
 	if (ds->http)
 		rf_http_set_diag(ds->http, &ds->diag);
 	pl_free(&pl);

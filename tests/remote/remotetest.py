@@ -86,7 +86,7 @@ class TempDir:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
-def make_dataset(tmp, name="ds", n=3000, zstd=0, shard_bytes="64K"):
+def make_dataset(tmp, name="ds", n=3000, zstd=0, shard_bytes="64K", chunk_bytes="16K"):
     """A dataset of a few shards (a fixed and a variable field) in
     tmp/name/; returns the sorted shard names."""
     rng = np.random.default_rng(7)
@@ -97,7 +97,7 @@ def make_dataset(tmp, name="ds", n=3000, zstd=0, shard_bytes="64K"):
     np.save(lp, lab)
     d = os.path.join(tmp, name)
     os.makedirs(d, exist_ok=True)
-    args = ["pack", "-q", "--chunk-bytes", "16K", "--shard-bytes", shard_bytes,
+    args = ["pack", "-q", "--chunk-bytes", chunk_bytes, "--shard-bytes", shard_bytes,
             "-o", os.path.join(d, "d.rfs"), "image=" + ip, "label=" + lp]
     if zstd:
         args[1:1] = ["--zstd", str(zstd)]

@@ -65,6 +65,17 @@ with TempDir() as tmp:
         rc, out, err = read(web.url + "big.rfs", os.path.join(www, "big.rfs"), 100, 32, 300000)
         check(rc == 0, "remote-read of a large shard: %s" % err)
 
+        # More shards than are fetched together at open (64).
+        many = make_dataset(www, "many", n=9000, shard_bytes="12K", chunk_bytes="4K")
+        check(len(many) > 64, "only %d shards" % len(many))
+        with open(os.path.join(www, "many", "list.txt"), "w") as f:
+            f.write("\n".join(many) + "\n")
+        check(info_json(web.url + "many/list.txt") == info_json(os.path.join(www, "many")),
+              "info of %d shards differs" % len(many))
+        rc, out, err = rf("verify", web.url + "many/list.txt")
+        check(rc == 0 and out.startswith("ok: %d shard(s)" % len(many)), "verify of %d shards: %r"
+              % (len(many), err))
+
         # Corrupt a chunk: verify reports it as for the local file.
         victim = os.path.join(plain, shards[1])
         with open(victim, "r+b") as f:
