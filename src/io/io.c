@@ -350,6 +350,8 @@ rf_io_inflight(const rf_io *io)
 const char *
 rf_io_engine(const rf_io *io)
 {
+	if (io->http) /* the name is built in the reader's own buffer */
+		return rf_io_remote_engine((rf_io *)io);
 	return io->engine;
 }
 

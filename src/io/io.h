@@ -8,6 +8,8 @@
  *    (RLIMIT_MEMLOCK), plain READ into the same memory;
  *  - "pread": a small pool of threads doing pread(2), when io_uring cannot
  *    be set up (old kernel, seccomp, kernel.io_uring_disabled).
+ *  - "http": every file is a URL (io_remote.c); "io_uring+http" (or
+ *    "pread+http") when local files and URLs are mixed.
  * O_DIRECT refused by a file system (tmpfs, some FUSE) falls back to
  * buffered reads for that file.  Each fallback is logged once (RF_LOG_WARN)
  * and visible through rf_io_engine() / rf_io_direct().

@@ -110,6 +110,7 @@ struct rf_io {
 	 * and its reads among `outstanding`. */
 	struct rf_http *http;
 	unsigned remote_out;
+	char engine_name[64];  /* rf_io_engine() once a URL file is added */
 };
 
 /* Common completion path (io.c): a request finished with `res` for its last
@@ -139,6 +140,7 @@ int rf_io_remote_read(rf_io *io, const struct rf_io_file *f, uint64_t offset, vo
 int rf_io_remote_submit(rf_io *io);
 int rf_io_remote_wait(rf_io *io, rf_io_done *done, unsigned max, unsigned min);
 void rf_io_remote_close(rf_io *io);
+const char *rf_io_remote_engine(rf_io *io);
 
 /* AddressSanitizer does not see the kernel's writes: under it, memory a
  * read is landing in is poisoned from submission to completion, so code that

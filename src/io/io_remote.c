@@ -7,6 +7,7 @@
  * one hook per operation; the engines' own code does not change.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -46,6 +47,21 @@ rf_io_remote_add(rf_io *io, const char *path, int *file)
 		return rf_fail(io->diag, -ENOMEM, "io: out of memory");
 	*file = (int)io->nfiles++;
 	return 0;
+}
+
+/* "http" when every file is a URL, else the local engine's name and
+ * "+http": what rf_io_engine() reports once a URL file is added. */
+const char *
+rf_io_remote_engine(rf_io *io)
+{
+	int local = 0;
+	for (unsigned i = 0; i < io->nfiles; i++)
+		local |= !io->files[i].remote;
+	if (local)
+		snprintf(io->engine_name, sizeof io->engine_name, "%s+http", io->engine);
+	else
+		snprintf(io->engine_name, sizeof io->engine_name, "http");
+	return io->engine_name;
 }
 
 int

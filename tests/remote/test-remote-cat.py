@@ -46,6 +46,15 @@ with TempDir() as tmp:
                 first = cat(url, *a, "--batches", "3", "--state-out", st, env=many)
                 rest = cat(url, *a, "--state-in", st, env=many)
                 check(first + rest == want, "%s: resumed remote cat differs" % url)
+        # bench names the engine that read: http, or both when mixed.
+        url = web.url + "plain/list.txt"
+        rc, out, err = rf("bench", "--device", "host", "--epochs", "1", url)
+        check(rc == 0 and "I/O engine                 http " in out, "bench engine: %s %s"
+              % (out, err))
+        first = web.url + "plain/" + sorted(os.listdir(os.path.join(www, "plain")))[0]
+        rc, out, err = rf("bench", "--device", "host", "--epochs", "1", first,
+                          os.path.join(www, "zstd"))
+        check("+http " in out, "bench engine, mixed: %s %s" % (out, err))
         print("faults injected: %d of %d requests" % (proxy.injected, proxy.requests))
         check(proxy.injected > 0, "the proxy injected nothing")
 finish()
