@@ -102,11 +102,11 @@ expand_path(path_list *l, const char *p)
 		/* A remote shard is itself; a remote prefix or shard list is
 		 * expanded by the library, which lists it (and reads every
 		 * shard's footer: a broken one is reported here, whole). */
-		size_t len = strlen(p);
+		size_t len = strcspn(p, "?#"); /* a presigned URL's query follows */
 		rf_dataset *ds = NULL;
 		const char *one[1] = {p};
 		rf_dataset_config cfg;
-		if (len > 4 && strcmp(p + len - 4, ".rfs") == 0)
+		if (len > 4 && strncmp(p + len - 4, ".rfs", 4) == 0)
 			return list_add(l, p) < 0 ? -1 : 0;
 		rf_dataset_config_init(&cfg);
 		cfg.verify = 0;

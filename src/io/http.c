@@ -1130,6 +1130,15 @@ ends_with(const char *s, const char *suf)
 	return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
+/* A URL names a shard when its path (before any ?query, as in a presigned
+ * URL) ends in .rfs. */
+static int
+names_shard(const char *url)
+{
+	size_t n = strcspn(url, "?#");
+	return n >= 4 && memcmp(url + n - 4, ".rfs", 4) == 0;
+}
+
 struct keylist {
 	char **v;
 	size_t n, cap;
@@ -1284,7 +1293,7 @@ manifest(rf_http *h, const char *path, int (*add)(void *arg, const char *url), v
 			line[--n] = '\0';
 		if (!n || line[0] == '#')
 			continue;
-		if (!ends_with(line, ".rfs")) {
+		if (!names_shard(line)) {
 			rc = rf_fail(h->diag, RF_EFORMAT, "%s: line \"%.80s\" does not name a .rfs shard: "
 				     "not a shard list", path, line);
 			break;
@@ -1312,7 +1321,7 @@ manifest(rf_http *h, const char *path, int (*add)(void *arg, const char *url), v
 int
 rf_http_expand(rf_http *h, const char *path, int (*add)(void *arg, const char *url), void *arg)
 {
-	if (ends_with(path, ".rfs")) {
+	if (names_shard(path)) {
 		int rc = add(arg, path);
 		return rc < 0 ? rf_fail(h->diag, rc, "http: out of memory") : 0;
 	}

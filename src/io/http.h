@@ -105,7 +105,8 @@ int rf_http_pread(rf_http *h, int file, void *buf, size_t len, uint64_t offset, 
  *  - s3://bucket/prefix/ (ends in '/', or names no .rfs key): the .rfs keys
  *    under the prefix, listed with ListObjectsV2 (every page), in byte
  *    order;
- *  - a URL ending in .rfs: itself;
+ *  - a URL whose path ends in .rfs (a query may follow, as in a presigned
+ *    URL): itself;
  *  - any other http(s):// or s3:// URL: a manifest, a text file listing
  *    the shards one a line (blank lines and lines starting with '#'
  *    skipped), each a URL or a name relative to the manifest's directory.

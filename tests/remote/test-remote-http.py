@@ -35,6 +35,9 @@ with TempDir() as tmp:
                       "%s%s: info differs:\nlocal  %s\nremote %s" % (base, ds, local, remote))
             one = info_json(base + "plain/" + shards[1], env=env)
             check(one == info_json(os.path.join(plain, shards[1])), "info of one shard differs")
+            # A query after the path, as in a presigned URL: still a shard.
+            q = info_json(base + "plain/" + shards[1] + "?X-Amz-Signature=ab%2Fc&x=.txt", env=env)
+            check(q == one, "info of a shard URL with a query differs")
             rc, out, err = rf("verify", base + "plain/list.txt", env=env)
             check(rc == 0 and out.startswith("ok: %d shard(s)" % len(shards)),
                   "verify %splain/list.txt: %d %r %r" % (base, rc, out, err))
