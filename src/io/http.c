@@ -24,6 +24,7 @@
 
 #include "io/http.h"
 #include "io/s3.h"
+#include "xxh.h"
 
 int
 rf_is_url(const char *path)
@@ -1130,15 +1131,6 @@ ends_with(const char *s, const char *suf)
 	return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
-/* A URL names a shard when its path (before any ?query, as in a presigned
- * URL) ends in .rfs. */
-static int
-names_shard(const char *url)
-{
-	size_t n = strcspn(url, "?#");
-	return n >= 4 && memcmp(url + n - 4, ".rfs", 4) == 0;
-}
-
 struct keylist {
 	char **v;
 	size_t n, cap;
@@ -1261,6 +1253,82 @@ s3_list(rf_http *h, const char *path, int (*add)(void *arg, const char *url), vo
 	return rc;
 }
 
+/* A URL names a shard when its path (before any ?query, as in a presigned
+ * URL) ends in .rfs. */
+static int
+names_shard(const char *url)
+{
+	size_t n = strcspn(url, "?#");
+	return n >= 4 && memcmp(url + n - 4, ".rfs", 4) == 0;
+}
+
+/* The manifest `ringfeed pack` writes last (BASE.rfm, docs/format.md
+ * "Manifest"): version 1, its closing XXH3 line checked, its `shard` lines'
+ * names taken in order.  The pack id and each shard's size and footer
+ * checksum it records are not compared here: the format library's parser
+ * does that for local packs. */
+static int
+pack_manifest(rf_http *h, const char *path, char *body, size_t len,
+	      int (*add)(void *arg, const char *url), void *arg)
+{
+	if (len < 20 || memcmp(body, "ringfeed-manifest 1\n", 20) != 0)
+		return rf_fail(h->diag, RF_EFORMAT, "%s: a pack manifest of a version other than 1",
+			       path);
+	/* The last line: "xxh3 HEX\n", over every byte before it. */
+	size_t end = len;
+	if (end && body[end - 1] == '\n')
+		end--;
+	size_t ls = end;
+	while (ls && body[ls - 1] != '\n')
+		ls--;
+	unsigned long long want;
+	char tail[64];
+	size_t tl = end - ls < sizeof tail - 1 ? end - ls : sizeof tail - 1;
+	memcpy(tail, body + ls, tl);
+	tail[tl] = '\0';
+	if (sscanf(tail, "xxh3 %16llx", &want) != 1 || XXH3_64bits(body, ls) != want)
+		return rf_fail(h->diag, RF_ECORRUPT, "%s: the manifest's checksum line is missing or "
+			       "does not match its text", path);
+	body[ls] = '\0';
+	const char *slash = strrchr(path, '/');
+	size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
+	unsigned long long want_n = 0;
+	size_t count = 0;
+	int rc = 0;
+	char *save = NULL;
+	for (char *line = strtok_r(body, "\n", &save); line && rc == 0;
+	     line = strtok_r(NULL, "\n", &save)) {
+		if (sscanf(line, "shards %llu", &want_n) == 1)
+			continue;
+		if (strncmp(line, "shard ", 6) != 0)
+			continue;
+		const char *name = line;
+		for (int k = 0; k < 4 && name; k++) {
+			name = strchr(name, ' ');
+			if (name)
+				name++;
+		}
+		if (!name || !*name || strchr(name, '/') || !names_shard(name)) {
+			rc = rf_fail(h->diag, RF_ECORRUPT, "%s: manifest line \"%.80s\" names no shard",
+				     path, line);
+			break;
+		}
+		char *u = NULL;
+		if (asprintf(&u, "%.*s%s", (int)dirlen, path, name) < 0) {
+			rc = rf_fail(h->diag, -ENOMEM, "http: out of memory");
+			break;
+		}
+		if ((rc = add(arg, u)) < 0)
+			rf_fail(h->diag, rc, "http: out of memory");
+		free(u);
+		count++;
+	}
+	if (rc == 0 && (count == 0 || count != want_n))
+		rc = rf_fail(h->diag, RF_ECORRUPT, "%s: the manifest lists %zu shards, its count says "
+			     "%llu", path, count, want_n);
+	return rc;
+}
+
 static int
 manifest(rf_http *h, const char *path, int (*add)(void *arg, const char *url), void *arg)
 {
@@ -1278,6 +1346,11 @@ manifest(rf_http *h, const char *path, int (*add)(void *arg, const char *url), v
 		free(body);
 		return rf_fail(h->diag, RF_EFORMAT, "%s: not a shard list (binary content); a shard's "
 			       "URL ends in .rfs", path);
+	}
+	if (len >= 18 && memcmp(body, "ringfeed-manifest ", 18) == 0) {
+		rc = pack_manifest(h, path, body, len, add, arg);
+		free(body);
+		return rc;
 	}
 	/* Names resolve against the manifest's directory. */
 	const char *slash = strrchr(path, '/');

@@ -107,6 +107,8 @@ int rf_http_pread(rf_http *h, int file, void *buf, size_t len, uint64_t offset, 
  *    order;
  *  - a URL whose path ends in .rfs (a query may follow, as in a presigned
  *    URL): itself;
+ *  - a pack manifest (text starting "ringfeed-manifest 1", docs/format.md):
+ *    its shards, its checksum line checked;
  *  - any other http(s):// or s3:// URL: a manifest, a text file listing
  *    the shards one a line (blank lines and lines starting with '#'
  *    skipped), each a URL or a name relative to the manifest's directory.

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * remote-read --xxh3 FILE: print the XXH3-64 of FILE (up to 1 MiB).
+ *
  * remote-read URL LOCAL [READS [DEPTH [MAXLEN [SEED]]]]: drive the remote
  * reader the way the loader drives the local one (DEPTH reads in flight,
  * completions in any order) over random ranges of URL, some crossing or
@@ -19,6 +21,7 @@
 #include <sys/stat.h>
 
 #include "io/http.h"
+#include "xxh.h"
 
 #define GUARD 64
 
@@ -47,6 +50,17 @@ main(int argc, char **argv)
 	if (!rf_http_available()) {
 		printf("built without libcurl: skipping\n");
 		return 77;
+	}
+	if (argc == 3 && strcmp(argv[1], "--xxh3") == 0) {
+		/* The tests' checksum tool: XXH3-64 of a file, as hex. */
+		FILE *x = fopen(argv[2], "rb");
+		static uint8_t b[1 << 20];
+		size_t n = x ? fread(b, 1, sizeof b, x) : 0;
+		if (!x)
+			return 2;
+		fclose(x);
+		printf("%016llx\n", (unsigned long long)XXH3_64bits(b, n));
+		return 0;
 	}
 	if (argc < 3) {
 		fprintf(stderr, "usage: remote-read URL LOCAL [READS [DEPTH [MAXLEN [SEED]]]]\n");

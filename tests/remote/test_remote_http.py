@@ -26,7 +26,28 @@ with TempDir() as tmp:
     with open(os.path.join(www, "missing.txt"), "w") as f:
         f.write("plain/%s\nplain/gone.rfs\n" % shards[0])
 
+    # A pack manifest (docs/format.md, "Manifest"), as `ringfeed pack` writes
+    # it: the shards it names, in its order.
+    def write_manifest(path, names):
+        text = "ringfeed-manifest 1\npack 8c0a2f6b1d2e3f40\nwriter_pid 4242\nshards %d\n" % len(
+            names)
+        for n in names:
+            text += "shard %d 0 0000000000000000 %s\n" % (os.path.getsize(os.path.join(plain, n)), n)
+        with open(path, "w") as f:
+            f.write(text)
+        rc, out, err = read("--xxh3", path)
+        with open(path, "a") as f:
+            f.write("xxh3 %s\n" % out.strip())
+    write_manifest(os.path.join(plain, "d.rfm"), shards)
+    write_manifest(os.path.join(plain, "bad.rfm"), shards)
+    with open(os.path.join(plain, "bad.rfm"), "r+b") as f:
+        f.seek(len("ringfeed-manifest 1\npack 8"))
+        f.write(b"9")
+
     with Nginx(www, tmp) as web, Nginx(www, tmp, tls=True) as tls:
+        check(info_json(web.url + "plain/d.rfm") == info_json(plain), "info of a pack manifest")
+        rc, out, err = rf("info", web.url + "plain/bad.rfm")
+        check(rc == 1 and "checksum" in err, "tampered manifest: %r" % err)
         for base, env in ((web.url, None), (tls.url, {"RINGFEED_CA_BUNDLE": tls.ca})):
             for ds in ("plain", "zstd"):
                 local = info_json(os.path.join(www, ds), env=env)
