@@ -3,20 +3,23 @@
 """Train a small classifier on a packed dataset with ringfeed, and the same
 model with PyTorch's DataLoader beside it for comparison.
 
-    PYTHONPATH=build/src/python python3 examples/pytorch_train.py [--loader both]
+    pip install . && python3 examples/pytorch_train.py [--loader both]
+    PYTHONPATH=build/src/python python3 examples/pytorch_train.py   # a build tree
 
 Each epoch is drawn in a new order: ringfeed's window shuffle (the mode for
 training: every batch draws from a window of decoded chunks), the
 DataLoader's shuffle=True.
 
 The data is MNIST-shaped (28x28 u8 images, int64 labels), generated once into
-DIR/train.rfs (ringfeed) and DIR/x.npy, DIR/y.npy (the DataLoader reads them
+DIR/train.rfs (ringfeed; DIR is --data, by default ringfeed-pytorch-train in
+the temporary directory, never the source tree) and DIR/x.npy, DIR/y.npy (the DataLoader reads them
 as memory maps).  With a GPU the ringfeed batches arrive in GPU memory (the
 copy of the next batch overlaps the step on this one); without one, in host
 memory.  Either way torch.from_dlpack makes a tensor of the batch with no copy.
 """
 import argparse
 import os
+import tempfile
 import time
 
 import numpy as np
@@ -145,7 +148,8 @@ def accuracy(model, device, path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", default="pytorch-train-data", help="dataset directory")
+    ap.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "ringfeed-pytorch-train"),
+                    help="dataset directory (default: %(default)s)")
     ap.add_argument("--samples", type=int, default=60000)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--batch", type=int, default=256)

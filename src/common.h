@@ -13,11 +13,9 @@
 
 #if defined(__GNUC__)
 #define RF_PRINTF(a, b) __attribute__((format(printf, a, b)))
-#define RF_LIKELY(x) __builtin_expect(!!(x), 1)
 #define RF_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #else
 #define RF_PRINTF(a, b)
-#define RF_LIKELY(x) (x)
 #define RF_UNLIKELY(x) (x)
 #endif
 
@@ -43,6 +41,27 @@ int rf_fail(rf_diag *d, int code, const char *fmt, ...) RF_PRINTF(3, 4);
 
 /* Send a message to the log (no effect on d->msg). */
 void rf_log(const rf_diag *d, enum rf_log_level level, const char *fmt, ...) RF_PRINTF(3, 4);
+
+/* The constructors' argument rule (src/config_check.c): -EINVAL for a NULL
+ * or foreign handle or out-pointer, RF_EUSAGE for a bad value.  A public
+ * settings struct (first member: uint32_t size) is checked with
+ * RF_CONFIG_SIZE_CHECK before any other byte of it is read, its log
+ * callback included: RF_EUSAGE when the size is not `expected` ("call
+ * INIT_FN") or a reserved byte is not 0, the message in d->msg and not
+ * logged (the callback belongs to the struct in doubt); 0 when the struct
+ * may be read.  `who` starts the message ("loader", a path, ...). */
+int rf_config_size_check(rf_diag *d, const char *who, const void *cfg, size_t expected,
+			 size_t reserved_at, size_t reserved_len, const char *init_fn);
+#define RF_CONFIG_SIZE_CHECK(d, who, cfg, init_fn)                                         \
+	rf_config_size_check((d), (who), (cfg), sizeof(*(cfg)),                           \
+			     offsetof(__typeof__(*(cfg)), reserved), sizeof((cfg)->reserved), \
+			     (init_fn))
+
+/* Name tables indexed by an enum's value (src/names.c): the name of
+ * `value`, or NULL outside [0, n); the index of `name`, or -1 (NULL name
+ * included).  One lookup for every table of names in the library. */
+const char *rf_name_of(const char *const *names, size_t n, int value);
+int rf_name_find(const char *const *names, size_t n, const char *name);
 
 /* Make room for `need` more open files: when the open-file soft limit
  * (RLIMIT_NOFILE) cannot hold them beside the descriptors already open plus a

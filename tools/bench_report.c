@@ -12,24 +12,11 @@
 #include "bench_report.h"
 #include "util.h"
 
-static const char *const shuffle_names[] = {"none", "chunks", "window", "full"};
-
-int
-bench_shuffle_parse(const char *s, enum bench_shuffle *out)
+/* A name of the library's vocabulary, or "?" for a value it has none for. */
+static const char *
+or_unknown(const char *name)
 {
-	for (size_t i = 0; i < sizeof shuffle_names / sizeof shuffle_names[0]; i++)
-		if (!strcmp(s, shuffle_names[i])) {
-			*out = (enum bench_shuffle)i;
-			return 0;
-		}
-	return -1;
-}
-
-const char *
-bench_shuffle_name(enum bench_shuffle mode)
-{
-	return (unsigned)mode < sizeof shuffle_names / sizeof shuffle_names[0] ? shuffle_names[mode]
-									     : "?";
+	return name ? name : "?";
 }
 
 void
@@ -190,9 +177,9 @@ bench_print_table(FILE *f, const bench_opts *o, const bench_result *res)
 		fmt_bytes(b, sizeof b, (double)res->info.raw_bytes));
 	fprintf(f, "config: batch %" PRIu32 ", shuffle %s, depth %" PRIu32 ", pinned %s (%s), "
 		   "io depth %" PRIu32 ", %" PRIu32 " decode threads, %s%s, step %.0f us%s\n",
-		o->batch, bench_shuffle_name(o->shuffle), o->depth,
+		o->batch, or_unknown(rf_shuffle_name(o->shuffle)), o->depth,
 		fmt_bytes(a, sizeof a, (double)o->pinned),
-		o->pinning == RF_PINNING_TRANSIENT ? "transient" : "ring", o->io_depth,
+		or_unknown(rf_pinning_name(o->pinning)), o->io_depth,
 		o->decode_threads, o->direct ? "O_DIRECT" : o->map ? "buffered, mapped" : "buffered",
 		o->verify ? "" : ", no verify", o->step_us, o->touch ? ", touch" : "");
 	fprintf(f, "page cache: %s%.1f%% of %" PRIu64 " pages resident at start%s%s\n",
@@ -299,7 +286,6 @@ void
 bench_print_json(FILE *f, const bench_opts *o, const bench_result *res)
 {
 	const rf_stats *st = &res->stats;
-	static const char *const device_names[] = {"auto", "host", "cuda"};
 
 	fputs("{", f);
 	json_str(f, "ringfeed_version", rf_version_string(), true);
@@ -328,12 +314,12 @@ bench_print_json(FILE *f, const bench_opts *o, const bench_result *res)
 
 	fputs("\"config\": {", f);
 	json_u64(f, "batch", o->batch, true);
-	json_str(f, "shuffle", bench_shuffle_name(o->shuffle), true);
+	json_str(f, "shuffle", or_unknown(rf_shuffle_name(o->shuffle)), true);
 	json_u64(f, "seed", o->seed, true);
-	json_str(f, "device", device_names[o->device <= RF_DEVICE_CUDA ? o->device : 0], true);
+	json_str(f, "device", or_unknown(rf_device_name(o->device)), true);
 	json_u64(f, "pinned_bytes", o->pinned, true);
 	json_u64(f, "depth", o->depth, true);
-	json_str(f, "pin", o->pinning == RF_PINNING_TRANSIENT ? "transient" : "ring", true);
+	json_str(f, "pin", or_unknown(rf_pinning_name(o->pinning)), true);
 	json_u64(f, "io_depth", o->io_depth, true);
 	json_u64(f, "decode_threads", o->decode_threads, true);
 	json_bool(f, "direct", o->direct, true);

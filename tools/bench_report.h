@@ -17,21 +17,11 @@
 
 #include "bench_limits.h"
 
-enum bench_shuffle {
-	BENCH_SHUFFLE_NONE = 0,
-	BENCH_SHUFFLE_CHUNKS,
-	BENCH_SHUFFLE_WINDOW,
-	BENCH_SHUFFLE_FULL,
-};
-
-int bench_shuffle_parse(const char *s, enum bench_shuffle *out);
-const char *bench_shuffle_name(enum bench_shuffle mode);
-
 typedef struct bench_opts {
 	char **paths;
 	size_t npaths;
 	uint32_t batch;
-	enum bench_shuffle shuffle;
+	enum rf_shuffle shuffle;
 	uint64_t seed;
 	enum rf_device_kind device;
 	uint64_t pinned;

@@ -62,16 +62,16 @@ bench_help(void)
 	       "  --seed N            key of the shuffled order (default 0)\n"
 	       "  --device KIND       host, cuda or auto (default auto)\n"
 	       "  --pinned SIZE       page-locked host budget, K/M/G suffixes (default 256M)\n"
-	       "  --depth D           device buffers in flight (default 2)\n"
+	       "  --depth D           device buffers in flight (default 2, at most 64)\n"
 	       "  --pin MODE          ring (page-lock once) or transient (per batch)\n"
 	       "  --seconds S         minimum run time; epochs repeat until it is reached\n"
 	       "                      (default 5)\n"
 	       "  --epochs N          run exactly N epochs instead of a minimum time\n"
 	       "  --cold              drop the dataset's pages from the page cache first\n"
 	       "  --step-us U         simulate a training step of U microseconds per batch\n"
-	       "  --io-depth Q        reads in flight (default 32)\n"
-	       "  --decode-threads T  decode workers (default: the library's choice from\n"
-	       "                      the CPUs and the dataset's codec)\n"
+	       "  --io-depth Q        reads in flight (default 32, at most 4096)\n"
+	       "  --decode-threads T  decode workers, at most 64 (default: the library's\n"
+	       "                      choice from the CPUs and the dataset's codec)\n"
 	       "  --buffered          read through the page cache instead of O_DIRECT\n"
 	       "  --map               read chunks through a memory map of each shard\n"
 	       "                      (rf_config.map; implies --buffered)\n"
@@ -171,19 +171,13 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 			o->batch = (uint32_t)v;
 			break;
 		case OPT_SHUFFLE:
-			if (bench_shuffle_parse(optarg, &o->shuffle) < 0)
+			if (rf_shuffle_parse(optarg, &o->shuffle) < 0)
 				return rf_cli_usage_error(BENCH_USAGE,
 							  "bad --shuffle '%s' (none, chunks, window, full)",
 							  optarg);
 			break;
 		case OPT_DEVICE:
-			if (!strcmp(optarg, "host"))
-				o->device = RF_DEVICE_HOST;
-			else if (!strcmp(optarg, "cuda"))
-				o->device = RF_DEVICE_CUDA;
-			else if (!strcmp(optarg, "auto"))
-				o->device = RF_DEVICE_AUTO;
-			else
+			if (rf_device_parse(optarg, &o->device) < 0)
 				return rf_cli_usage_error(BENCH_USAGE,
 							  "bad --device '%s' (host, cuda, auto)", optarg);
 			break;
@@ -192,16 +186,13 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 				return rf_cli_usage_error(BENCH_USAGE, "bad --pinned '%s'", optarg);
 			break;
 		case OPT_DEPTH:
-			if (rf_cli_parse_uint(optarg, 1, 1024, &v) < 0)
-				return rf_cli_usage_error(BENCH_USAGE, "bad --depth '%s'", optarg);
+			if (rf_cli_parse_uint(optarg, 1, RF_DEPTH_MAX, &v) < 0)
+				return rf_cli_usage_error(BENCH_USAGE, "bad --depth '%s' (1..%d)", optarg,
+							  RF_DEPTH_MAX);
 			o->depth = (uint32_t)v;
 			break;
 		case OPT_PIN:
-			if (!strcmp(optarg, "ring"))
-				o->pinning = RF_PINNING_RING;
-			else if (!strcmp(optarg, "transient"))
-				o->pinning = RF_PINNING_TRANSIENT;
-			else
+			if (rf_pinning_parse(optarg, &o->pinning) < 0)
 				return rf_cli_usage_error(BENCH_USAGE,
 							  "bad --pin '%s' (ring, transient)", optarg);
 			break;
@@ -221,14 +212,15 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 				return rf_cli_usage_error(BENCH_USAGE, "bad --step-us '%s'", optarg);
 			break;
 		case OPT_IODEPTH:
-			if (rf_cli_parse_uint(optarg, 1, 4096, &v) < 0)
-				return rf_cli_usage_error(BENCH_USAGE, "bad --io-depth '%s'", optarg);
+			if (rf_cli_parse_uint(optarg, 1, RF_IO_DEPTH_MAX, &v) < 0)
+				return rf_cli_usage_error(BENCH_USAGE, "bad --io-depth '%s' (1..%d)", optarg,
+							  RF_IO_DEPTH_MAX);
 			o->io_depth = (uint32_t)v;
 			break;
 		case OPT_THREADS:
-			if (rf_cli_parse_uint(optarg, 1, 256, &v) < 0)
-				return rf_cli_usage_error(BENCH_USAGE, "bad --decode-threads '%s'",
-							  optarg);
+			if (rf_cli_parse_uint(optarg, 1, RF_DECODE_THREADS_MAX, &v) < 0)
+				return rf_cli_usage_error(BENCH_USAGE, "bad --decode-threads '%s' (1..%d)",
+							  optarg, RF_DECODE_THREADS_MAX);
 			o->decode_threads = (uint32_t)v;
 			break;
 		case OPT_BUFFERED: o->direct = false; break;
@@ -360,20 +352,6 @@ touch_batch(const rf_batch *b)
 	return sum;
 }
 
-/* The tool's shuffle names map one to one onto the library's modes; the
- * loader itself says which of them this version supports. */
-static int
-bench_config_shuffle(rf_config *cfg, enum bench_shuffle mode)
-{
-	switch (mode) {
-	case BENCH_SHUFFLE_NONE: cfg->shuffle = RF_SHUFFLE_NONE; return 0;
-	case BENCH_SHUFFLE_CHUNKS: cfg->shuffle = RF_SHUFFLE_CHUNKS; return 0;
-	case BENCH_SHUFFLE_WINDOW: cfg->shuffle = RF_SHUFFLE_WINDOW; return 0;
-	case BENCH_SHUFFLE_FULL: cfg->shuffle = RF_SHUFFLE_FULL; return 0;
-	}
-	return -EINVAL;
-}
-
 /* Run-queue waiting of the process's threads (/proc/self/task/N/schedstat,
  * second field: nanoseconds runnable but not running): the consumer (this
  * thread) apart from all the others, which are the loader's.  On a busy
@@ -440,8 +418,7 @@ run_loader(const bench_opts *o, bench_result *res)
 	cfg.decode_threads = o->decode_threads;
 	cfg.verify = o->verify;
 	cfg.log = bench_log;
-	if ((rc = bench_config_shuffle(&cfg, o->shuffle)) < 0)
-		return rc;
+	cfg.shuffle = o->shuffle;
 	cfg.seed = o->seed;
 	/* One process reading the whole dataset, whatever launcher variables
 	 * (RANK, WORLD_SIZE, ...) the environment holds. */
@@ -466,7 +443,7 @@ run_loader(const bench_opts *o, bench_result *res)
 		return rc;
 	}
 	if (rf_loader_stats(ld, &st) == 0)
-		res->device_is_cuda = !strncmp(st.device, "cuda", 4);
+		res->device_is_cuda = st.device_ordinal >= 0; /* -1: the host device */
 
 	sched_wait(&runq_mine0, &runq_others0);
 	if (getrusage(RUSAGE_SELF, &ru) == 0)
@@ -572,7 +549,7 @@ run_storage_half(const bench_opts *o, rf_dataset *ds, bench_result *res)
 		bench_cache c;
 		bench_cache_check(ds, true, &c);
 	}
-	if (o->shuffle == BENCH_SHUFFLE_FULL) {
+	if (o->shuffle == RF_SHUFFLE_FULL) {
 		bench_raw_random(ds, depth, o->direct, secs, 0x5eed + (uint64_t)res->random.ops, &r);
 		rate_merge(&res->random, &r);
 	} else {
@@ -611,7 +588,7 @@ rf_cmd_bench(int argc, char **argv)
 {
 	bench_opts o = {
 		.batch = 256,
-		.shuffle = BENCH_SHUFFLE_NONE,
+		.shuffle = RF_SHUFFLE_NONE,
 		.device = RF_DEVICE_AUTO,
 		.pinned = 256u << 20,
 		.depth = 2,

@@ -54,13 +54,13 @@ cat_help(void)
 	       "                       batch is kept\n"
 	       "      --device D       host, cuda or auto (default auto)\n"
 	       "      --pinned SIZE    page-locked host budget, K/M/G suffixes (default 256M)\n"
-	       "      --depth D        device buffers in flight (default 2)\n"
+	       "      --depth D        device buffers in flight (default 2, at most 64)\n"
 	       "      --pin MODE       ring (register once) or transient (per batch)\n"
 	       "      --shuffle MODE   none (file order, default), chunks, window or full\n"
 	       "      --seed S         key of the shuffled order (default 0)\n"
 	       "      --epoch E        the epoch whose order is streamed (default 0)\n"
 	       "      --window W       decoded chunks for --shuffle window (default: the\n"
-	       "                       dataset's, 128 MiB of its chunks, at most 1024)\n"
+	       "                       dataset's, 128 MiB of its chunks; at most 1024)\n"
 	       "      --rank R         this share of every global batch (default 0)\n"
 	       "      --world W        shares of a global batch of W x B samples (default 1)\n"
 	       "      --batches N      stop after N batches\n"
@@ -319,13 +319,7 @@ rf_cmd_cat(int argc, char **argv)
 			cfg.batch_size = (uint32_t)v;
 			break;
 		case 'd':
-			if (!strcmp(optarg, "host"))
-				cfg.device = RF_DEVICE_HOST;
-			else if (!strcmp(optarg, "cuda"))
-				cfg.device = RF_DEVICE_CUDA;
-			else if (!strcmp(optarg, "auto"))
-				cfg.device = RF_DEVICE_AUTO;
-			else
+			if (rf_device_parse(optarg, &cfg.device) < 0)
 				return rf_cli_usage_error(CAT_USAGE, "--device: '%s' is not host, "
 							  "cuda or auto", optarg);
 			break;
@@ -336,30 +330,18 @@ rf_cmd_cat(int argc, char **argv)
 			cfg.pinned_bytes = v;
 			break;
 		case 'D':
-			if (rf_cli_parse_uint(optarg, 1, 64, &v) < 0)
+			if (rf_cli_parse_uint(optarg, 1, RF_DEPTH_MAX, &v) < 0)
 				return rf_cli_usage_error(CAT_USAGE, "--depth: '%s' is not a number "
-							  "in 1..64", optarg);
+							  "in 1..%d", optarg, RF_DEPTH_MAX);
 			cfg.depth = (uint32_t)v;
 			break;
 		case 'P':
-			if (!strcmp(optarg, "ring"))
-				cfg.pinning = RF_PINNING_RING;
-			else if (!strcmp(optarg, "transient"))
-				cfg.pinning = RF_PINNING_TRANSIENT;
-			else
+			if (rf_pinning_parse(optarg, &cfg.pinning) < 0)
 				return rf_cli_usage_error(CAT_USAGE, "--pin: '%s' is not ring or "
 							  "transient", optarg);
 			break;
 		case 'S':
-			if (!strcmp(optarg, "none"))
-				cfg.shuffle = RF_SHUFFLE_NONE;
-			else if (!strcmp(optarg, "chunks"))
-				cfg.shuffle = RF_SHUFFLE_CHUNKS;
-			else if (!strcmp(optarg, "window"))
-				cfg.shuffle = RF_SHUFFLE_WINDOW;
-			else if (!strcmp(optarg, "full"))
-				cfg.shuffle = RF_SHUFFLE_FULL;
-			else
+			if (rf_shuffle_parse(optarg, &cfg.shuffle) < 0)
 				return rf_cli_usage_error(CAT_USAGE, "--shuffle: '%s' is not none, "
 							  "chunks, window or full", optarg);
 			break;
@@ -376,21 +358,21 @@ rf_cmd_cat(int argc, char **argv)
 			cfg.epoch = v;
 			break;
 		case 'w':
-			if (rf_cli_parse_uint(optarg, 1, UINT32_MAX, &v) < 0)
+			if (rf_cli_parse_uint(optarg, 1, RF_WINDOW_MAX, &v) < 0)
 				return rf_cli_usage_error(CAT_USAGE, "--window: '%s' is not a number "
-							  "in 1..%u", optarg, UINT32_MAX);
+							  "in 1..%d", optarg, RF_WINDOW_MAX);
 			cfg.window = (uint32_t)v;
 			break;
 		case 'R':
-			if (rf_cli_parse_uint(optarg, 0, (1u << 24) - 1, &v) < 0)
+			if (rf_cli_parse_uint(optarg, 0, RF_WORLD_MAX - 1, &v) < 0)
 				return rf_cli_usage_error(CAT_USAGE, "--rank: '%s' is not a number "
-							  "in 0..%u", optarg, (1u << 24) - 1);
+							  "in 0..%d", optarg, RF_WORLD_MAX - 1);
 			rank = (int64_t)v;
 			break;
 		case 'W':
-			if (rf_cli_parse_uint(optarg, 1, 1u << 24, &v) < 0)
+			if (rf_cli_parse_uint(optarg, 1, RF_WORLD_MAX, &v) < 0)
 				return rf_cli_usage_error(CAT_USAGE, "--world: '%s' is not a number "
-							  "in 1..%u", optarg, 1u << 24);
+							  "in 1..%d", optarg, RF_WORLD_MAX);
 			world = (int64_t)v;
 			break;
 		case 'n':
@@ -411,9 +393,12 @@ rf_cmd_cat(int argc, char **argv)
 		return rf_cli_usage_error(CAT_USAGE, "missing PATH");
 	if (!field)
 		return rf_cli_usage_error(CAT_USAGE, "missing --field NAME");
-	if (rank >= world)
-		return rf_cli_usage_error(CAT_USAGE, "--rank %" PRId64 " is not below --world %"
-					  PRId64, rank, world);
+	/* The library's rule for the pair, so cat refuses what the loader
+	 * would, with the loader's words. */
+	char why[256];
+	if (rf_rank_resolve((int32_t)rank, (int32_t)world, NULL, NULL, NULL, why, sizeof why) < 0)
+		return rf_cli_usage_error(CAT_USAGE, "--rank %" PRId64 " --world %" PRId64 ": %s",
+					  rank, world, why);
 	if (state_in && read_state(state_in, blob, sizeof(blob), &blob_len) < 0)
 		return RF_CLI_FAIL;
 

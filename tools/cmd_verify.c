@@ -6,7 +6,11 @@
  * footer or index does not hide the problems of the others, and a corrupt
  * chunk does not stop the check: every problem gets its own line naming the
  * shard, the chunk and the byte offset.  Then the shards are opened together
- * to check that they agree on the schema.
+ * to check that they agree on the schema and are whole packs.  The shards
+ * are those rf_dataset_open takes (a directory with a manifest, or a
+ * manifest, gives the shards it lists); when the paths do not open as one
+ * dataset, the shards a listing gives are checked one by one instead, so
+ * that every problem is still found.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -157,8 +161,13 @@ expand_path(path_list *l, const char *p)
 		qsort(l->v + first, l->n - first, sizeof *l->v, cmp_str);
 		return 0;
 	}
-	if (stat(p, &st) == 0)
-		return list_add(l, p) < 0 ? -1 : 0;
+	if (stat(p, &st) == 0) {
+		if (list_add(l, p) < 0) {
+			rf_cli_error("%s: out of memory", p);
+			return -1;
+		}
+		return 0;
+	}
 	{
 		glob_t g;
 		int rc = glob(p, 0, NULL, &g);
@@ -172,6 +181,7 @@ expand_path(path_list *l, const char *p)
 		for (size_t i = 0; i < g.gl_pathc; i++)
 			if (is_regular(g.gl_pathv[i]) && list_add(l, g.gl_pathv[i]) < 0) {
 				globfree(&g);
+				rf_cli_error("%s: out of memory", p);
 				return -1;
 			}
 		globfree(&g);
@@ -181,6 +191,16 @@ expand_path(path_list *l, const char *p)
 		}
 	}
 	return 0;
+}
+
+/* The library's warnings (a shard a directory's manifest does not list);
+ * its errors are reported as problems instead. */
+static void
+verify_log(void *user, enum rf_log_level level, const char *msg)
+{
+	(void)user;
+	if (level == RF_LOG_WARN)
+		rf_cli_error("warning: %s", msg);
 }
 
 static void
@@ -307,7 +327,8 @@ rf_cmd_verify(int argc, char **argv)
 	path_list shards = {0};
 	verify_state vs;
 	int c, status = RF_CLI_FAIL;
-	int expand_failed = 0;
+	int expand_failed = 0, joint_ok = 0;
+	char joint_error[1024] = "";
 
 	memset(&vs, 0, sizeof vs);
 	optind = 1;
@@ -322,7 +343,30 @@ rf_cmd_verify(int argc, char **argv)
 	}
 	if (optind >= argc)
 		return rf_cli_usage_error(VERIFY_USAGE, "missing PATH");
-	for (int i = optind; i < argc; i++)
+	{
+		/* The shards the library takes for these paths (a manifest's
+		 * list), when they open as one dataset. */
+		rf_dataset *ds = NULL;
+		rf_dataset_config cfg;
+		rf_dataset_config_init(&cfg);
+		cfg.log = verify_log;
+		int rc = rf_dataset_open(&ds, (const char *const *)(argv + optind),
+					 (size_t)(argc - optind), &cfg);
+		if (rc < 0) {
+			const char *m = rf_dataset_last_open_error();
+			snprintf(joint_error, sizeof joint_error, "%s", m && *m ? m : rf_strerror(rc));
+		}
+		for (size_t i = 0; rc == 0 && i < rf_dataset_shards(ds); i++) {
+			if (list_add(&shards, rf_dataset_shard_path(ds, i)) < 0) {
+				rf_cli_error("out of memory");
+				expand_failed = 1;
+				break;
+			}
+		}
+		rf_dataset_close(&ds);
+		joint_ok = rc == 0;
+	}
+	for (int i = optind; !joint_ok && !expand_failed && i < argc; i++)
 		if (expand_path(&shards, argv[i]) < 0)
 			expand_failed = 1;
 	if (expand_failed)
@@ -346,19 +390,11 @@ rf_cmd_verify(int argc, char **argv)
 		}
 	}
 	rf_cli_progress_finish(&vs.progress);
-	if (vs.problems == 0 && shards.n > 1) {
-		/* Every shard is sound on its own; now as one dataset. */
-		rf_dataset *ds = NULL;
-		rf_dataset_config cfg;
-		int rc;
-		rf_dataset_config_init(&cfg);
-		rc = rf_dataset_open(&ds, (const char *const *)shards.v, shards.n, &cfg);
-		if (rc < 0) {
-			const char *m = rf_dataset_last_open_error();
-			rf_cli_error("the shards do not form one dataset: %s", m && *m ? m : rf_strerror(rc));
-			vs.problems++;
-		}
-		rf_dataset_close(&ds);
+	if (vs.problems == 0 && !joint_ok) {
+		/* Every shard is sound on its own, yet they did not open as one
+		 * dataset: other schemas, or shards of different packs. */
+		rf_cli_error("the shards do not form one dataset: %s", joint_error);
+		vs.problems++;
 	}
 	if (rf_cli_verbosity >= 1) {
 		if (vs.problems)

@@ -108,17 +108,26 @@ typedef struct rf_writer_config {
 	                            zstd and threads > 1, chunks are compressed
 	                            by a pool and written in order; about
 	                            2 x threads chunks are held in memory */
-	int no_fsync;            /* skip fsync before rename (tests only) */
+	int no_fsync;            /* 1: skip the fsync before the rename: faster, for
+	                            data that can be written again, since after a
+	                            crash a shard may be incomplete; 0 (default):
+	                            the shard is on disk before it has its name */
 	rf_log_fn log;
 	void *log_user;
-	uint32_t format_version; /* 0 = the latest, 2 (default): every chunk
+	uint32_t format_version; /* 0 = the latest, 3 (default): version 2
+	                            plus a pack id and shard count in every
+	                            shard and a manifest BASE.rfm written last,
+	                            so a pack replaces the previous one at once
+	                            (rf_writer_close).  2: every chunk
 	                            carries an XXH3-64 of each sample's value of
 	                            each field, which shuffle full checks on
-	                            every sample it reads.  1 = the version-1
+	                            every sample it reads; no pack id and no
+	                            manifest, for readers older than format 3.
+	                            1 = the version-1
 	                            layout without them, for readers older than
 	                            format 2 (shuffle full with verify on
 	                            refuses it).  Else RF_EUSAGE.
-	                            docs/format.md specifies both */
+	                            docs/format.md specifies all three */
 	uint8_t reserved[60];    /* zero; room to grow */
 } rf_writer_config;
 
@@ -126,13 +135,18 @@ RF_API void rf_writer_config_init(rf_writer_config *cfg);
 
 typedef struct rf_writer rf_writer;
 
-/* Open a writer.  `path` is the final name (with --shard-bytes, the base:
+/* Open a writer.  `path` is the final name (with shard_bytes set, the base:
  * "out.rfs" gives "out-00000.rfs", ...).  Data goes to a temporary name in the
  * same directory ("PATH.tmp.PID") and is renamed over PATH only by
  * rf_writer_close, so a crash or a full disk never leaves a file that looks
- * complete.  The schema is copied.  Returns 0 and *out, or an error; on error
- * *out is NULL and nothing is left on disk.  The message of a failed open is
- * sent to cfg->log. */
+ * complete.  The schema is copied.  `cfg` may be NULL for defaults.  Returns
+ * 0 and *out; -EINVAL for out NULL; RF_EUSAGE for a bad setting (an empty
+ * path, a config whose size or reserved bytes are wrong: see the
+ * conventions in <ringfeed/ringfeed.h>, a level, chunk size, thread count or
+ * format version out of range); RF_ESCHEMA for an invalid schema; a negated
+ * errno of the file system.  On error *out is NULL, nothing is left on disk,
+ * and the message goes to cfg->log (once the config's size is known to be
+ * right) and to the open error, rf_writer_last_error(). */
 RF_API int rf_writer_open(rf_writer **out, const char *path, const rf_schema *schema,
 			  const rf_writer_config *cfg);
 
@@ -145,8 +159,9 @@ typedef struct rf_value {
 } rf_value;
 
 /* Add one sample: values[i] is field i's value.  The bytes are copied before
- * return.  Returns 0, RF_EUSAGE for a wrong length, or an I/O or codec error
- * (after which the writer can only be aborted). */
+ * return.  Returns 0, -EINVAL for w NULL, RF_EUSAGE for a wrong length or
+ * values NULL, or an I/O or codec error (after which the writer can only be
+ * aborted). */
 RF_API int rf_writer_add(rf_writer *w, const rf_value *values);
 
 /* A block of n samples for one field.  Fixed field: `data` holds n values
@@ -171,14 +186,32 @@ RF_API uint64_t rf_writer_samples(const rf_writer *w);
 RF_API uint64_t rf_writer_bytes(const rf_writer *w);
 
 /* Finish: flush the last chunk, write the index and the footer, fsync, and
- * rename each shard to its final name.  The new dataset then replaces all
+ * rename each shard to its final name.
+ *
+ * Format 3 (the default) commits the pack at once: the pack id (a checksum of
+ * the pack's content) goes into every shard, then the manifest BASE.rfm
+ * (BASE: path without ".rfs"; shard names, sizes, sample counts, pack id) is
+ * written to a temporary name, synced and renamed into place, and only then
+ * are the shards renamed.  A write stopped at any instant (killed, a failed
+ * rename, a crash) leaves readers of the directory or the manifest either
+ * the earlier dataset whole or the new one whole: before the manifest's
+ * rename nothing of the new pack is visible; after it, shards not renamed
+ * yet are read from their temporary names.  A rename that fails after the
+ * commit is reported (the new pack stays readable) and the temporary files
+ * it needs are kept; the next writer to the same path finishes the renames
+ * and removes the "*.tmp.PID" files of earlier writers whose process no
+ * longer runs on this machine.  Formats 1 and 2 have no pack id: they remove
+ * an earlier manifest and rename shards one by one, as before.
+ *
+ * The new dataset then replaces all
  * of an earlier write to the same path: shards of it that the new one does
  * not overwrite (BASE-NNNNN.rfs above the new count, or PATH itself against
  * numbered shards and the other way round) are removed, so that a loader
  * given the directory never reads a leftover as part of this dataset.  Only
  * files that start with a shard's magic are removed, each logged (info); one
  * that cannot be removed is logged as a warning and does not fail the close.
- * On failure, the temporary files are removed and nothing else is touched.
+ * On failure before the commit, the temporary files are removed and nothing
+ * else is touched.
  * The writer is freed and *w cleared either way.  NULL is a no-op. */
 RF_API int rf_writer_close(rf_writer **w);
 
@@ -196,8 +229,8 @@ RF_API const char *rf_writer_errmsg(const rf_writer *w);
 RF_API const char *rf_writer_last_error(void);
 
 /*
- * The order of a shuffled pack (`ringfeed pack --shuffle SEED`,
- * ringfeed.pack(..., shuffle=SEED)): out[i] = the input sample written at
+ * The order of a shuffled pack (packing with a shuffle seed, as this
+ * project's packers do): out[i] = the input sample written at
  * position first + i of a dataset of n samples packed with `seed`, for
  * i < count.  A keyed permutation of [0, n) (a Feistel network with cycle
  * walking, uniform over the orders), computed in O(1) memory: packing never
@@ -223,21 +256,36 @@ typedef struct rf_dataset_config {
 
 RF_API void rf_dataset_config_init(rf_dataset_config *cfg);
 
-/* Open a dataset from `npaths` entries, each a shard file, a directory (its
+/* Open a dataset from `npaths` entries, each a shard file, a manifest
+ * (BASE.rfm: the shards of the pack it names, in its order), a directory (its
  * *.rfs regular files whose names do not start with a dot, sorted by byte
- * value) or a glob pattern (its matches that are regular files, sorted); a
- * shard named directly that is not a regular file (a pipe, say) is
- * RF_EFORMAT, never a blocking open.  Each shard's
+ * value; where it holds manifests, a pack's shards are those its manifest
+ * lists, and a file named like one of that pack's, BASE.rfs or
+ * BASE-NNNNN.rfs, that the manifest does not list is not read, with a
+ * warning to cfg->log) or a glob pattern (its matches that are regular
+ * files, sorted); a shard named directly that is not a regular file (a pipe,
+ * say) is RF_EFORMAT, never a blocking open.
+ *
+ * Packs (format 3, docs/format.md "Packs and manifests"): the shards a
+ * manifest lists must hold its pack id, size, sample count and footer; a
+ * listed shard that its writer had not renamed yet when it stopped is read
+ * from its temporary name.  Without a manifest, shards named BASE-NNNNN.rfs
+ * of one BASE must hold one pack id, and when a directory or a glob found
+ * them, all of that pack's shards.  Otherwise RF_ECORRUPT, the message naming
+ * every shard concerned: the output of an interrupted write, or shards of
+ * two packs mixed by hand, is never read as one dataset.  Each shard's
  * footer, header and index are read and validated; the data chunks are not
  * read.  `cfg` may be NULL for defaults.  Returns 0 and *out, or RF_EFORMAT,
  * RF_ECORRUPT, RF_ETRUNCATED (docs/format.md says which when), RF_ESCHEMA
- * (shards disagree), -ENOENT (nothing matched), RF_EUSAGE (no path, or a
- * config whose size field is wrong), or another negated errno; each shard
+ * (shards disagree), -ENOENT (nothing matched), -EINVAL (out NULL),
+ * RF_EUSAGE (no path, a NULL path, or a config whose size or reserved bytes
+ * are wrong: see the conventions in <ringfeed/ringfeed.h>), or another
+ * negated errno; each shard
  * keeps one read-only descriptor open until rf_dataset_close (the open-file
  * soft limit is raised for them when needed, as rf_loader_open describes;
- * -EMFILE when the hard limit is too low).  *out is NULL
- * on error and the message,
- * naming the file and what is wrong, goes to cfg->log and to
+ * -EMFILE when the hard limit is too low).  *out is NULL on error and the
+ * message, naming the file and what is wrong, goes to cfg->log (once the
+ * config's size is known to be right) and to the open error,
  * rf_dataset_last_open_error(). */
 RF_API int rf_dataset_open(rf_dataset **out, const char *const *paths, size_t npaths,
 			   const rf_dataset_config *cfg);
@@ -279,18 +327,25 @@ typedef struct rf_chunk_info {
 	uint64_t xxh3;           /* XXH3-64 of the stored bytes */
 } rf_chunk_info;
 
-/* Chunks are numbered dataset-wide, shard by shard.  Returns 0 or -ERANGE. */
+/* Chunks are numbered dataset-wide, shard by shard.  Returns 0, -ERANGE, or
+ * -EINVAL for ds or out NULL. */
 RF_API int rf_dataset_chunk_info(const rf_dataset *ds, uint64_t chunk, rf_chunk_info *out);
 
-/* The chunk holding sample `index`, by binary search.  Returns 0 or -ERANGE. */
+/* The chunk holding sample `index`, by binary search.  Returns 0, -ERANGE, or
+ * -EINVAL for ds or chunk NULL. */
 RF_API int rf_dataset_find_chunk(const rf_dataset *ds, uint64_t index, uint64_t *chunk);
 
 /* Copy field `field` of sample `index` into buf (capacity cap bytes) and set
- * *len to its length.  Returns 0; -ERANGE for a bad index or field; -ENOSPC
+ * *len to its length.  Returns 0; -EINVAL for ds or len NULL; -ERANGE for a
+ * bad index or field; -ENOSPC
  * when cap is too small (*len still set); RF_ECHECKSUM, RF_ECORRUPT, RF_ECODEC
  * or -EIO when the chunk holding it is bad (the message names shard, chunk and
  * byte offset).  The last decoded chunk is cached, so reading samples in order
- * decodes each chunk once. */
+ * decodes each chunk once.  A read that fails with EIO, EAGAIN or ETIMEDOUT
+ * (a network or parallel file system's passing trouble) is asked again up
+ * to 5 times, 1, 4, 16, 64 and 256 ms apart, each retry logged at
+ * RF_LOG_WARN, before it fails (as are the reads of rf_dataset_open and
+ * rf_dataset_verify_chunk). */
 RF_API int rf_dataset_read(rf_dataset *ds, uint64_t index, uint32_t field, void *buf,
 			   size_t cap, size_t *len);
 
@@ -298,9 +353,9 @@ RF_API int rf_dataset_read(rf_dataset *ds, uint64_t index, uint32_t field, void 
  * fully decode chunk `chunk`, validating every offset in it; in a format 2
  * shard, also its per-sample checksum table (against the table's checksum in
  * the index, then every value of the chunk against its entry).  Returns 0,
- * -ERANGE, or the error rf_dataset_read would give; RF_ECHECKSUM also when
- * the table or a value does not match (the message names the shard, the
- * chunk, and the sample and field of a value). */
+ * -ERANGE, -EINVAL for ds NULL, or the error rf_dataset_read would give;
+ * RF_ECHECKSUM also when the table or a value does not match (the message
+ * names the shard, the chunk, and the sample and field of a value). */
 RF_API int rf_dataset_verify_chunk(rf_dataset *ds, uint64_t chunk);
 
 /* The message of the dataset's last failure ("" when none). */

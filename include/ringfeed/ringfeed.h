@@ -12,9 +12,22 @@
  *    negated errno value (-ENOMEM, -EIO, -EINVAL, ...) or one of the RF_E*
  *    codes below.  rf_strerror() names any of them.  Sizes and handles come
  *    back through out-parameters.
+ *  - Arguments: a NULL or foreign handle, or a NULL out-pointer, is -EINVAL;
+ *    a bad value (out of range, contradicting another, a settings struct
+ *    that is NULL where one is required) is RF_EUSAGE.
+ *  - Settings structs (rf_config, rf_dataset_config, rf_writer_config,
+ *    rf_stats) start with a `size` that their init function sets and end
+ *    with `reserved` bytes that must be 0.  Any other size (an uninitialised
+ *    struct) is RF_EUSAGE ("call ..._init") with no other byte of the struct
+ *    read, its log callback included; reserved bytes that are not 0 (a
+ *    setting of a newer header) are RF_EUSAGE.
  *  - The detail of the last failure (file, chunk, byte offset, cause) is kept
  *    on the handle that failed and read with the handle's errmsg function; it
- *    is also sent to the log callback, if one is set.
+ *    is also sent to the log callback, if one is set.  A constructor that
+ *    fails leaves no handle: its message is the calling thread's "open
+ *    error", thread-local and valid until that thread's next call of the
+ *    same constructor: rf_loader_last_open_error, rf_dataset_last_open_error,
+ *    rf_writer_last_error.
  *  - The library never exits, aborts or prints.  Diagnostics go to the log
  *    callback only.
  *  - Teardown functions accept NULL and a pointer to NULL, and clear the
@@ -49,8 +62,11 @@ RF_API const char *rf_version_string(void);
 
 /* ------------------------------------------------------------ error codes */
 
-/* Library-specific failures.  Their values are stable and lie below every
- * errno value, so a caller can tell them apart from negated errno codes. */
+/* Library-specific failures.  Every RF_E* value below is stable: it keeps
+ * its meaning in every later version, is never reused, and new codes take
+ * new values below the last.  They lie below every errno value, so a caller
+ * can tell them apart from negated errno codes.  The texts (rf_strerror,
+ * the errmsg functions) are not stable: match codes, not messages. */
 enum rf_error {
 	RF_EFORMAT = -1000,   /* not a ringfeed shard, or an unsupported version */
 	RF_ECORRUPT = -1001,  /* a size, offset, count or value in a file is invalid */
@@ -64,7 +80,9 @@ enum rf_error {
 	RF_EMEMPLAN = -1008,  /* the memory plan does not fit the budget or the device */
 	RF_EHELD = -1009,     /* the consumer holds every buffer (more than depth batches) */
 	RF_ESTATE = -1010,    /* a resume state blob is corrupt or from another dataset */
-	RF_ENPY = -1011,      /* a .npy file is malformed or of an unsupported kind */
+	RF_ENPY = -1011,      /* reserved for readers of .npy input built on the
+	                         library (a malformed or unsupported array);
+	                         no library function returns it */
 	RF_EUSAGE = -1012,    /* an argument is out of range or contradicts another */
 	RF_EFORK = -1013,     /* a loader used in a child of fork(): open one per process */
 };
@@ -304,8 +322,8 @@ enum rf_shuffle {
  * (select fields with rf_config.fields to leave later ones out).
  * Checksums: a chunk's XXH3 covers the whole chunk, which is never read.
  * With verify = 1 (the default) full mode checks every sample it reads
- * against its own checksums instead: format 2 shards (what ringfeed pack and
- * rf_writer write by default, docs/format.md) keep an XXH3-64 of each value
+ * against its own checksums instead: format 2 shards (what rf_writer writes
+ * by default, docs/format.md) keep an XXH3-64 of each value
  * beside each chunk, and each sample's row of them is read with one more
  * small read (served, after a first pass over a table, from a cache of the
  * table's 4 KiB pages of at most 32 MiB, plain malloc'd memory outside
@@ -313,7 +331,7 @@ enum rf_shuffle {
  * RF_ECHECKSUM, its message naming the shard, the chunk, the sample (in the
  * chunk and in the dataset) and the field, before its batch is delivered.
  * Shards without these checksums (format 1) are refused at open with
- * RF_EUSAGE and a message that says how to repack them (ringfeed pack) or to
+ * RF_EUSAGE and a message that says how to repack them (rf_writer) or to
  * set verify = 0, which reads them unchecked.  Structure is checked either
  * way (each chunk's raw size against what its sample count implies, each
  * sample inside its chunk, each read complete).
@@ -353,6 +371,59 @@ enum rf_tokens {
 #define RF_DEPTH_MAX 64             /* rf_config.depth: device buffers in flight */
 #define RF_DECODE_THREADS_MAX 64    /* rf_config.decode_threads */
 #define RF_WINDOW_MAX 1024          /* rf_config.window: decoded chunks held */
+#define RF_WORLD_MAX (1 << 24)      /* rf_config.world, and a launcher's world size;
+                                       rf_config.rank is below it */
+
+/*
+ * Names of the settings, one vocabulary for command lines, bindings and
+ * logs (the `ringfeed` tool and the Python module spell them so):
+ *   shuffle  "none", "chunks", "window", "full"
+ *   device   "auto", "host", "cuda"
+ *   pinning  "ring", "transient"
+ * Each _name function returns a static string, or NULL for a value outside
+ * the enum.  Each _parse function takes the exact, lower-case name, sets
+ * *out and returns 0, or returns RF_EUSAGE (an unknown or NULL name, out
+ * NULL) leaving *out as it was.  Pure and thread-safe.
+ */
+RF_API const char *rf_shuffle_name(enum rf_shuffle mode);
+RF_API int rf_shuffle_parse(const char *name, enum rf_shuffle *out);
+RF_API const char *rf_device_name(enum rf_device_kind kind);
+RF_API int rf_device_parse(const char *name, enum rf_device_kind *out);
+RF_API const char *rf_pinning_name(enum rf_pinning pinning);
+RF_API int rf_pinning_parse(const char *name, enum rf_pinning *out);
+
+/*
+ * The rank and world size rf_loader_open will use for rf_config.rank and
+ * rf_config.world as given (-1: unset), by the same rule and from the same
+ * launcher variables in the process environment (see rf_config.rank): for a
+ * front end that shows them, or computes a length, before opening.  Sets
+ * *rank_out, *world_out and *source (a static string naming where they came
+ * from, as the loader's open log line does: "config", "default",
+ * "RANK/WORLD_SIZE", "config+RANK/WORLD_SIZE", ...); any of them may be
+ * NULL.  `msg` (may be NULL; msg_cap bytes) receives the reason of a
+ * failure, or on success the warnings the loader logs at RF_LOG_WARN for
+ * these values (a launcher pair half set, a configured value that
+ * contradicts the launcher's), joined by "; ", or "".  Returns 0, or RF_EUSAGE for what rf_loader_open
+ * refuses: a value below -1 or above RF_WORLD_MAX, a launcher variable that
+ * is not a plain decimal number, world 0, rank >= world, a world above 1
+ * configured with neither a rank nor a launcher's.  Reads the environment;
+ * thread-safe as getenv is.
+ */
+RF_API int rf_rank_resolve(int32_t rank, int32_t world, uint32_t *rank_out, uint32_t *world_out,
+			   const char **source, char *msg, size_t msg_cap);
+
+/*
+ * Batches each rank receives in one epoch of `samples` samples with
+ * batch_size B per rank, as the loader's order deals them (see
+ * rf_config.drop_last): the full global batches of world x B samples, plus,
+ * with drop_last 0, one smaller batch when rem = samples % (world x B)
+ * leaves rem / world > 0 samples per rank.  The same on every rank (rank
+ * is checked, not used).  The count of a stream whose batches are not
+ * closed early (rf_config.var_bytes).  Returns 0 and *out, or RF_EUSAGE for
+ * batch_size 0, world 0, rank >= world or out NULL.  Pure.
+ */
+RF_API int rf_epoch_batches(uint64_t samples, uint32_t batch_size, uint32_t rank, uint32_t world,
+			    int drop_last, uint64_t *out);
 
 /*
  * Loader settings.  Initialise with rf_config_init() and change what you
@@ -524,7 +595,8 @@ typedef struct rf_config {
 	 * RF_TOKENS_STORED (0, default): every field as stored.
 	 * RF_TOKENS_INPUTS_TARGETS: the loaded field named "tokens" (fixed,
 	 * one dimension of T + 1 >= 2 tokens of u16, u32 or i32, which is
-	 * what `ringfeed pack --llmc --seq-len T` writes) is delivered as two
+	 * the layout of llm.c's token files packed as samples of T + 1 tokens
+	 * taken every T) is delivered as two
 	 * fields in its place: "inputs", int32 [B, T], tokens [0, T) of each
 	 * sample, and "targets", int32 [B, T], tokens [1, T + 1): each a
 	 * contiguous C-order array, as llm.c's gpt2_forward(inputs, targets,
@@ -655,6 +727,13 @@ typedef struct rf_batch {
  * needed, never past the hard limit, and that is logged at RF_LOG_INFO;
  * descriptors above 1023 do not work with select(2).
  *
+ * Transient read errors: a read that fails with EIO, ETIMEDOUT or (after
+ * immediate retries) EAGAIN, as network and parallel file systems (NFS,
+ * Lustre, FUSE) do for a moment, is read again up to 5 times, 1, 4, 16, 64
+ * and 256 ms apart, each retry logged at RF_LOG_WARN with the shard and
+ * offset, before it becomes the chunk's error; short reads are asked again
+ * for the rest.  (Map mode reads through the page cache and does not retry.)
+ *
  * Returns 0 and *out, or: -EINVAL for out NULL; RF_EUSAGE for a bad config
  * (unknown field name, batch_size 0, no paths; a config NULL or whose size is
  * not sizeof(rf_config), such as one never passed to rf_config_init: "call
@@ -665,7 +744,8 @@ typedef struct rf_batch {
  * device = cuda without a usable runtime or device; RF_ECUDA; -ENOMEM;
  * -EMFILE when the hard open-file limit cannot hold the shards' descriptors.
  * On error *out is NULL, nothing is left allocated, and the message goes to
- * cfg->log and to rf_loader_last_open_error().
+ * cfg->log (once the config's size is known to be right) and to the open
+ * error, rf_loader_last_open_error().
  */
 RF_API int rf_loader_open(rf_loader **out, const rf_config *cfg);
 

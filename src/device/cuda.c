@@ -468,6 +468,7 @@ cuda_close(rf_device *dev)
 
 static const struct rf_device_ops cuda_ops = {
 	.name = "cuda",
+	.caps = 0,
 	.alloc = cuda_alloc,
 	.free = cuda_free,
 	.host_register = cuda_host_register,

@@ -26,8 +26,18 @@
 
 typedef struct rf_device rf_device;
 
+/* What a backend can do, declared in its ops (rf_device_ops.caps), so the
+ * loader chooses by capability and never by the backend's name. */
+enum {
+	/* Device memory is host memory the consumer can read: a batch may be
+	 * handed out in place, in the ring slot it was assembled in, with no
+	 * copy into a device buffer. */
+	RF_DEVICE_CAP_HOST_MEMORY = 1u << 0,
+};
+
 struct rf_device_ops {
-	const char *name; /* "host" or "cuda" */
+	const char *name; /* "host" or "cuda": for messages */
+	unsigned caps;    /* RF_DEVICE_CAP_* */
 	int (*alloc)(rf_device *dev, size_t bytes, void **dptr);
 	int (*free)(rf_device *dev, void *dptr);
 	/* Page-lock [p, p+bytes) for async copies (cudaHostRegister). */
@@ -51,6 +61,11 @@ struct rf_device_ops {
 	int (*stream_sync)(rf_device *dev, void *stream);
 	int (*mem_info)(rf_device *dev, size_t *free_bytes, size_t *total_bytes);
 	void (*close)(rf_device *dev);
+	/* Optional (NULL: not offered).  on = 1: an idle `stream` may run small
+	 * copies in the caller's thread instead of handing them to a worker
+	 * (host: rf_device_host_stream_inline); order and events behave as
+	 * before. */
+	int (*stream_set_inline)(rf_device *dev, void *stream, int on);
 };
 
 /* Common part of every backend instance; implementations embed it first. */
@@ -62,6 +77,13 @@ struct rf_device {
 	char why[64];         /* how the ordinal was chosen (cuda), e.g.
 	                         "LOCAL_RANK=1 of 2 devices"; "" for host */
 };
+
+/* 1 when the backend declares every capability in `caps`. */
+static inline int
+rf_device_has(const rf_device *dev, unsigned caps)
+{
+	return (dev->ops->caps & caps) == caps;
+}
 
 /* Open the host backend.  Always succeeds unless out of memory. */
 int rf_device_open_host(rf_device **out, rf_diag *diag);

@@ -103,6 +103,18 @@ hd_of(rf_device *dev)
  * not interleave. */
 #define HOST_FAIL(hd, code, ...) rf_fail((hd)->base.diag, (code), __VA_ARGS__)
 
+/* An allocation of the backend's own failed: say so, so that the caller's
+ * "...: %s" of the diag names the cause (and not a message left there by
+ * an earlier attempt, such as a CUDA probe before falling back to host). */
+static int
+host_nomem(struct host_dev *hd, const char *what)
+{
+	pthread_mutex_lock(&hd->lock);
+	int ret = HOST_FAIL(hd, -ENOMEM, "host: out of memory for %s", what);
+	pthread_mutex_unlock(&hd->lock);
+	return ret;
+}
+
 /* Lock held.  Sleep until progress is announced (or spuriously). */
 static void
 progress_wait(struct host_dev *hd)
@@ -240,6 +252,8 @@ host_alloc(rf_device *dev, size_t bytes, void **dptr)
 	}
 	pthread_mutex_lock(&hd->lock);
 	int ret = track(&hd->allocs, &hd->nallocs, &hd->cap_allocs, p, bytes);
+	if (ret < 0)
+		ret = HOST_FAIL(hd, ret, "host: out of memory for the allocation table");
 	pthread_mutex_unlock(&hd->lock);
 	if (ret < 0) {
 		free(p);
@@ -280,8 +294,8 @@ host_register(rf_device *dev, void *p, size_t bytes)
 			break;
 		}
 	}
-	if (ret == 0)
-		ret = track(&hd->regs, &hd->nregs, &hd->cap_regs, p, bytes);
+	if (ret == 0 && (ret = track(&hd->regs, &hd->nregs, &hd->cap_regs, p, bytes)) < 0)
+		ret = HOST_FAIL(hd, ret, "host: out of memory for the registration table");
 	pthread_mutex_unlock(&hd->lock);
 	return ret;
 }
@@ -304,7 +318,7 @@ host_stream_create(rf_device *dev, void **stream)
 	struct host_dev *hd = hd_of(dev);
 	struct host_stream *s = calloc(1, sizeof *s);
 	if (!s)
-		return -ENOMEM;
+		return host_nomem(hd, "a stream");
 	s->hd = hd;
 	atomic_init(&s->inline_on, 0);
 	pthread_cond_init(&s->cv, NULL);
@@ -368,7 +382,7 @@ host_event_create(rf_device *dev, void **event)
 	struct host_dev *hd = hd_of(dev);
 	struct host_event *ev = calloc(1, sizeof *ev);
 	if (!ev)
-		return -ENOMEM;
+		return host_nomem(hd, "an event");
 	pthread_mutex_lock(&hd->lock);
 	ev->next = hd->events;
 	if (hd->events)
@@ -447,7 +461,7 @@ host_copy_h2d_async(rf_device *dev, void *dst, const void *src, size_t bytes, vo
 	}
 	struct host_op *op = calloc(1, sizeof *op);
 	if (!op)
-		return -ENOMEM;
+		return host_nomem(hd, "a copy");
 	op->kind = OP_COPY;
 	op->dst = dst;
 	op->src = src;
@@ -508,7 +522,7 @@ host_event_record(rf_device *dev, void *event, void *stream)
 		pthread_mutex_unlock(&hd->lock);
 	}
 	if (stream && !(op = calloc(1, sizeof *op)))
-		return -ENOMEM;
+		return host_nomem(hd, "a stream operation");
 	pthread_mutex_lock(&hd->lock);
 	uint64_t gen = ++ev->recorded;
 	if (!stream) {
@@ -550,7 +564,7 @@ host_stream_wait_event(rf_device *dev, void *stream, void *event)
 	struct host_event *ev = event;
 	struct host_op *op = NULL;
 	if (stream && !(op = calloc(1, sizeof *op)))
-		return -ENOMEM;
+		return host_nomem(hd, "a stream operation");
 	pthread_mutex_lock(&hd->lock);
 	uint64_t gen = ev->recorded;
 	if (ev->completed >= gen) {
@@ -615,8 +629,15 @@ host_close(rf_device *dev)
 	free(hd);
 }
 
+static int
+host_stream_set_inline(rf_device *dev, void *stream, int on)
+{
+	return rf_device_host_stream_inline(dev, stream, on);
+}
+
 static const struct rf_device_ops host_ops = {
 	.name = "host",
+	.caps = RF_DEVICE_CAP_HOST_MEMORY,
 	.alloc = host_alloc,
 	.free = host_free,
 	.host_register = host_register,
@@ -634,6 +655,7 @@ static const struct rf_device_ops host_ops = {
 	.stream_sync = host_stream_sync,
 	.mem_info = host_mem_info,
 	.close = host_close,
+	.stream_set_inline = host_stream_set_inline,
 };
 
 int
@@ -649,6 +671,9 @@ rf_device_open_host(rf_device **out, rf_diag *diag)
 	strcpy(hd->base.desc, "host");
 	pthread_mutex_init(&hd->lock, NULL);
 	pthread_cond_init(&hd->progress, NULL);
+	/* Opened: what an earlier attempt left in the diag (a failed CUDA
+	 * probe of RF_DEVICE_AUTO) is no failure of this device. */
+	diag->msg[0] = '\0';
 	*out = &hd->base;
 	return 0;
 }

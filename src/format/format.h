@@ -29,12 +29,14 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "ringfeed needs a litt
 
 #define RF_FMT_MAGIC "\x89RFS\r\n\x1a\n" /* 8 bytes, no NUL counted */
 #define RF_FMT_MAGIC_LEN 8
-#define RF_FMT_VERSION 2          /* the version a writer writes by default */
+#define RF_FMT_VERSION 3          /* the version a writer writes by default */
 #define RF_FMT_VERSION_MIN 1      /* the oldest version a reader reads */
 #define RF_FMT_ALIGN 4096          /* chunk, index and header-end alignment */
 #define RF_FMT_SECTION_ALIGN 64    /* raw chunk section alignment */
 
 #define RF_FMT_HEADER_FIXED 32     /* magic .. reserved, before the field records */
+#define RF_FMT_PACK_ID_AT 24       /* version 3: the header's u64 pack id (reserved
+                                      and 0 in versions 1 and 2) */
 #define RF_FMT_FIELD_SIZE 128      /* one field record */
 /* header_size: bytes [0, end of header_xxh3) for nfields fields */
 #define RF_FMT_HEADER_SIZE(nfields) (RF_FMT_HEADER_FIXED + RF_FMT_FIELD_SIZE * (uint64_t)(nfields) + 8)
@@ -198,6 +200,8 @@ typedef struct rf_shard_info {
 	uint64_t nsamples;
 	uint32_t version;      /* format version: 2 and up hold per-sample
 	                          checksums (rf_fmt_sums_offset) */
+	uint64_t pack_id;      /* version 3: the pack the shard belongs to; 0 for
+	                          versions 1 and 2 */
 } rf_shard_info;
 
 /* Close every shard's descriptor, for an owner that reads the shards
@@ -213,9 +217,6 @@ int rf_dataset_shard_info(const rf_dataset *ds, size_t i, rf_shard_info *out);
  * (0 for an empty dataset): buffer sizes that fit any chunk. */
 uint64_t rf_dataset_max_raw_bytes(const rf_dataset *ds);
 uint64_t rf_dataset_max_stored_span(const rf_dataset *ds);
-
-/* The verify setting the dataset was opened with. */
-int rf_dataset_verify_enabled(const rf_dataset *ds);
 
 /* ------------------------------------------------------ schema encoding */
 

@@ -22,6 +22,7 @@
 #include <zstd.h>
 
 #include "format/format.h"
+#include "format/manifest.h"
 #include "io/http.h"
 
 /* A zstd block holds at most 128 KiB and takes at least 4 bytes (3 of header,
@@ -47,6 +48,9 @@ struct shard {
 	uint64_t first_chunk;
 	uint64_t first_sample;
 	uint32_t version;
+	uint64_t pack_id;      /* version 3, else 0 */
+	uint32_t pack_shards;  /* version 3: shards in its pack, else 0 */
+	uint64_t footer_xxh3;
 };
 
 struct rf_dataset {
@@ -96,13 +100,23 @@ rf_dataset_errmsg(const rf_dataset *ds)
 
 /* ------------------------------------------------------------- paths */
 
+/* What a manifest says of one of its shards, checked once it is loaded. */
+struct expect {
+	char *manifest;        /* the manifest's path; NULL: not from a manifest */
+	char *final;           /* the shard's own name when v is its temporary
+	                          name (a committed pack not yet renamed) */
+	uint64_t pack, size, samples, footer_xxh3;
+	int listed;            /* from a directory listing or a glob */
+};
+
 struct pathlist {
 	char **v;
+	struct expect *ex;     /* parallel to v */
 	size_t n, cap;
 };
 
 static int
-pl_add(struct pathlist *pl, const char *p)
+pl_add_ex(struct pathlist *pl, const char *p, const struct expect *ex)
 {
 	if (pl->n == pl->cap) {
 		size_t cap = pl->cap ? 2 * pl->cap : 16;
@@ -110,20 +124,46 @@ pl_add(struct pathlist *pl, const char *p)
 		if (!v)
 			return -ENOMEM;
 		pl->v = v;
+		struct expect *e = realloc(pl->ex, cap * sizeof *e);
+		if (!e)
+			return -ENOMEM;
+		pl->ex = e;
 		pl->cap = cap;
 	}
+	memset(&pl->ex[pl->n], 0, sizeof *pl->ex);
 	if (!(pl->v[pl->n] = strdup(p)))
 		return -ENOMEM;
+	if (ex) {
+		pl->ex[pl->n] = *ex;
+		pl->ex[pl->n].manifest = strdup(ex->manifest);
+		pl->ex[pl->n].final = ex->final ? strdup(ex->final) : NULL;
+		if (!pl->ex[pl->n].manifest || (ex->final && !pl->ex[pl->n].final)) {
+			free(pl->ex[pl->n].manifest);
+			free(pl->ex[pl->n].final);
+			free(pl->v[pl->n]);
+			return -ENOMEM;
+		}
+	}
 	pl->n++;
 	return 0;
+}
+
+static int
+pl_add(struct pathlist *pl, const char *p)
+{
+	return pl_add_ex(pl, p, NULL);
 }
 
 static void
 pl_free(struct pathlist *pl)
 {
-	for (size_t i = 0; i < pl->n; i++)
+	for (size_t i = 0; i < pl->n; i++) {
 		free(pl->v[i]);
+		free(pl->ex[i].manifest);
+		free(pl->ex[i].final);
+	}
 	free(pl->v);
+	free(pl->ex);
 }
 
 static int
@@ -137,7 +177,204 @@ cmp_str(const void *a, const void *b)
 static void
 pl_sort_from(struct pathlist *pl, size_t from)
 {
+	/* Only lists without expectations are sorted (directory and glob
+	 * listings); a manifest gives its own order. */
 	qsort(pl->v + from, pl->n - from, sizeof *pl->v, cmp_str);
+}
+
+static int
+ends_with(const char *s, const char *tail)
+{
+	size_t n = strlen(s), t = strlen(tail);
+	return n >= t && strcmp(s + n - t, tail) == 0;
+}
+
+/*
+ * The shards a manifest lists, in its order.  A shard whose file does not
+ * hold the manifest's pack yet is taken from its temporary name when that
+ * does: the writer committed the pack (renamed the manifest) and was
+ * stopped, or is still working, before renaming every shard.  Whatever is
+ * taken is checked against the manifest once loaded.
+ */
+static int
+expand_manifest(struct pathlist *pl, const char *mpath, rf_diag *d)
+{
+	rf_manifest m;
+	int rc = rf_manifest_read(mpath, &m, d);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < m.nshards && rc == 0; i++) {
+		const rf_manifest_shard *s = &m.shards[i];
+		char *fin = rf_manifest_shard_path(mpath, s->name);
+		char *tmp = rf_manifest_tmp_path(mpath, s->name, m.writer_pid);
+		if (!fin || !tmp) {
+			rc = rf_fail(d, -ENOMEM, "%s: out of memory", mpath);
+		} else {
+			struct expect ex = {(char *)(uintptr_t)mpath, NULL, m.pack_id, s->size,
+					    s->samples, s->footer_xxh3, 0};
+			uint64_t id;
+			const char *use = fin;
+			if (!(rf_shard_peek_pack(fin, &id) && id == m.pack_id) &&
+			    rf_shard_peek_pack(tmp, &id) && id == m.pack_id) {
+				use = tmp;
+				ex.final = fin;
+			}
+			if (pl_add_ex(pl, use, &ex) < 0)
+				rc = rf_fail(d, -ENOMEM, "%s: out of memory", mpath);
+		}
+		free(fin);
+		free(tmp);
+	}
+	rf_manifest_free(&m);
+	return rc;
+}
+
+/* Whether `name` (a file name) is one a write to BASE makes: BASE.rfs or
+ * BASE-NNNNN.rfs, for the BASE of one of the directory's manifests. */
+static int
+of_a_manifest(const char *name, const struct pathlist *ms)
+{
+	size_t nl = strlen(name);
+	for (size_t i = 0; i < ms->n; i++) {
+		const char *m = strrchr(ms->v[i], '/');
+		m = m ? m + 1 : ms->v[i];
+		size_t bl = strlen(m) - strlen(RF_MANIFEST_EXT);
+		if (nl < bl || strncmp(name, m, bl) != 0)
+			continue;
+		if (strcmp(name + bl, ".rfs") == 0 ||
+		    (nl == bl + 10 && name[bl] == '-' && strspn(name + bl + 1, "0123456789") == 5 &&
+		     strcmp(name + bl + 6, ".rfs") == 0))
+			return 1;
+	}
+	return 0;
+}
+
+struct pl_ent {
+	char *v;
+	struct expect ex;
+};
+
+static int
+cmp_ent(const void *a, const void *b)
+{
+	const struct pl_ent *x = a, *y = b;
+	return strcmp(x->ex.final ? x->ex.final : x->v, y->ex.final ? y->ex.final : y->v);
+}
+
+/*
+ * The rest of a directory that has manifests: its *.rfs files that no
+ * manifest lists.  One that a write to a manifest's BASE made (BASE.rfs,
+ * BASE-NNNNN.rfs: an earlier pack's leftover, or a file copied in by hand)
+ * is not read, and a warning says so; any other (a dataset written without
+ * a manifest, by an older version) is read as a directory listing reads it.
+ * Then everything from `from` on is put in name order, as a listing would
+ * have it.
+ */
+static int
+add_unlisted(struct pathlist *pl, size_t from, const struct pathlist *ms, const char *dir,
+	     rf_diag *d)
+{
+	size_t n = 0, listed = pl->n - from;
+	const char **names = malloc(2 * listed * sizeof *names + 1);
+	if (!names)
+		return rf_fail(d, -ENOMEM, "%s: out of memory", dir);
+	for (size_t i = from; i < pl->n; i++) {
+		names[n++] = pl->v[i];
+		if (pl->ex[i].final)
+			names[n++] = pl->ex[i].final;
+	}
+	qsort(names, n, sizeof *names, cmp_str);
+	DIR *dp = opendir(dir);
+	size_t dl = strlen(dir);
+	int slash = dl > 0 && dir[dl - 1] == '/';
+	int rc = 0;
+	struct dirent *de;
+	while (rc == 0 && dp && (de = readdir(dp))) {
+		if (de->d_name[0] == '.' || !ends_with(de->d_name, ".rfs"))
+			continue;
+		char *full = malloc(dl + strlen(de->d_name) + 2);
+		if (!full) {
+			rc = rf_fail(d, -ENOMEM, "%s: out of memory", dir);
+			break;
+		}
+		sprintf(full, "%s%s%s", dir, slash ? "" : "/", de->d_name);
+		const char *key = full;
+		struct stat st;
+		if (stat(full, &st) == 0 && S_ISREG(st.st_mode) &&
+		    !bsearch(&key, names, n, sizeof *names, cmp_str)) {
+			if (of_a_manifest(de->d_name, ms))
+				rf_log(d, RF_LOG_WARN, "%s: not listed by the manifest of its pack in "
+				       "%s, not read", full, dir);
+			else if (pl_add(pl, full) < 0)
+				rc = rf_fail(d, -ENOMEM, "%s: out of memory", dir);
+			else
+				pl->ex[pl->n - 1].listed = 1;
+		}
+		free(full);
+	}
+	if (dp)
+		closedir(dp);
+	free(names);
+	if (rc < 0)
+		return rc;
+	/* Name order over manifests' shards and the rest together. */
+	struct pl_ent *e = malloc((pl->n - from + 1) * sizeof *e);
+	if (!e)
+		return rf_fail(d, -ENOMEM, "%s: out of memory", dir);
+	for (size_t i = from; i < pl->n; i++)
+		e[i - from] = (struct pl_ent){pl->v[i], pl->ex[i]};
+	qsort(e, pl->n - from, sizeof *e, cmp_ent);
+	for (size_t i = from; i < pl->n; i++) {
+		pl->v[i] = e[i - from].v;
+		pl->ex[i] = e[i - from].ex;
+	}
+	free(e);
+	return 0;
+}
+
+/* A directory with manifests is the packs they list (one manifest per
+ * output written to the directory), plus its shards of no manifest's output
+ * (add_unlisted), in name order. */
+static int
+expand_dir_manifests(struct pathlist *pl, const char *dir, int *found, rf_diag *d)
+{
+	*found = 0;
+	DIR *dp = opendir(dir);
+	if (!dp)
+		return rf_fail(d, -errno, "%s: cannot open directory: %s", dir, rf_strerror(-errno));
+	struct pathlist ms = {0};
+	size_t dl = strlen(dir);
+	int slash = dl > 0 && dir[dl - 1] == '/';
+	int rc = 0;
+	struct dirent *de;
+	while ((de = readdir(dp))) {
+		if (de->d_name[0] == '.' || !ends_with(de->d_name, RF_MANIFEST_EXT))
+			continue;
+		char *full = malloc(dl + strlen(de->d_name) + 2);
+		if (!full) {
+			rc = rf_fail(d, -ENOMEM, "%s: out of memory", dir);
+			break;
+		}
+		sprintf(full, "%s%s%s", dir, slash ? "" : "/", de->d_name);
+		struct stat st;
+		if (stat(full, &st) == 0 && S_ISREG(st.st_mode) && pl_add(&ms, full) < 0)
+			rc = rf_fail(d, -ENOMEM, "%s: out of memory", dir);
+		free(full);
+		if (rc < 0)
+			break;
+	}
+	closedir(dp);
+	size_t from = pl->n;
+	if (rc == 0 && ms.n) {
+		*found = 1;
+		pl_sort_from(&ms, 0);
+		for (size_t i = 0; i < ms.n && rc == 0; i++)
+			rc = expand_manifest(pl, ms.v[i], d);
+		if (rc == 0)
+			rc = add_unlisted(pl, from, &ms, dir, d);
+	}
+	pl_free(&ms);
+	return rc;
 }
 
 static int
@@ -165,8 +402,8 @@ expand_dir(struct pathlist *pl, const char *dir, rf_diag *d)
 			full[dl] = '/';
 		memcpy(full + dl + !slash, de->d_name, nl + 1);
 		struct stat st;
-		if (stat(full, &st) == 0 && S_ISREG(st.st_mode))
-			rc = pl_add(pl, full);
+		if (stat(full, &st) == 0 && S_ISREG(st.st_mode) && (rc = pl_add(pl, full)) == 0)
+			pl->ex[pl->n - 1].listed = 1;
 		free(full);
 		if (rc < 0)
 			break;
@@ -185,8 +422,12 @@ expand(struct pathlist *pl, const char *p, rf_diag *d)
 {
 	struct stat st;
 	if (stat(p, &st) == 0) {
-		if (S_ISDIR(st.st_mode))
-			return expand_dir(pl, p, d);
+		if (S_ISDIR(st.st_mode)) {
+			int found, rc = expand_dir_manifests(pl, p, &found, d);
+			return rc < 0 || found ? rc : expand_dir(pl, p, d);
+		}
+		if (S_ISREG(st.st_mode) && ends_with(p, RF_MANIFEST_EXT))
+			return expand_manifest(pl, p, d);
 		return pl_add(pl, p) < 0 ? rf_fail(d, -ENOMEM, "%s: out of memory", p) : 0;
 	}
 	int e = errno;
@@ -215,6 +456,8 @@ expand(struct pathlist *pl, const char *p, rf_diag *d)
 			continue;
 		if (pl_add(pl, g.gl_pathv[i]) < 0)
 			rc = rf_fail(d, -ENOMEM, "%s: out of memory", p);
+		else
+			pl->ex[pl->n - 1].listed = 1;
 	}
 	globfree(&g);
 	if (rc == 0 && pl->n == from)
@@ -299,20 +542,35 @@ remote_prefetch(rf_dataset *ds, size_t from, size_t to, rf_diag *d)
 
 /* ------------------------------------------------------------- validation */
 
+/* Transient read errors (what NFS, Lustre and FUSE return for a moment):
+ * asked again this many times, 1, 4, 16 ... ms apart, as the loader's
+ * reader does (src/io). */
+#define READ_RETRIES 5
+
 static int
 pread_full(int fd, void *buf, uint64_t len, uint64_t off, const char *path, const char *what,
 	   rf_diag *d)
 {
 	uint8_t *p = buf;
 	uint64_t done = 0;
+	unsigned retries = 0;
 	while (done < len) {
 		ssize_t r = pread(fd, p + done, len - done, (off_t)(off + done));
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
 			int e = errno;
-			return rf_fail(d, -e, "%s: read of %s (%llu bytes at offset %llu): %s", path, what,
-				       (unsigned long long)len, (unsigned long long)off, rf_strerror(-e));
+			if ((e == EIO || e == EAGAIN || e == ETIMEDOUT) && retries < READ_RETRIES) {
+				unsigned us = 1000u << (2 * retries++);
+				rf_log(d, RF_LOG_WARN, "%s: read of %s at offset %llu: %s; retry %u of %d "
+				       "in %u ms", path, what, (unsigned long long)(off + done),
+				       rf_strerror(-e), retries, READ_RETRIES, us / 1000);
+				usleep(us);
+				continue;
+			}
+			return rf_fail(d, -e, "%s: read of %s (%llu bytes at offset %llu): %s%s", path,
+				       what, (unsigned long long)len, (unsigned long long)off,
+				       rf_strerror(-e), retries ? " (after retries)" : "");
 		}
 		if (r == 0)
 			return rf_fail(d, RF_ETRUNCATED,
@@ -424,9 +682,12 @@ shard_load(struct shard *sh, rf_schema *schema, int have_schema, rf_chunk_info *
 	if (XXH3_64bits(f, 48) != rf_le64(f + 48))
 		return rf_fail(d, RF_ECORRUPT, "%s: footer at offset %llu: checksum mismatch", path,
 			       (unsigned long long)foff);
-	if (rf_le32(f + 44) != 0)
-		return rf_fail(d, RF_ECORRUPT, "%s: footer at offset %llu: reserved bytes are not 0",
-			       path, (unsigned long long)(foff + 44));
+	/* Version 3: the pack's shard count; older versions reserve it. */
+	if (fver < 3 ? rf_le32(f + 44) != 0 : rf_le32(f + 44) == 0)
+		return rf_fail(d, RF_ECORRUPT, "%s: footer at offset %llu: %s", path,
+			       (unsigned long long)(foff + 44),
+			       fver < 3 ? "reserved bytes are not 0" : "a pack of 0 shards");
+	sh->pack_shards = rf_le32(f + 44);
 	uint64_t index_offset = rf_le64(f + 0), nch = rf_le64(f + 8), nsamples = rf_le64(f + 16);
 	if (nch > RF_FMT_MAX_CHUNKS)
 		return rf_fail(d, RF_ECORRUPT, "%s: footer at offset %llu: %llu chunks, more than 2^32",
@@ -470,9 +731,12 @@ shard_load(struct shard *sh, rf_schema *schema, int have_schema, rf_chunk_info *
 		return rf_fail(d, RF_ECORRUPT, "%s: header at offset 12: header size %u, expected "
 			       "%llu for %u fields", path, hsize,
 			       (unsigned long long)RF_FMT_HEADER_SIZE(nfields), nfields);
-	if (rf_le64(page + 24) != 0)
+	/* Version 3: the pack id; older versions reserve the bytes. */
+	if (hver < 3 && rf_le64(page + RF_FMT_PACK_ID_AT) != 0)
 		return rf_fail(d, RF_ECORRUPT, "%s: header at offset 24: reserved bytes are not 0",
 			       path);
+	sh->pack_id = hver >= 3 ? rf_le64(page + RF_FMT_PACK_ID_AT) : 0;
+	sh->footer_xxh3 = rf_le64(f + 48);
 	uint64_t hend = RF_ALIGN_UP(hsize, RF_FMT_ALIGN);
 	if (hend > index_offset)
 		return rf_fail(d, RF_ECORRUPT, "%s: header (%u bytes) runs past the index at offset "
@@ -625,26 +889,165 @@ out:
 	return rc;
 }
 
+/* Append to a bounded message; the last room says that more were left out. */
+static void
+msg_add(char *buf, size_t cap, size_t *len, const char *s)
+{
+	size_t n = strlen(s);
+	if (*len + n + 12 < cap) {
+		memcpy(buf + *len, s, n + 1);
+		*len += n;
+	} else if (*len + 6 < cap && strcmp(buf + *len - 5, " ...") != 0) {
+		memcpy(buf + *len, " ...", 5);
+		*len += 4;
+	}
+}
+
+/* The group a shard's name puts it in: BASE for BASE-NNNNN.rfs (the shards a
+ * sharded write makes), else none (0). */
+static size_t
+pack_group(const char *path)
+{
+	size_t n = strlen(path);
+	if (n < 11 || strcmp(path + n - 4, ".rfs") != 0 || path[n - 10] != '-' ||
+	    strspn(path + n - 9, "0123456789") != 5)
+		return 0;
+	return n - 10;
+}
+
+struct grp {
+	const char *path;
+	size_t key;
+	uint64_t pack;
+	uint32_t pack_shards;
+	int listed;
+};
+
+static int
+cmp_grp(const void *a, const void *b)
+{
+	const struct grp *x = a, *y = b;
+	size_t n = x->key < y->key ? x->key : y->key;
+	int c = memcmp(x->path, y->path, n);
+	if (c || x->key != y->key)
+		return c ? c : x->key < y->key ? -1 : 1;
+	return strcmp(x->path, y->path);
+}
+
+/*
+ * The shards are whole packs: every shard a manifest lists holds the
+ * manifest's pack id, size, sample count and footer; shards named
+ * BASE-NNNNN.rfs of one BASE that came without a manifest hold one pack id
+ * (shards without one, of formats 1 and 2, count as one more pack), and
+ * when they came from a listing (directory or glob), all of the pack's
+ * shards.  A failure names every shard of the wrong pack.
+ */
+static int
+check_packs(rf_dataset *ds, const struct pathlist *pl, rf_diag *d)
+{
+	char msg[RF_ERRMSG_MAX];
+	size_t len = 0;
+	msg[0] = '\0';
+	const char *manifest = NULL;
+	for (size_t i = 0; i < ds->nshards; i++) {
+		const struct expect *ex = &pl->ex[i];
+		const struct shard *sh = &ds->shards[i];
+		if (!ex->manifest)
+			continue;
+		char one[600];
+		if (sh->pack_id != ex->pack)
+			snprintf(one, sizeof one, " %s (pack %016llx)", sh->path,
+				 (unsigned long long)sh->pack_id);
+		else if (sh->file_size != ex->size || sh->nsamples != ex->samples ||
+			 sh->footer_xxh3 != ex->footer_xxh3)
+			snprintf(one, sizeof one, " %s (%llu bytes, %llu samples, footer %016llx; the "
+				 "manifest says %llu, %llu, %016llx)", sh->path,
+				 (unsigned long long)sh->file_size, (unsigned long long)sh->nsamples,
+				 (unsigned long long)sh->footer_xxh3, (unsigned long long)ex->size,
+				 (unsigned long long)ex->samples,
+				 (unsigned long long)ex->footer_xxh3);
+		else
+			continue;
+		if (!manifest) {
+			manifest = ex->manifest;
+			snprintf(msg, sizeof msg, "%s: the manifest of pack %016llx names shards that "
+				 "are not of this pack (an interrupted or concurrent write, or shards "
+				 "replaced by hand):", ex->manifest, (unsigned long long)ex->pack);
+			len = strlen(msg);
+		}
+		msg_add(msg, sizeof msg, &len, one);
+	}
+	if (manifest)
+		return rf_fail(d, RF_ECORRUPT, "%s", msg);
+
+	struct grp *g = malloc((ds->nshards ? ds->nshards : 1) * sizeof *g);
+	if (!g)
+		return rf_fail(d, -ENOMEM, "rf_dataset_open: out of memory");
+	size_t ng = 0;
+	for (size_t i = 0; i < ds->nshards; i++) {
+		size_t key = pack_group(ds->shards[i].path);
+		if (!pl->ex[i].manifest && key)
+			g[ng++] = (struct grp){ds->shards[i].path, key, ds->shards[i].pack_id,
+					       ds->shards[i].pack_shards, pl->ex[i].listed};
+	}
+	qsort(g, ng, sizeof *g, cmp_grp);
+	int rc = 0;
+	for (size_t a = 0, b; a < ng && rc == 0; a = b) {
+		int mixed = 0;
+		for (b = a + 1; b < ng && g[b].key == g[a].key &&
+				memcmp(g[b].path, g[a].path, g[a].key) == 0; b++)
+			mixed |= g[b].pack != g[a].pack;
+		/* A listing that finds part of a pack: an interrupted write
+		 * that had renamed only some of its shards (or shards lost).
+		 * Shards named one by one may be any part of their pack. */
+		if (!mixed && g[a].pack && g[a].listed && b - a != g[a].pack_shards) {
+			rc = rf_fail(d, RF_ECORRUPT, "%.*s-NNNNN.rfs: %zu shards of a pack of %u (pack "
+				     "%016llx): an interrupted write, or shards missing; a complete "
+				     "pack has a manifest, %.*s.rfm", (int)g[a].key, g[a].path, b - a,
+				     g[a].pack_shards, (unsigned long long)g[a].pack, (int)g[a].key,
+				     g[a].path);
+			break;
+		}
+		if (!mixed)
+			continue;
+		snprintf(msg, sizeof msg, "%.*s-NNNNN.rfs: shards of different packs (an interrupted "
+			 "write, or shards mixed by hand; a complete pack has a manifest, %.*s.rfm):",
+			 (int)g[a].key, g[a].path, (int)g[a].key, g[a].path);
+		len = strlen(msg);
+		for (size_t i = a; i < b; i++) {
+			char one[600];
+			snprintf(one, sizeof one, " %s (pack %016llx)", g[i].path,
+				 (unsigned long long)g[i].pack);
+			msg_add(msg, sizeof msg, &len, one);
+		}
+		rc = rf_fail(d, RF_ECORRUPT, "%s", msg);
+	}
+	free(g);
+	return rc;
+}
+
 RF_API int
 rf_dataset_open(rf_dataset **out, const char *const *paths, size_t npaths,
 		const rf_dataset_config *cfg)
 {
 	rf_diag d;
-	rf_diag_init(&d, cfg ? cfg->log : NULL, cfg ? cfg->log_user : NULL);
+	/* No logger until the config is known to be one (its size checked). */
+	rf_diag_init(&d, NULL, NULL);
 	last_open_error[0] = '\0';
 	int rc;
 	rf_dataset *ds = NULL;
 	struct pathlist pl = {0};
 	rf_http *http = NULL;
 	if (!out) {
-		rc = rf_fail(&d, RF_EUSAGE, "rf_dataset_open: out is NULL");
+		rc = rf_fail(&d, -EINVAL, "rf_dataset_open: out is NULL");
 		goto fail;
 	}
 	*out = NULL;
-	if (cfg && cfg->size != sizeof *cfg) {
-		rc = rf_fail(&d, RF_EUSAGE, "rf_dataset_open: config size %u, expected %zu (call "
-			     "rf_dataset_config_init)", cfg->size, sizeof *cfg);
-		goto fail;
+	if (cfg) {
+		if ((rc = RF_CONFIG_SIZE_CHECK(&d, "rf_dataset_open", cfg, "rf_dataset_config_init")) < 0)
+			goto fail;
+		d.log = cfg->log;
+		d.log_user = cfg->log_user;
 	}
 	if (!paths || npaths == 0) {
 		rc = rf_fail(&d, RF_EUSAGE, "rf_dataset_open: no path given");
@@ -704,8 +1107,19 @@ rf_dataset_open(rf_dataset **out, const char *const *paths, size_t npaths,
 			if ((rc = remote_prefetch(ds, i, fetched, &d)) < 0)
 				goto fail;
 		}
-		rc = shard_load(sh, &ds->schema, i > 0, &ds->chunks, &ds->nchunks, &cap, (uint32_t)i,
-				&d);
+		rc = shard_load(sh, &ds->schema, i > 0, &ds->chunks, &ds->nchunks, &cap,
+				(uint32_t)i, &d);
+		if (rc == -ENOENT && pl.ex[i].final) {
+			/* Renamed by its writer since the manifest was read. */
+			if (sh->fd >= 0)
+				close(sh->fd);
+			sh->fd = -1;
+			free(sh->path);
+			sh->path = pl.ex[i].final;
+			pl.ex[i].final = NULL;
+			rc = shard_load(sh, &ds->schema, i > 0, &ds->chunks, &ds->nchunks, &cap,
+					(uint32_t)i, &d);
+		}
 		/* Later reads are chunks and index entries: ranged GETs. */
 		free(sh->head);
 		free(sh->tail);
@@ -730,6 +1144,8 @@ rf_dataset_open(rf_dataset **out, const char *const *paths, size_t npaths,
 				ds->max_span = span;
 		}
 	}
+	if ((rc = check_packs(ds, &pl, &d)) < 0)
+		goto fail;
 	ds->diag = d;
 	ds->diag.msg[0] = '\0';
 	if (ds->http)
@@ -819,6 +1235,8 @@ rf_dataset_shard_bytes(const rf_dataset *ds, size_t i)
 RF_API int
 rf_dataset_chunk_info(const rf_dataset *ds, uint64_t chunk, rf_chunk_info *out)
 {
+	if (!ds || !out)
+		return -EINVAL;
 	if (chunk >= ds->nchunks)
 		return -ERANGE;
 	*out = ds->chunks[chunk];
@@ -828,6 +1246,8 @@ rf_dataset_chunk_info(const rf_dataset *ds, uint64_t chunk, rf_chunk_info *out)
 RF_API int
 rf_dataset_find_chunk(const rf_dataset *ds, uint64_t index, uint64_t *chunk)
 {
+	if (!ds || !chunk)
+		return -EINVAL;
 	if (index >= ds->nsamples)
 		return -ERANGE;
 	/* The last chunk whose first sample is <= index. */
@@ -878,6 +1298,7 @@ rf_dataset_shard_info(const rf_dataset *ds, size_t i, rf_shard_info *out)
 	out->first_sample = sh->first_sample;
 	out->nsamples = sh->nsamples;
 	out->version = sh->version;
+	out->pack_id = sh->pack_id;
 	return 0;
 }
 
@@ -891,12 +1312,6 @@ uint64_t
 rf_dataset_max_stored_span(const rf_dataset *ds)
 {
 	return ds->max_span;
-}
-
-int
-rf_dataset_verify_enabled(const rf_dataset *ds)
-{
-	return ds->verify;
 }
 
 /* ------------------------------------------------------------- reading */
@@ -963,6 +1378,8 @@ RF_API int
 rf_dataset_read(rf_dataset *ds, uint64_t index, uint32_t field, void *buf, size_t cap,
 		size_t *len)
 {
+	if (!ds || !len)
+		return -EINVAL;
 	if (index >= ds->nsamples || field >= ds->schema.nfields)
 		return rf_fail(&ds->diag, -ERANGE, "sample %llu field %u: out of range (%llu "
 			       "samples, %u fields)", (unsigned long long)index, field,
@@ -1075,6 +1492,8 @@ verify_sums(rf_dataset *ds, uint64_t chunk)
 RF_API int
 rf_dataset_verify_chunk(rf_dataset *ds, uint64_t chunk)
 {
+	if (!ds)
+		return -EINVAL;
 	if (chunk >= ds->nchunks)
 		return rf_fail(&ds->diag, -ERANGE, "chunk %llu: out of range (%llu chunks)",
 			       (unsigned long long)chunk, (unsigned long long)ds->nchunks);

@@ -12,9 +12,20 @@
  * in jobs[s % njobs] and is written in sequence order by the thread that adds
  * samples, so at most njobs chunks are held in memory.
  *
- * Format 2 (the default): each chunk's per-sample checksum table (an XXH3-64
+ * Format 2 and up: each chunk's per-sample checksum table (an XXH3-64
  * per sample and field) is computed with the chunk's checksum, from the same
  * column buffers, and written after the stored bytes.
+ *
+ * A pack is committed by its manifest (manifest.h): format 3 (the default)
+ * puts a pack id in every shard's header, a checksum of the whole pack's
+ * content (so the same input packs to the same bytes, and two different
+ * packs to the same output differ), patched into each shard's header and
+ * footer once the last shard is written; rf_writer_close writes the
+ * manifest naming the shards and that id, renames it into place, and only
+ * then renames the shards.  Before the manifest's rename a reader sees the
+ * old dataset; after it the new one (a shard not renamed yet is read from its
+ * temporary name, which the manifest gives); a reader of mixed shards without
+ * a manifest fails naming them.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +35,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -31,6 +44,7 @@
 #include <zstd.h>
 
 #include "format/format.h"
+#include "format/manifest.h"
 
 #define DEFAULT_CHUNK_BYTES (UINT64_C(4) << 20)
 #define MAX_THREADS 256
@@ -68,6 +82,8 @@ struct wjob {
 struct wshard {
 	char *final;
 	char *tmp;
+	uint64_t size, samples, footer_xxh3; /* for the manifest, once finished */
+	uint64_t index_offset, nchunks, index_xxh3; /* to rewrite its footer */
 };
 
 struct rf_writer {
@@ -75,6 +91,7 @@ struct rf_writer {
 	rf_schema schema;
 	rf_writer_config cfg;
 	uint32_t version;      /* format version written */
+	uint64_t pack_id;      /* format 3: in every shard's header, set at close */
 	char *path;
 	int sharded;
 	uint64_t item[RF_MAX_FIELDS];
@@ -283,7 +300,15 @@ shard_finish(rf_writer *w)
 	int rc = write_buf(w, buf, isize + RF_FMT_FOOTER_SIZE);
 	if (rc < 0)
 		return rc;
-	if (!w->cfg.no_fsync && fsync(w->fd) < 0) {
+	struct wshard *sh = &w->shards[w->nshards - 1];
+	sh->size = w->pos;
+	sh->samples = w->shard_samples;
+	sh->footer_xxh3 = rf_le64(f + 48);
+	sh->index_offset = rf_le64(f + 0);
+	sh->nchunks = w->nchunks;
+	sh->index_xxh3 = rf_le64(f + 24);
+	/* Format 3: synced once its pack id is in (seal_pack). */
+	if (w->version < 3 && !w->cfg.no_fsync && fsync(w->fd) < 0) {
 		int e = errno;
 		return rf_fail(&w->diag, -e, "%s: fsync: %s", w->shards[w->nshards - 1].tmp,
 			       rf_strerror(-e));
@@ -751,26 +776,136 @@ remove_temps(rf_writer *w)
 		unlink(w->shards[i].tmp);
 }
 
+/* Whether no process `pid` runs on this machine (EPERM: one runs, owned by
+ * someone else). */
+static int
+pid_gone(long pid)
+{
+	return pid > 0 && pid != (long)getpid() && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+}
+
+/* The pid of NAME.tmp.PID when `name` is a temporary file that a writer to
+ * this output makes (a shard's, or the manifest's), else 0.  `base` is the
+ * output's file name without ".rfs", `file` the output's file name. */
+static long
+temp_pid(const char *name, const char *file, const char *base)
+{
+	const char *t = strstr(name, ".tmp.");
+	if (!t)
+		return 0;
+	while (strstr(t + 1, ".tmp."))
+		t = strstr(t + 1, ".tmp.");
+	const char *digits = t + 5;
+	if (!*digits || strspn(digits, "0123456789") != strlen(digits) || strlen(digits) > 9)
+		return 0;
+	size_t stem = (size_t)(t - name), bl = strlen(base);
+	int ours = (stem == strlen(file) && strncmp(name, file, stem) == 0) ||
+		   (stem == bl + 4 && strncmp(name, base, bl) == 0 &&
+		    strncmp(name + bl, RF_MANIFEST_EXT, 4) == 0) ||
+		   (stem == bl + 10 && strncmp(name, base, bl) == 0 && name[bl] == '-' &&
+		    strspn(name + bl + 1, "0123456789") == 5 && strncmp(name + bl + 6, ".rfs", 4) == 0);
+	return ours ? strtol(digits, NULL, 10) : 0;
+}
+
+/*
+ * Clean up after an earlier writer to this output that was killed.
+ *
+ * A writer killed after its manifest's rename but before renaming all its
+ * shards left a committed pack whose remaining shards are still at their
+ * temporary names (so did one of this process whose rename failed): finish
+ * its renames, so the output is whole again before
+ * this writer replaces it (readers read the same pack either way).  Then
+ * remove the temporary files of writers that no longer run, except those a
+ * committed manifest still needs (a rename that failed again).
+ */
+static void
+recover_output(rf_writer *w)
+{
+	char *mpath = rf_manifest_path_for(w->path);
+	char *copy = strdup(w->path);
+	if (!mpath || !copy)
+		goto out;
+	uint64_t committed = 0;
+	rf_manifest m;
+	rf_diag quiet;
+	rf_diag_init(&quiet, NULL, NULL);
+	quiet.errors_quiet = 1;
+	if (access(mpath, F_OK) == 0 && rf_manifest_read(mpath, &m, &quiet) == 0) {
+		committed = m.pack_id;
+		/* This process: a writer whose close failed after the commit
+		 * (its rename failed). */
+		int gone = m.writer_pid == (long)getpid() || pid_gone(m.writer_pid);
+		for (size_t i = 0; gone && i < m.nshards; i++) {
+			char *tmp = rf_manifest_tmp_path(mpath, m.shards[i].name, m.writer_pid);
+			char *fin = rf_manifest_shard_path(mpath, m.shards[i].name);
+			uint64_t id;
+			if (tmp && fin && rf_shard_peek_pack(tmp, &id) && id == m.pack_id) {
+				if (rename(tmp, fin) == 0)
+					rf_log(&w->diag, RF_LOG_INFO, "%s: renamed to %s, finishing the "
+					       "pack its manifest %s names", tmp, fin, mpath);
+				else
+					rf_log(&w->diag, RF_LOG_WARN, "%s: cannot rename to %s: %s", tmp,
+					       fin, rf_strerror(-errno));
+			}
+			free(tmp);
+			free(fin);
+		}
+		rf_manifest_free(&m);
+	}
+	/* dirname and basename of the output path */
+	char *slash = strrchr(copy, '/');
+	const char *dir = slash ? (slash == copy ? "/" : copy) : ".";
+	const char *file = slash ? slash + 1 : copy;
+	if (slash)
+		*slash = '\0';
+	size_t fl = strlen(file);
+	char base[NAME_MAX + 1];
+	snprintf(base, sizeof base, "%.*s", (int)(fl >= 4 && strcmp(file + fl - 4, ".rfs") == 0 ?
+						   fl - 4 : fl), file);
+	DIR *dp = opendir(dir);
+	struct dirent *de;
+	while (dp && (de = readdir(dp))) {
+		long pid = temp_pid(de->d_name, file, base);
+		if (!pid || !pid_gone(pid))
+			continue;
+		char *p = str_printf("%s/%s", dir, de->d_name);
+		uint64_t id;
+		if (p && !(committed && rf_shard_peek_pack(p, &id) && id == committed)) {
+			if (unlink(p) == 0)
+				rf_log(&w->diag, RF_LOG_INFO, "%s: removed, left by a write to %s that "
+				       "was killed (process %ld is gone)", p, w->path, pid);
+			else
+				rf_log(&w->diag, RF_LOG_WARN, "%s: left by a killed write to %s, cannot "
+				       "remove it: %s", p, w->path, rf_strerror(-errno));
+		}
+		free(p);
+	}
+	if (dp)
+		closedir(dp);
+out:
+	free(mpath);
+	free(copy);
+}
+
 static int
 writer_open(rf_writer **out, const char *path, const rf_schema *schema,
 	    const rf_writer_config *cfg, rf_diag *d)
 {
 	if (!out)
-		return rf_fail(d, RF_EUSAGE, "rf_writer_open: out is NULL");
+		return rf_fail(d, -EINVAL, "rf_writer_open: out is NULL");
 	*out = NULL;
 	rf_writer_config def;
 	if (!cfg) {
 		rf_writer_config_init(&def);
 		cfg = &def;
 	}
+	if (RF_CONFIG_SIZE_CHECK(d, "rf_writer_open", cfg, "rf_writer_config_init") < 0)
+		return RF_EUSAGE;
+	/* The config is one: its logger may be used from here on. */
+	d->log = cfg->log;
+	d->log_user = cfg->log_user;
 	if (!path || !*path)
 		return rf_fail(d, RF_EUSAGE, "rf_writer_open: empty path");
-	if (cfg->size != sizeof *cfg)
-		return rf_fail(d, RF_EUSAGE, "%s: writer config size %u, expected %zu (call "
-			       "rf_writer_config_init)", path, cfg->size, sizeof *cfg);
-	for (size_t i = 0; i < sizeof cfg->reserved; i++)
-		if (cfg->reserved[i])
-			return rf_fail(d, RF_EUSAGE, "%s: writer config reserved bytes are not 0", path);
 	if (cfg->format_version > RF_FMT_VERSION)
 		return rf_fail(d, RF_EUSAGE, "%s: format version %u, this library writes "
 			       "versions %d..%d (0 = the latest)", path, cfg->format_version,
@@ -833,6 +968,7 @@ writer_open(rf_writer **out, const char *path, const rf_schema *schema,
 		}
 	}
 	w->header_xxh3 = rf_fmt_encode_header(schema, w->version, w->header);
+	recover_output(w);
 	if (want) {
 		w->threads = calloc(want, sizeof *w->threads);
 		if (!w->threads)
@@ -874,7 +1010,8 @@ rf_writer_open(rf_writer **out, const char *path, const rf_schema *schema,
 	       const rf_writer_config *cfg)
 {
 	rf_diag d;
-	rf_diag_init(&d, cfg ? cfg->log : NULL, cfg ? cfg->log_user : NULL);
+	/* No logger until writer_open has checked the config's size. */
+	rf_diag_init(&d, NULL, NULL);
 	last_error[0] = '\0';
 	int rc = writer_open(out, path, schema, cfg, &d);
 	return rc < 0 ? keep_error(&d, rc) : 0;
@@ -1071,7 +1208,7 @@ RF_API int
 rf_writer_add_columns(rf_writer *w, uint64_t n, const rf_column *cols)
 {
 	if (!w)
-		return RF_EUSAGE;
+		return -EINVAL;
 	if (w->rc < 0)
 		return w->rc;
 	if (n == 0)
@@ -1122,7 +1259,7 @@ RF_API int
 rf_writer_add(rf_writer *w, const rf_value *values)
 {
 	if (!w)
-		return RF_EUSAGE;
+		return -EINVAL;
 	if (w->rc < 0)
 		return w->rc;
 	if (!values)
@@ -1242,6 +1379,177 @@ remove_leftovers(rf_writer *w)
 	}
 }
 
+static int
+pwrite_all(rf_writer *w, int fd, const void *buf, size_t len, uint64_t off, const char *path)
+{
+	for (size_t done = 0; done < len;) {
+		ssize_t r = pwrite(fd, (const uint8_t *)buf + done, len - done, (off_t)(off + done));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			int e = r < 0 ? errno : EIO;
+			return rf_fail(&w->diag, -e, "%s: write at offset %llu: %s", path,
+				       (unsigned long long)(off + done), rf_strerror(-e));
+		}
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+/*
+ * Format 3: the pack id is the XXH3-64 of the header (with a zero id) and of
+ * every shard's size, sample count and index checksum (which covers every
+ * chunk's checksum): the same content gives the same id, different content a
+ * different one.  Written into every finished shard's header and footer (the
+ * footer holds the header's checksum, and the pack's shard count), then each
+ * shard is synced.
+ */
+static int
+seal_pack(rf_writer *w)
+{
+	if (w->version < 3)
+		return 0;
+	uint64_t hsize = RF_FMT_HEADER_SIZE(w->schema.nfields);
+	XXH3_state_t *st = XXH3_createState();
+	if (!st)
+		return rf_fail(&w->diag, -ENOMEM, "%s: out of memory", w->path);
+	XXH3_64bits_reset(st);
+	XXH3_64bits_update(st, w->header, (size_t)hsize);
+	for (size_t i = 0; i < w->nshards; i++) {
+		const struct wshard *s = &w->shards[i];
+		uint8_t rec[24];
+		rf_put_le64(rec, s->size);
+		rf_put_le64(rec + 8, s->samples);
+		rf_put_le64(rec + 16, s->index_xxh3);
+		XXH3_64bits_update(st, rec, sizeof rec);
+	}
+	w->pack_id = XXH3_64bits_digest(st);
+	XXH3_freeState(st);
+	if (w->pack_id == 0)
+		w->pack_id = 1; /* 0 means "no pack id" */
+	rf_put_le64(w->header + RF_FMT_PACK_ID_AT, w->pack_id);
+	w->header_xxh3 = XXH3_64bits(w->header, (size_t)hsize - 8);
+	rf_put_le64(w->header + hsize - 8, w->header_xxh3);
+	for (size_t i = 0; i < w->nshards; i++) {
+		struct wshard *s = &w->shards[i];
+		uint8_t f[RF_FMT_FOOTER_SIZE] = {0};
+		rf_put_le64(f + 0, s->index_offset);
+		rf_put_le64(f + 8, s->nchunks);
+		rf_put_le64(f + 16, s->samples);
+		rf_put_le64(f + 24, s->index_xxh3);
+		rf_put_le64(f + 32, w->header_xxh3);
+		rf_put_le32(f + 40, w->version);
+		rf_put_le32(f + 44, (uint32_t)w->nshards); /* <= 100000 */
+		rf_put_le64(f + 48, XXH3_64bits(f, 48));
+		memcpy(f + 56, RF_FMT_MAGIC, RF_FMT_MAGIC_LEN);
+		s->footer_xxh3 = rf_le64(f + 48);
+		int fd = open(s->tmp, O_WRONLY | O_CLOEXEC);
+		if (fd < 0)
+			return rf_fail(&w->diag, -errno, "%s: cannot open: %s", s->tmp,
+				       rf_strerror(-errno));
+		int rc = pwrite_all(w, fd, w->header, (size_t)hsize, 0, s->tmp);
+		if (rc == 0)
+			rc = pwrite_all(w, fd, f, sizeof f, s->size - RF_FMT_FOOTER_SIZE, s->tmp);
+		if (rc == 0 && !w->cfg.no_fsync && fsync(fd) < 0)
+			rc = rf_fail(&w->diag, -errno, "%s: fsync: %s", s->tmp, rf_strerror(-errno));
+		if (close(fd) < 0 && rc == 0)
+			rc = rf_fail(&w->diag, -errno, "%s: close: %s", s->tmp, rf_strerror(-errno));
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/*
+ * Format 3: write the manifest (manifest.h) to a temporary name, sync it and
+ * rename it into place: the commit.  *committed is set once the rename is
+ * done.  Older formats have no pack id to check a manifest against, so an
+ * earlier pack's manifest is removed instead (a reader then lists the
+ * directory, as before manifests).
+ */
+static int
+commit_manifest(rf_writer *w, int *committed)
+{
+	char *mpath = rf_manifest_path_for(w->path);
+	if (!mpath)
+		return rf_fail(&w->diag, -ENOMEM, "%s: out of memory", w->path);
+	int rc = 0;
+	if (w->version < 3) {
+		if (unlink(mpath) < 0 && errno != ENOENT)
+			rc = rf_fail(&w->diag, -errno, "%s: cannot remove the manifest of an earlier "
+				     "pack: %s", mpath, rf_strerror(-errno));
+		free(mpath);
+		return rc;
+	}
+	rf_manifest m = {w->pack_id, (long)getpid(), w->nshards, NULL};
+	char *tmp = str_printf("%s.tmp.%ld", mpath, (long)getpid());
+	char *text = NULL;
+	size_t len = 0;
+	int fd = -1;
+	m.shards = calloc(w->nshards, sizeof *m.shards);
+	if (!tmp || !m.shards) {
+		rc = rf_fail(&w->diag, -ENOMEM, "%s: out of memory", mpath);
+		goto out;
+	}
+	for (size_t i = 0; i < w->nshards; i++) {
+		const struct wshard *s = &w->shards[i];
+		const char *slash = strrchr(s->final, '/');
+		m.shards[i].name = (char *)(uintptr_t)(slash ? slash + 1 : s->final);
+		m.shards[i].size = s->size;
+		m.shards[i].samples = s->samples;
+		m.shards[i].footer_xxh3 = s->footer_xxh3;
+	}
+	if (!(text = rf_manifest_format(&m, &len))) {
+		rc = rf_fail(&w->diag, -ENOMEM, "%s: out of memory", mpath);
+		goto out;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+	if (fd < 0) {
+		rc = rf_fail(&w->diag, -errno, "%s: cannot create: %s", tmp, rf_strerror(-errno));
+		goto out;
+	}
+	for (size_t done = 0; done < len;) {
+		ssize_t r = write(fd, text + done, len - done);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			int e = r < 0 ? errno : EIO;
+			rc = rf_fail(&w->diag, -e, "%s: write: %s", tmp, rf_strerror(-e));
+			goto out;
+		}
+		done += (size_t)r;
+	}
+	if (!w->cfg.no_fsync && fsync(fd) < 0) {
+		rc = rf_fail(&w->diag, -errno, "%s: fsync: %s", tmp, rf_strerror(-errno));
+		goto out;
+	}
+	int cfd = fd;
+	fd = -1;
+	if (close(cfd) < 0) {
+		rc = rf_fail(&w->diag, -errno, "%s: close: %s", tmp, rf_strerror(-errno));
+		goto out;
+	}
+	if (rename(tmp, mpath) < 0) {
+		rc = rf_fail(&w->diag, -errno, "%s: rename to %s: %s (the earlier dataset is "
+			     "unchanged)", tmp, mpath, rf_strerror(-errno));
+		goto out;
+	}
+	*committed = 1;
+	/* The commit must be on disk before any shard's rename is. */
+	if (!w->cfg.no_fsync)
+		rc = fsync_dir(w, mpath);
+out:
+	if (fd >= 0)
+		close(fd);
+	if (rc < 0 && !*committed && tmp)
+		unlink(tmp);
+	free(text);
+	free(m.shards);
+	free(tmp);
+	free(mpath);
+	return rc;
+}
+
 RF_API int
 rf_writer_close(rf_writer **pw)
 {
@@ -1257,15 +1565,29 @@ rf_writer_close(rf_writer **pw)
 		rc = drain_one(w);
 	if (rc == 0)
 		rc = shard_finish(w);
-	/* Every shard is complete and synced before the first rename, so a
-	 * crash leaves either the old state or whole shards. */
+	/* Every shard is complete and synced before the manifest's rename,
+	 * which commits the pack: a crash before it leaves the old dataset,
+	 * after it the new one (readers take a shard not yet renamed from its
+	 * temporary name, which the manifest gives). */
+	int committed = 0;
+	if (rc == 0)
+		rc = seal_pack(w);
+	if (rc == 0)
+		rc = commit_manifest(w, &committed);
 	size_t renamed = 0;
 	for (; rc == 0 && renamed < w->nshards; renamed++) {
 		struct wshard *s = &w->shards[renamed];
 		if (rename(s->tmp, s->final) < 0) {
 			int e = errno;
-			rc = rf_fail(&w->diag, -e, "%s: rename to %s: %s", s->tmp, s->final,
-				     rf_strerror(-e));
+			if (committed)
+				rc = rf_fail(&w->diag, -e, "%s: rename to %s: %s; the new pack is "
+					     "complete (its manifest names it) and readers of the "
+					     "manifest read this shard at its temporary name until the "
+					     "next write to %s renames it", s->tmp, s->final,
+					     rf_strerror(-e), w->path);
+			else
+				rc = rf_fail(&w->diag, -e, "%s: rename to %s: %s", s->tmp, s->final,
+					     rf_strerror(-e));
 			break;
 		}
 	}
@@ -1278,7 +1600,8 @@ rf_writer_close(rf_writer **pw)
 			close(w->fd);
 			w->fd = -1;
 		}
-		for (size_t i = renamed; i < w->nshards; i++)
+		/* A committed pack's shards not renamed yet are the dataset. */
+		for (size_t i = renamed; !committed && i < w->nshards; i++)
 			unlink(w->shards[i].tmp);
 		keep_error(&w->diag, rc);
 	}

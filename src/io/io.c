@@ -20,6 +20,19 @@
  * them is stuck, not busy. */
 #define RF_IO_MAX_RETRY 1000
 
+/* Errors that network and parallel file systems (NFS, Lustre, FUSE) return
+ * for a moment and not the next time: a read that meets one is asked again
+ * up to RF_IO_TRANSIENT_RETRIES times, after RF_IO_BACKOFF_US, then 4x that,
+ * 16x ... (about 0.35 s in all), before it fails. */
+#define RF_IO_TRANSIENT_RETRIES 5
+#define RF_IO_BACKOFF_US 1000u
+
+static int
+transient(int64_t res)
+{
+	return res == -EIO || res == -EAGAIN || res == -ETIMEDOUT;
+}
+
 #define RF_IO_MAX_DEPTH 4096
 
 void
@@ -86,6 +99,9 @@ rf_io_open(rf_io **out, const rf_io_config *cfg, rf_diag *diag)
 	io->region = cfg->region;
 	io->region_bytes = cfg->region ? cfg->region_bytes : 0;
 	io->fail_at = env_u64("RINGFEED_IO_FAIL_AT", UINT64_MAX);
+	/* Stored plus one: 1 marks the failures as spent, 0 "always". */
+	uint64_t times = env_u64("RINGFEED_IO_FAIL_TIMES", 0);
+	io->fail_times = times && times < UINT64_MAX ? times + 1 : 0;
 	uint64_t piece = env_u64("RINGFEED_IO_MAX_PIECE", RF_IO_MAX_PIECE);
 	/* Whole pages, so the pieces of an O_DIRECT read stay aligned. */
 	piece &= ~(uint64_t)4095;
@@ -245,6 +261,7 @@ rf_io_read(rf_io *io, int file, uint64_t offset, void *buf, size_t len, uint64_t
 	r->fd = f->fd;
 	r->res = 0;
 	r->again = 0;
+	r->retries = 0;
 	io->outstanding++;
 	if (io->kind == RF_IO_URING) {
 		RF_IO_POISON(buf, len);
@@ -289,10 +306,24 @@ rf_io_finish_piece(rf_io *io, unsigned idx, int64_t res)
 		if (++r->again < RF_IO_MAX_RETRY)
 			return 1;
 	}
+	if (res < 0 && transient(res) && r->retries < RF_IO_TRANSIENT_RETRIES) {
+		/* Waits on the thread that reaps completions: other reads'
+		 * completions wait too, which is what a file system in
+		 * trouble needs anyway, and the wait is rare and bounded. */
+		unsigned us = RF_IO_BACKOFF_US << (2 * r->retries);
+		r->retries++;
+		__atomic_fetch_add(&io->retries, 1, __ATOMIC_RELAXED);
+		rf_log(io->diag, RF_LOG_WARN, "read of %s at offset %" PRIu64 " (%zu bytes): %s; "
+		       "retry %u of %d in %u ms", f->path, r->offset + r->done, r->piece,
+		       rf_strerror((int)res), r->retries, RF_IO_TRANSIENT_RETRIES, us / 1000);
+		usleep(us);
+		return 1;
+	}
 	if (res < 0) {
 		rf_fail(io->diag, (int)res,
-			"read of %s at offset %" PRIu64 " (%zu bytes) failed: %s", f->path,
-			r->offset + r->done, r->piece, rf_strerror((int)res));
+			"read of %s at offset %" PRIu64 " (%zu bytes) failed: %s%s", f->path,
+			r->offset + r->done, r->piece, rf_strerror((int)res),
+			r->retries ? " (after retries)" : "");
 		complete(io, idx, res);
 		return 0;
 	}
@@ -339,6 +370,12 @@ rf_io_wait(rf_io *io, rf_io_done *done, unsigned max, unsigned min)
 	}
 	io->outstanding -= n;
 	return (int)n;
+}
+
+uint64_t
+rf_io_retries(const rf_io *io)
+{
+	return __atomic_load_n(&io->retries, __ATOMIC_RELAXED);
 }
 
 unsigned

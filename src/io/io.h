@@ -17,6 +17,11 @@
  * A read completes only when all `len` bytes are in (short reads are
  * resubmitted for the rest; -EAGAIN/-EINTR retried) or on error.  Reading
  * past end of file completes with the bytes up to EOF (res < len).
+ * Transient errors (-EIO, -EAGAIN after many immediate retries, -ETIMEDOUT:
+ * what NFS, Lustre and FUSE return for a moment) are retried up to 5 times
+ * per read with backoff (1, 4, 16, 64, 256 ms, waited on the reaping thread),
+ * each retry logged (RF_LOG_WARN) and counted (rf_io_retries), before the
+ * read completes with the error.
  *
  * Thread rules: submit and wait from one thread (the loader's reader
  * thread); the pread engine's workers are internal.
@@ -26,7 +31,10 @@
  *    fallback engine; uring fails the open if io_uring cannot be set up).
  * Test-only hooks (never set them in production):
  *  - RINGFEED_IO_FAIL_AT=offset: the piece of a read that covers this file
- *    offset (of any file) completes with -EIO, on both engines;
+ *    offset (of any file) completes with -EIO, on both engines (every
+ *    retry too);
+ *  - RINGFEED_IO_FAIL_TIMES=n (with FAIL_AT): only the first n reads of
+ *    that piece fail (a transient error: n <= 5 are retried away);
  *  - RINGFEED_IO_REFUSE_DIRECT=1: rf_io_add_file behaves as if the file
  *    system refused O_DIRECT (EINVAL), so the buffered fallback runs; any
  *    other string: only for the files whose path contains it;
@@ -90,6 +98,9 @@ int rf_io_wait(rf_io *io, rf_io_done *done, unsigned max, unsigned min);
 
 /* Reads queued or in flight. */
 unsigned rf_io_inflight(const rf_io *io);
+
+/* Retries of transient errors so far (all reads).  Any thread. */
+uint64_t rf_io_retries(const rf_io *io);
 
 const char *rf_io_engine(const rf_io *io);
 /* 1 when every file so far is read with O_DIRECT. */

@@ -47,6 +47,7 @@ struct rf_io_req {
 			   * io->files, which rf_io_add_file may reallocate */
 	int64_t res;      /* pread engine: result of the finished request */
 	unsigned again;   /* consecutive -EAGAIN/-EINTR retries */
+	unsigned retries; /* transient errors retried with backoff (io.c) */
 };
 
 struct rf_io {
@@ -75,8 +76,13 @@ struct rf_io {
 	/* Largest piece per request: RF_IO_MAX_PIECE, or smaller through the
 	 * test hook RINGFEED_IO_MAX_PIECE (forces the resubmission path). */
 	size_t max_piece;
-	/* Test hooks (RINGFEED_IO_FAIL_AT, RINGFEED_IO_REFUSE_DIRECT). */
+	/* Reads asked again after a transient error (rf_io_retries). */
+	uint64_t retries;
+	/* Test hooks (RINGFEED_IO_FAIL_AT, RINGFEED_IO_FAIL_TIMES,
+	 * RINGFEED_IO_REFUSE_DIRECT). */
 	uint64_t fail_at;
+	uint64_t fail_times;   /* 0: fail_at fails every time; n + 1: the first n
+	                          times (1: spent) */
 	int refuse_direct;
 	const char *refuse_match; /* refuse only paths containing it (NULL: all) */
 
@@ -163,12 +169,22 @@ const char *rf_io_remote_engine(rf_io *io);
 #define RF_IO_UNPOISON(p, n) ((void)(p), (void)(n))
 #endif
 
-/* Whether a piece of a request covers the RINGFEED_IO_FAIL_AT offset. */
+/* Whether a piece of a request covers the RINGFEED_IO_FAIL_AT offset (with
+ * RINGFEED_IO_FAIL_TIMES=n, only its first n reads: a transient error).
+ * Called from pread workers too: the count is atomic. */
 static inline int
-rf_io_hits_fail(const rf_io *io, const struct rf_io_req *r, size_t piece)
+rf_io_hits_fail(rf_io *io, const struct rf_io_req *r, size_t piece)
 {
 	uint64_t at = r->offset + r->done;
-	return RF_UNLIKELY(io->fail_at != UINT64_MAX) && io->fail_at >= at && io->fail_at - at < piece;
+	if (io->fail_at == UINT64_MAX || io->fail_at < at || io->fail_at - at >= piece)
+		return 0;
+	if (!io->fail_times)
+		return 1;
+	uint64_t left = __atomic_load_n(&io->fail_times, __ATOMIC_RELAXED);
+	while (left > 1 && !__atomic_compare_exchange_n(&io->fail_times, &left, left - 1, 0,
+						       __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+	return left > 1;
 }
 
 #endif

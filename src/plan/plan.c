@@ -28,25 +28,28 @@ plan_key(uint64_t seed, uint64_t epoch, uint64_t tag, uint64_t idx)
 	return rf_plan_mix64(h ^ (idx + 0x9E3779B97F4A7C15ull));
 }
 
-static const char *const mode_names[] = {"none", "chunks", "window", "full"};
+/* The modes are the public shuffle modes, value for value, so they share
+ * the library's one table of names (src/names.c). */
+_Static_assert(RF_PLAN_NONE == (int)RF_SHUFFLE_NONE && RF_PLAN_CHUNKS == (int)RF_SHUFFLE_CHUNKS &&
+		       RF_PLAN_WINDOW == (int)RF_SHUFFLE_WINDOW && RF_PLAN_FULL == (int)RF_SHUFFLE_FULL,
+	       "plan modes and rf_shuffle differ");
+
 static const char *const tail_names[] = {"drop", "pad", "keep"};
 
 const char *
 rf_plan_mode_name(enum rf_plan_mode mode)
 {
-	return (unsigned)mode < 4 ? mode_names[mode] : NULL;
+	return rf_shuffle_name((enum rf_shuffle)mode);
 }
 
 int
 rf_plan_mode_parse(const char *name, enum rf_plan_mode *out)
 {
-	for (unsigned i = 0; i < 4; i++) {
-		if (strcmp(name, mode_names[i]) == 0) {
-			*out = (enum rf_plan_mode)i;
-			return 0;
-		}
-	}
-	return RF_EUSAGE;
+	enum rf_shuffle s;
+	if (rf_shuffle_parse(name, &s) < 0)
+		return RF_EUSAGE;
+	*out = (enum rf_plan_mode)s;
+	return 0;
 }
 
 const char *
@@ -113,21 +116,29 @@ rf_plan_params_init(rf_plan_params *p)
 	p->tail = RF_PLAN_DROP;
 }
 
+uint64_t
+rf_plan_epoch_batches(uint64_t n, uint32_t world, uint32_t batch, enum rf_plan_tail tail)
+{
+	uint64_t G = (uint64_t)world * batch;
+	uint64_t rem = n % G;
+	uint64_t nbatches = n / G;
+	if (tail == RF_PLAN_PAD && rem > 0)
+		nbatches++;
+	else if (tail == RF_PLAN_KEEP && rem / world > 0)
+		nbatches++;
+	return nbatches;
+}
+
 static void
 geom_compute(struct rf_plan_geom *g, uint64_t n, const rf_plan_params *pp)
 {
 	g->G = (uint64_t)pp->world * pp->batch;
 	g->nfull = n / g->G;
 	g->base = g->nfull * g->G;
-	g->nbatches = g->nfull;
+	g->nbatches = rf_plan_epoch_batches(n, pp->world, pp->batch, pp->tail);
 	g->tail_s = 0;
-	uint64_t rem = n - g->base;
-	if (pp->tail == RF_PLAN_PAD && rem > 0) {
-		g->nbatches++;
-	} else if (pp->tail == RF_PLAN_KEEP && rem / pp->world > 0) {
-		g->tail_s = rem / pp->world;
-		g->nbatches++;
-	}
+	if (pp->tail == RF_PLAN_KEEP && g->nbatches > g->nfull)
+		g->tail_s = (n - g->base) / pp->world;
 }
 
 /* Index i of the sorted array a[0..len) with a[i] <= x < a[i+1]: the last
@@ -651,6 +662,15 @@ rf_plan_global(const rf_plan *plan, uint64_t pos, uint64_t *sample)
 	rf_plan_item it;
 	fill_items(plan, pos, 1, &it);
 	*sample = it.sample;
+	return 0;
+}
+
+int
+rf_plan_items(const rf_plan *plan, uint64_t first, uint32_t count, rf_plan_item *items)
+{
+	if (first > plan->n || count > plan->n - first)
+		return -ERANGE;
+	fill_items(plan, first, count, items);
 	return 0;
 }
 

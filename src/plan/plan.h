@@ -319,6 +319,11 @@ const char *rf_plan_errmsg(const rf_plan *plan);
  * Returns 0 or -ENOMEM (the plan is then unusable until a call succeeds). */
 int rf_plan_set_epoch(rf_plan *plan, uint64_t epoch);
 
+/* Batches every rank receives in an epoch of n samples, B = batch per rank,
+ * under `tail` (point 2 above): what rf_plan_batches returns for such a
+ * plan, without building one.  world and batch >= 1. */
+uint64_t rf_plan_epoch_batches(uint64_t n, uint32_t world, uint32_t batch, enum rf_plan_tail tail);
+
 /* The parameters in force (after a state load they come from the blob). */
 const rf_plan_params *rf_plan_params_get(const rf_plan *plan);
 uint64_t rf_plan_samples(const rf_plan *plan);   /* N */
@@ -357,6 +362,11 @@ typedef struct rf_plan_item {
  * Returns 0; -ENOSPC when cap < the batch size (*n is set to it). */
 int rf_plan_batch(const rf_plan *plan, uint64_t k, rf_plan_item *items, uint32_t cap,
 		  uint32_t *n);
+
+/* The items of the consecutive global positions [first, first + count), all
+ * below N (a mixture draws runs of a source's order): as in a batch, but
+ * with no pads.  Returns 0 or -ERANGE. */
+int rf_plan_items(const rf_plan *plan, uint64_t first, uint32_t count, rf_plan_item *items);
 
 /* The cursor: the next batch to deliver.  rf_plan_next_batch fills the batch
  * at the cursor and advances it; at the end of the epoch it sets *n = 0 and

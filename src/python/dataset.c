@@ -1,11 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ringfeed.open (random access to a dataset, samples as NumPy arrays) and
- * ringfeed.pack (write a dataset from in-memory arrays).
- *
- * Input arrays are read through the buffer protocol, so the extension needs
- * no NumPy headers; NumPy is imported at run time only to build the arrays
- * ds[i] returns.
+ * ringfeed.open: random access to a dataset, samples as NumPy arrays (NumPy
+ * is imported at run time only to build them: the extension needs no NumPy
+ * headers).  ringfeed.pack is in pack.c.
  */
 #include "module.h"
 
@@ -13,6 +10,19 @@
 #include <string.h>
 
 /* ------------------------------------------------------------ Dataset */
+
+/* A decoded chunk's values: per field one read-only bytes object and, over
+ * it, a fixed field's array [samples, *shape] (ds[i] a row of it, a view)
+ * or a variable field's list of each sample's array.  Read-only, as views
+ * are shared by every ds[i] of the chunk: writing to one is an error, not
+ * a change to what the next ds[i] returns. */
+struct cslot {
+	uint64_t chunk;          /* UINT64_MAX: empty */
+	uint64_t first, n;       /* its samples */
+	uint64_t used;           /* the tick of its last use (least recent goes) */
+	PyObject *bufs[RF_MAX_FIELDS];
+	PyObject *cols[RF_MAX_FIELDS];
+};
 
 typedef struct {
 	PyObject_HEAD
@@ -26,6 +36,17 @@ typedef struct {
 	 * off halfway (torn), and the lock will never be released. */
 	unsigned forks;
 	int torn;
+	/* Decoded chunks, as NumPy arrays: ds[i] on a cached chunk reads
+	 * nothing and calls no library function (struct cslot). */
+	rf_schema schema;        /* a copy: the handle may be closed meanwhile */
+	PyObject *names[RF_MAX_FIELDS]; /* the fields' names, interned */
+	uint64_t samples;
+	uint64_t nchunks;
+	uint64_t *firsts;        /* each chunk's first sample, then `samples` */
+	struct cslot *slots;
+	uint32_t nslots;
+	uint32_t *slot_of;       /* per chunk: its slot + 1, or 0 */
+	uint64_t tick;
 } DatasetObject;
 
 static PyObject *numpy_frombuffer;
@@ -44,12 +65,31 @@ get_frombuffer(void)
 }
 
 static void
+slot_clear(DatasetObject *self, struct cslot *s)
+{
+	if (s->chunk != UINT64_MAX)
+		self->slot_of[s->chunk] = 0;
+	s->chunk = UINT64_MAX;
+	for (uint32_t f = 0; f < RF_MAX_FIELDS; f++) {
+		Py_CLEAR(s->bufs[f]);
+		Py_CLEAR(s->cols[f]);
+	}
+}
+
+static void
 dataset_dealloc(DatasetObject *self)
 {
+	for (uint32_t i = 0; self->slots && i < self->nslots; i++)
+		slot_clear(self, &self->slots[i]);
+	for (uint32_t f = 0; f < RF_MAX_FIELDS; f++)
+		Py_CLEAR(self->names[f]);
+	PyMem_Free(self->slots);
+	PyMem_Free(self->slot_of);
+	PyMem_Free(self->firsts);
 	rf_dataset_close(&self->ds);
 	if (self->lock && !self->torn)
 		PyThread_free_lock(self->lock);
-	Py_TYPE(self)->tp_free((PyObject *)self);
+	rfpy_free((PyObject *)self);
 }
 
 static const char torn_msg[] =
@@ -133,121 +173,332 @@ value_shape(const rf_field *f, size_t len)
 			Py_DECREF(t);
 			return NULL;
 		}
-		PyTuple_SET_ITEM(t, d, o);
+		(void)PyTuple_SetItem(t, d, o);
 	}
 	return t;
 }
 
-/* The bytes of field fi of sample `index` into a new bytearray, *out (lock
- * held).  Nothing here runs Python code (no collection, no __del__ that could
- * want the lock).  Returns 0, or the code and the message in msg. */
-static int
-read_field_bytes(DatasetObject *self, uint64_t index, uint32_t fi, const rf_field *f,
-		 PyObject **out, char *msg, size_t cap)
+/* The chunk holding sample i (< samples), by binary search. */
+static uint64_t
+chunk_of(const DatasetObject *self, uint64_t i)
 {
-	size_t len = 0, got = 0;
-	char probe[1];
+	uint64_t lo = 0, hi = self->nchunks;
+
+	while (hi - lo > 1) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		if (self->firsts[mid] <= i)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Read every value of chunk c's samples [first, first + n) (lock held, the
+ * GIL not): a fixed field into its bytes object fixed[f] (made with the
+ * GIL), a variable one into var[f] (malloc) with each sample's end in
+ * ends[f].  Returns 0, or the code and the message in msg. */
+static int
+read_chunk(DatasetObject *self, uint64_t first, uint64_t n, char **fixed, char **var,
+	   uint64_t **ends, char *msg, size_t cap)
+{
+	const rf_schema *s = &self->schema;
 	int rc = 0;
 
-	*out = NULL;
-	if (f->var_dim < 0) {
-		len = rf_field_item_bytes(f);
-	} else {
-		Py_BEGIN_ALLOW_THREADS
-		rc = rf_dataset_read(self->ds, index, fi, probe, 0, &len);
-		Py_END_ALLOW_THREADS
-		if (rc < 0 && rc != -ENOSPC)
-			goto fail;
+	for (uint32_t f = 0; f < s->nfields && rc == 0; f++) {
+		const rf_field *fd = &s->fields[f];
+		if (fd->var_dim < 0) {
+			uint64_t ib = rf_field_item_bytes(fd);
+			for (uint64_t k = 0; k < n && rc == 0; k++) {
+				size_t got = 0;
+				rc = rf_dataset_read(self->ds, first + k, f, fixed[f] + k * ib, ib, &got);
+				if (rc == 0 && got != ib)
+					rc = RF_ECORRUPT;
+			}
+			continue;
+		}
+		uint64_t total = 0;
+		if (!(ends[f] = malloc((n ? n : 1) * sizeof(uint64_t))))
+			return -ENOMEM;
+		for (uint64_t k = 0; k < n && rc == 0; k++) {
+			size_t len = 0;
+			char probe[1];
+			rc = rf_dataset_read(self->ds, first + k, f, probe, 0, &len);
+			if (rc == -ENOSPC)
+				rc = 0;
+			total += len;
+			ends[f][k] = total;
+		}
+		if (rc == 0 && !(var[f] = malloc(total ? total : 1)))
+			return -ENOMEM;
+		for (uint64_t k = 0; k < n && rc == 0; k++) {
+			uint64_t start = k ? ends[f][k - 1] : 0;
+			size_t got = 0;
+			rc = rf_dataset_read(self->ds, first + k, f, var[f] + start,
+					     ends[f][k] - start, &got);
+			if (rc == 0 && got != ends[f][k] - start)
+				rc = RF_ECORRUPT;
+		}
 	}
-	if (len > PY_SSIZE_T_MAX)
-		len = PY_SSIZE_T_MAX; /* fails below, as a short read */
-	PyObject *buf = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)len);
-	if (!buf)
-		return -ENOMEM;
-	char *dst = len ? PyByteArray_AS_STRING(buf) : probe;
-	/* Reading, checking and decompressing a chunk take a while: other
-	 * threads run meanwhile (the lock keeps this dataset to this one). */
-	Py_BEGIN_ALLOW_THREADS
-	rc = rf_dataset_read(self->ds, index, fi, dst, len, &got);
-	Py_END_ALLOW_THREADS
-	if (rc < 0 || got != len) {
-		Py_DECREF(buf); /* a bytearray: frees memory, runs no code */
-		rc = rc < 0 ? rc : RF_ECORRUPT;
-		goto fail;
-	}
-	*out = buf;
-	return 0;
-fail:
-	snprintf(msg, cap, "%s", rf_dataset_errmsg(self->ds));
+	if (rc < 0)
+		snprintf(msg, cap, "%s", rf_dataset_errmsg(self->ds));
 	return rc;
 }
 
-/* The NumPy array of field f from its bytes. */
+/* The NumPy array of `len` bytes of field fd at `offset` of buf (a bytes
+ * object: the array is read-only); lead > 0 puts a first dimension of
+ * `lead` rows in front of the field's shape. */
 static PyObject *
-field_array(PyObject *buf, const rf_field *f)
+values_array(PyObject *buf, const rf_field *fd, uint64_t offset, uint64_t len, Py_ssize_t lead)
 {
 	PyObject *frombuffer = get_frombuffer();
+	uint64_t isz = rf_dtype_size(fd->dtype);
+
 	if (!frombuffer)
 		return NULL;
-	PyObject *arr = PyObject_CallFunction(frombuffer, "Os", buf, rfpy_numpy_dtype(f->dtype));
+	PyObject *arr = PyObject_CallFunction(frombuffer, "OsLL", buf, rfpy_numpy_dtype(fd->dtype),
+					      (long long)(len / (isz ? isz : 1)), (long long)offset);
 	if (!arr)
 		return NULL;
-	PyObject *shape = value_shape(f, (size_t)PyByteArray_GET_SIZE(buf));
-	if (!shape) {
-		Py_DECREF(arr);
-		return NULL;
+	PyObject *shape = value_shape(fd, lead ? rf_field_item_bytes(fd) : len);
+	if (shape && lead) {
+		PyObject *l = Py_BuildValue("(n)", lead);
+		PyObject *full = l ? PySequence_Concat(l, shape) : NULL;
+		Py_XDECREF(l);
+		Py_DECREF(shape);
+		shape = full;
 	}
-	PyObject *reshape = PyUnicode_FromString("reshape");
-	PyObject *out = reshape ? PyObject_CallMethodOneArg(arr, reshape, shape) : NULL;
-	Py_XDECREF(reshape);
-	Py_DECREF(shape);
+	PyObject *out = shape ? PyObject_CallMethod(arr, "reshape", "(O)", shape) : NULL;
+	Py_XDECREF(shape);
 	Py_DECREF(arr);
 	return out;
+}
+
+/* The cached slot of chunk c, decoded now if it is not there; NULL with an
+ * exception.  May let other threads run (while reading), which may use or
+ * evict other slots. */
+static struct cslot *
+cache_get(DatasetObject *self, uint64_t c)
+{
+	if (self->slot_of[c]) {
+		struct cslot *s = &self->slots[self->slot_of[c] - 1];
+		s->used = ++self->tick;
+		return s;
+	}
+	const rf_schema *sc = &self->schema;
+	uint64_t first = self->firsts[c], n = self->firsts[c + 1] - first;
+	PyObject *bufs[RF_MAX_FIELDS] = {NULL};
+	char *fixed[RF_MAX_FIELDS] = {NULL}, *var[RF_MAX_FIELDS] = {NULL};
+	uint64_t *ends[RF_MAX_FIELDS] = {NULL};
+	struct cslot *s = NULL;
+	char msg[512];
+	int rc = 0;
+
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		if (sc->fields[f].var_dim >= 0)
+			continue;
+		uint64_t bytes = n * rf_field_item_bytes(&sc->fields[f]);
+		if (bytes > PY_SSIZE_T_MAX) {
+			PyErr_NoMemory();
+			goto out;
+		}
+		if (!(bufs[f] = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)bytes)))
+			goto out;
+		fixed[f] = PyBytes_AsString(bufs[f]);
+	}
+	if (dataset_lock(self) < 0)
+		goto out;
+	if (!self->ds) { /* closed by another thread meanwhile */
+		PyThread_release_lock(self->lock);
+		dataset_check(self);
+		goto out;
+	}
+	/* Reading, checking and decompressing a chunk take a while: other
+	 * threads run meanwhile (the lock keeps this dataset to this one). */
+	Py_BEGIN_ALLOW_THREADS
+	rc = read_chunk(self, first, n, fixed, var, ends, msg, sizeof(msg));
+	Py_END_ALLOW_THREADS
+	PyThread_release_lock(self->lock);
+	if (rc == -ENOMEM) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	if (rc < 0) {
+		rfpy_raise(rc, "read", msg);
+		goto out;
+	}
+	/* Another thread may have cached it meanwhile. */
+	if (self->slot_of[c]) {
+		s = &self->slots[self->slot_of[c] - 1];
+		s->used = ++self->tick;
+		goto out;
+	}
+	PyObject *cols[RF_MAX_FIELDS] = {NULL};
+	int ok = 1;
+	for (uint32_t f = 0; f < sc->nfields && ok; f++) {
+		const rf_field *fd = &sc->fields[f];
+		if (fd->var_dim < 0) {
+			cols[f] = values_array(bufs[f], fd, 0, (uint64_t)PyBytes_Size(bufs[f]),
+					       (Py_ssize_t)n);
+			ok = cols[f] != NULL;
+			continue;
+		}
+		uint64_t total = n ? ends[f][n - 1] : 0;
+		bufs[f] = PyBytes_FromStringAndSize(var[f], (Py_ssize_t)total);
+		cols[f] = bufs[f] ? PyList_New((Py_ssize_t)n) : NULL;
+		ok = cols[f] != NULL;
+		for (uint64_t k = 0; k < n && ok; k++) {
+			uint64_t start = k ? ends[f][k - 1] : 0;
+			PyObject *v = values_array(bufs[f], fd, start, ends[f][k] - start, 0);
+			ok = v != NULL;
+			if (v)
+				(void)PyList_SetItem(cols[f], (Py_ssize_t)k, v);
+		}
+	}
+	if (!ok) {
+		for (uint32_t f = 0; f < RF_MAX_FIELDS; f++)
+			Py_XDECREF(cols[f]);
+		goto out;
+	}
+	/* The empty slot or the least recently used. */
+	s = &self->slots[0];
+	for (uint32_t i = 1; i < self->nslots && s->chunk != UINT64_MAX; i++)
+		if (self->slots[i].chunk == UINT64_MAX || self->slots[i].used < s->used)
+			s = &self->slots[i];
+	slot_clear(self, s);
+	s->chunk = c;
+	s->first = first;
+	s->n = n;
+	s->used = ++self->tick;
+	for (uint32_t f = 0; f < RF_MAX_FIELDS; f++) {
+		s->bufs[f] = bufs[f];
+		s->cols[f] = cols[f];
+		bufs[f] = NULL;
+	}
+	self->slot_of[c] = (uint32_t)(s - self->slots) + 1;
+out:
+	for (uint32_t f = 0; f < RF_MAX_FIELDS; f++) {
+		Py_XDECREF(bufs[f]);
+		free(var[f]);
+		free(ends[f]);
+	}
+	return s;
+}
+
+/* Sample index i (negative: from the end) as an index below samples; -1
+ * with IndexError. */
+static int
+sample_index(DatasetObject *self, Py_ssize_t i, uint64_t *out)
+{
+	if (i < 0)
+		i += (Py_ssize_t)self->samples;
+	if (i < 0 || (uint64_t)i >= self->samples) {
+		PyErr_SetString(PyExc_IndexError, "sample index out of range");
+		return -1;
+	}
+	*out = (uint64_t)i;
+	return 0;
 }
 
 static PyObject *
 dataset_item(DatasetObject *self, Py_ssize_t i)
 {
-	if (dataset_check(self) < 0)
-		return NULL;
-	uint64_t n = rf_dataset_samples(self->ds);
-	if (i < 0)
-		i += (Py_ssize_t)n;
-	if (i < 0 || (uint64_t)i >= n) {
-		PyErr_SetString(PyExc_IndexError, "sample index out of range");
-		return NULL;
-	}
-	/* The schema is copied: another thread may close the dataset once
-	 * the lock is dropped. */
-	rf_schema s;
-	PyObject *bufs[RF_MAX_FIELDS] = {NULL};
-	char msg[512];
-	int rc = 0;
+	uint64_t idx;
 
-	if (dataset_lock(self) < 0)
+	if (dataset_check(self) < 0 || sample_index(self, i, &idx) < 0)
 		return NULL;
-	if (!self->ds) { /* closed by another thread meanwhile */
-		PyThread_release_lock(self->lock);
-		dataset_check(self);
+	struct cslot *s = cache_get(self, chunk_of(self, idx));
+	if (!s)
 		return NULL;
+	Py_ssize_t j = (Py_ssize_t)(idx - s->first);
+	PyObject *cols[RF_MAX_FIELDS] = {NULL};
+	uint32_t nf = self->schema.nfields;
+	/* Held: a row's view may run code (a collection) that evicts the slot. */
+	for (uint32_t f = 0; f < nf; f++)
+		cols[f] = Py_NewRef(s->cols[f]);
+	PyObject *d = PyDict_New();
+	for (uint32_t f = 0; f < nf && d; f++) {
+		PyObject *v;
+		if (self->schema.fields[f].var_dim >= 0) {
+			v = PyList_GetItem(cols[f], j);
+			Py_XINCREF(v);
+		} else if (self->schema.fields[f].rank > 0) {
+			v = PySequence_GetItem(cols[f], j);
+		} else {
+			/* (j, ...): a 0-d array, where a[j] would be a scalar. */
+			PyObject *key = Py_BuildValue("(nO)", j, Py_Ellipsis);
+			v = key ? PyObject_GetItem(cols[f], key) : NULL;
+			Py_XDECREF(key);
+		}
+		if (!v || PyDict_SetItem(d, self->names[f], v) < 0)
+			Py_CLEAR(d);
+		Py_XDECREF(v);
 	}
-	s = *rf_dataset_schema(self->ds);
-	for (uint32_t fi = 0; fi < s.nfields && rc == 0; fi++)
-		rc = read_field_bytes(self, (uint64_t)i, fi, &s.fields[fi], &bufs[fi], msg, sizeof(msg));
-	PyThread_release_lock(self->lock);
+	for (uint32_t f = 0; f < nf; f++)
+		Py_DECREF(cols[f]);
+	return d;
+}
 
+/* {field: values} of samples idx[0..m): a fixed field's values as one new
+ * (writable) array [m, *shape], a variable field's as a list. */
+static PyObject *
+take_samples(DatasetObject *self, const uint64_t *idx, size_t m)
+{
+	const rf_schema *sc = &self->schema;
+	PyObject *outs[RF_MAX_FIELDS] = {NULL};
 	PyObject *d = NULL;
-	if (rc == -ENOMEM && PyErr_Occurred())
-		goto out;
-	if (rc < 0) {
-		rfpy_raise(rc, "read", msg);
-		goto out;
+
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		const rf_field *fd = &sc->fields[f];
+		outs[f] = fd->var_dim >= 0 ? PyList_New((Py_ssize_t)m)
+			: PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(m * rf_field_item_bytes(fd)));
+		if (!outs[f])
+			goto out;
+	}
+	for (size_t k = 0; k < m; k++) {
+		if (dataset_check(self) < 0)
+			goto out;
+		struct cslot *s = cache_get(self, chunk_of(self, idx[k]));
+		if (!s)
+			goto out;
+		uint64_t j = idx[k] - s->first;
+		for (uint32_t f = 0; f < sc->nfields; f++) {
+			const rf_field *fd = &sc->fields[f];
+			if (fd->var_dim >= 0) {
+				PyObject *v = PyList_GetItem(s->cols[f], (Py_ssize_t)j);
+				Py_XINCREF(v);
+				(void)PyList_SetItem(outs[f], (Py_ssize_t)k, v);
+			} else {
+				uint64_t ib = rf_field_item_bytes(fd);
+				memcpy(PyByteArray_AsString(outs[f]) + k * ib,
+				       PyBytes_AsString(s->bufs[f]) + j * ib, ib);
+			}
+		}
 	}
 	if (!(d = PyDict_New()))
 		goto out;
-	for (uint32_t fi = 0; fi < s.nfields; fi++) {
-		PyObject *v = field_array(bufs[fi], &s.fields[fi]);
-		if (!v || PyDict_SetItemString(d, s.fields[fi].name, v) < 0) {
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		const rf_field *fd = &sc->fields[f];
+		PyObject *v = Py_NewRef(outs[f]);
+		if (fd->var_dim < 0 && m > 0) {
+			Py_DECREF(v);
+			v = values_array(outs[f], fd, 0, (uint64_t)PyByteArray_Size(outs[f]),
+					 (Py_ssize_t)m);
+		} else if (fd->var_dim < 0) {
+			/* Nothing taken: an empty [0, *shape]. */
+			PyObject *np = PyImport_ImportModule("numpy");
+			PyObject *shape = value_shape(fd, rf_field_item_bytes(fd));
+			PyObject *l = Py_BuildValue("(n)", (Py_ssize_t)0);
+			PyObject *full = shape && l ? PySequence_Concat(l, shape) : NULL;
+			Py_DECREF(v);
+			v = np && full ? PyObject_CallMethod(np, "empty", "Os", full,
+							     rfpy_numpy_dtype(fd->dtype)) : NULL;
+			Py_XDECREF(np);
+			Py_XDECREF(shape);
+			Py_XDECREF(l);
+			Py_XDECREF(full);
+		}
+		if (!v || PyDict_SetItem(d, self->names[f], v) < 0) {
 			Py_XDECREF(v);
 			Py_CLEAR(d);
 			goto out;
@@ -255,14 +506,66 @@ dataset_item(DatasetObject *self, Py_ssize_t i)
 		Py_DECREF(v);
 	}
 out:
-	for (uint32_t fi = 0; fi < RF_MAX_FIELDS; fi++)
-		Py_XDECREF(bufs[fi]);
+	for (uint32_t f = 0; f < RF_MAX_FIELDS; f++)
+		Py_XDECREF(outs[f]);
 	return d;
+}
+
+static PyObject *
+dataset_take(DatasetObject *self, PyObject *indices)
+{
+	if (dataset_check(self) < 0)
+		return NULL;
+	PyObject *it = PyObject_GetIter(indices);
+	if (!it)
+		return NULL;
+	size_t m = 0, cap = 64;
+	uint64_t *idx = PyMem_Malloc(cap * sizeof(uint64_t));
+	PyObject *item, *r = NULL;
+	if (!idx) {
+		Py_DECREF(it);
+		return PyErr_NoMemory();
+	}
+	while ((item = PyIter_Next(it))) {
+		Py_ssize_t i = PyNumber_AsSsize_t(item, PyExc_IndexError);
+		Py_DECREF(item);
+		if ((i == -1 && PyErr_Occurred()) || sample_index(self, i, &idx[m]) < 0)
+			goto out;
+		if (++m == cap) {
+			uint64_t *n2 = PyMem_Realloc(idx, 2 * cap * sizeof(uint64_t));
+			if (!n2) {
+				PyErr_NoMemory();
+				goto out;
+			}
+			idx = n2;
+			cap *= 2;
+		}
+	}
+	if (!PyErr_Occurred())
+		r = take_samples(self, idx, m);
+out:
+	Py_DECREF(it);
+	PyMem_Free(idx);
+	return r;
 }
 
 static PyObject *
 dataset_subscript(DatasetObject *self, PyObject *key)
 {
+	if (PySlice_Check(key)) {
+		Py_ssize_t start, stop, step;
+		if (dataset_check(self) < 0 || PySlice_Unpack(key, &start, &stop, &step) < 0)
+			return NULL;
+		Py_ssize_t m = PySlice_AdjustIndices((Py_ssize_t)self->samples, &start, &stop, step);
+		uint64_t *idx = PyMem_Malloc((size_t)(m ? m : 1) * sizeof(uint64_t));
+		if (!idx)
+			return PyErr_NoMemory();
+		for (Py_ssize_t k = 0; k < m; k++)
+			idx[k] = (uint64_t)(start + k * step);
+		PyObject *r = take_samples(self, idx, (size_t)m);
+		PyMem_Free(idx);
+		return r;
+	}
 	Py_ssize_t i = PyNumber_AsSsize_t(key, PyExc_IndexError);
 
 	if (i == -1 && PyErr_Occurred())
@@ -291,7 +594,7 @@ dataset_schema(DatasetObject *self, void *unused)
 				Py_DECREF(shape);
 				goto fail;
 			}
-			PyTuple_SET_ITEM(shape, k, o);
+			(void)PyTuple_SetItem(shape, k, o);
 		}
 		PyObject *fd = Py_BuildValue("{s:s,s:N,s:O}", "dtype", rf_dtype_name(f->dtype),
 					     "shape", shape, "variable", f->var_dim >= 0 ? Py_True : Py_False);
@@ -323,7 +626,7 @@ dataset_shards(DatasetObject *self, void *unused)
 			Py_DECREF(l);
 			return NULL;
 		}
-		PyList_SET_ITEM(l, (Py_ssize_t)i, o);
+		(void)PyList_SetItem(l, (Py_ssize_t)i, o);
 	}
 	return l;
 }
@@ -368,6 +671,9 @@ dataset_close_locked(DatasetObject *self)
 	}
 	rf_dataset_close(&self->ds);
 	PyThread_release_lock(self->lock);
+	/* The cached chunks go too (arrays handed out keep their own). */
+	for (uint32_t i = 0; self->slots && i < self->nslots; i++)
+		slot_clear(self, &self->slots[i]);
 }
 
 static PyObject *
@@ -382,7 +688,7 @@ dataset_enter(DatasetObject *self, PyObject *unused)
 {
 	if (dataset_check(self) < 0)
 		return NULL;
-	return Py_NewRef(self);
+	return Py_NewRef((PyObject *)self);
 }
 
 static PyObject *
@@ -397,6 +703,12 @@ static PyMethodDef dataset_methods[] = {
 	{"chunk_info", (PyCFunction)dataset_chunk_info, METH_O,
 	 "chunk_info(c) -> dict: shard, offset, stored_bytes, raw_bytes, first_sample,\n"
 	 "samples, codec and xxh3 of chunk c (numbered across shards)."},
+	{"take", (PyCFunction)dataset_take, METH_O,
+	 "take($self, indices, /)\n--\n\n"
+	 "The samples at `indices` (any iterable of ints, a NumPy array of them\n"
+	 "included; negative ones count from the end), in that order, as one dict:\n"
+	 "a fixed field's values stacked into a new array [len(indices), *shape], a\n"
+	 "variable field's as a list of arrays.  ds[a:b:c] is ds.take(range(a, b, c))."},
 	{"__enter__", (PyCFunction)dataset_enter, METH_NOARGS, NULL},
 	{"__exit__", (PyCFunction)dataset_exit, METH_VARARGS, NULL},
 	{NULL, NULL, 0, NULL},
@@ -411,40 +723,44 @@ static PyGetSetDef dataset_getset[] = {
 	{NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyMappingMethods dataset_mapping = {
-	.mp_length = (lenfunc)dataset_len,
-	.mp_subscript = (binaryfunc)dataset_subscript,
+static PyType_Slot dataset_slots[] = {
+	{Py_tp_dealloc, RFPY_FN(dataset_dealloc)},
+	{Py_tp_doc, (void *)"A dataset opened for random access by ringfeed.open(): len(ds) samples,\n"
+	 "ds[i] a dict {field: numpy array} (bf16 values as uint16 bits), read-only\n"
+	 "views of a cached decoded chunk (.copy() one to change it); ds[a:b] and\n"
+	 "ds.take(indices) a dict of the samples' values stacked."},
+	{Py_tp_methods, dataset_methods},
+	{Py_tp_getset, dataset_getset},
+	{Py_mp_length, RFPY_FN(dataset_len)},
+	{Py_mp_subscript, RFPY_FN(dataset_subscript)},
+	{Py_sq_length, RFPY_FN(dataset_len)},
+	{Py_sq_item, RFPY_FN(dataset_item)},
+	{0, NULL},
 };
 
-static PySequenceMethods dataset_sequence = {
-	.sq_length = (lenfunc)dataset_len,
-	.sq_item = (ssizeargfunc)dataset_item,
+static PyType_Spec dataset_spec = {
+	.name = "ringfeed.Dataset",
+	.basicsize = sizeof(DatasetObject),
+	.flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+	.slots = dataset_slots,
 };
 
-static PyTypeObject DatasetType = {
-	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "ringfeed.Dataset",
-	.tp_basicsize = sizeof(DatasetObject),
-	.tp_dealloc = (destructor)dataset_dealloc,
-	.tp_flags = Py_TPFLAGS_DEFAULT,
-	.tp_doc = "A dataset opened for random access by ringfeed.open(): len(ds) samples,\n"
-		  "ds[i] a dict {field: numpy array} (bf16 values as uint16 bits).",
-	.tp_methods = dataset_methods,
-	.tp_getset = dataset_getset,
-	.tp_as_mapping = &dataset_mapping,
-	.tp_as_sequence = &dataset_sequence,
-};
+static PyTypeObject *DatasetType;
 
 PyObject *
 rfpy_open(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-	static char *kwlist[] = {"paths", "verify", NULL};
-	PyObject *arg, *keep = NULL;
+	static char *kwlist[] = {"paths", "verify", "cache_bytes", NULL};
+	PyObject *arg, *keep = NULL, *cache_arg = NULL;
 	int verify = 1;
 	const char **paths = NULL;
 	size_t n;
+	unsigned long long cache_bytes = 256ull << 20;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|p:open", kwlist, &arg, &verify))
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|pO:open", kwlist, &arg, &verify,
+					 &cache_arg))
+		return NULL;
+	if (cache_arg && rfpy_arg_u64(cache_arg, "cache_bytes", &cache_bytes) < 0)
 		return NULL;
 	if (rfpy_paths(arg, &keep, &paths, &n) < 0)
 		return NULL;
@@ -461,11 +777,12 @@ rfpy_open(PyObject *self, PyObject *args, PyObject *kwargs)
 	Py_DECREF(keep);
 	if (rc < 0)
 		return rfpy_raise(rc, "open", rf_dataset_last_open_error());
-	DatasetObject *obj = PyObject_New(DatasetObject, &DatasetType);
+	DatasetObject *obj = PyObject_New(DatasetObject, DatasetType);
 	if (!obj) {
 		rf_dataset_close(&ds);
 		return NULL;
 	}
+	memset((char *)obj + sizeof(PyObject), 0, sizeof(*obj) - sizeof(PyObject));
 	obj->ds = ds;
 	obj->forks = rfpy_forks();
 	obj->torn = 0;
@@ -474,414 +791,52 @@ rfpy_open(PyObject *self, PyObject *args, PyObject *kwargs)
 		Py_DECREF(obj);
 		return PyErr_NoMemory();
 	}
+	/* The chunk cache: as many decoded chunks as cache_bytes holds of the
+	 * largest, at least one. */
+	obj->schema = *rf_dataset_schema(ds);
+	obj->samples = rf_dataset_samples(ds);
+	obj->nchunks = rf_dataset_chunks(ds);
+	obj->firsts = PyMem_Calloc((size_t)obj->nchunks + 1, sizeof(uint64_t));
+	obj->slot_of = PyMem_Calloc((size_t)obj->nchunks + 1, sizeof(uint32_t));
+	if (!obj->firsts || !obj->slot_of) {
+		Py_DECREF(obj);
+		return PyErr_NoMemory();
+	}
+	uint64_t max_raw = 1;
+	for (uint64_t c = 0; c < obj->nchunks; c++) {
+		rf_chunk_info ci;
+		if ((rc = rf_dataset_chunk_info(ds, c, &ci)) < 0) {
+			Py_DECREF(obj);
+			return rfpy_raise(rc, "open", rf_dataset_errmsg(ds));
+		}
+		obj->firsts[c] = ci.first_sample;
+		if (ci.raw_bytes > max_raw)
+			max_raw = ci.raw_bytes;
+	}
+	obj->firsts[obj->nchunks] = obj->samples;
+	uint64_t nslots = cache_bytes / max_raw;
+	if (nslots > obj->nchunks)
+		nslots = obj->nchunks;
+	if (nslots > 65536)
+		nslots = 65536;
+	obj->nslots = nslots ? (uint32_t)nslots : 1;
+	if (!(obj->slots = PyMem_Calloc(obj->nslots, sizeof(struct cslot)))) {
+		Py_DECREF(obj);
+		return PyErr_NoMemory();
+	}
+	for (uint32_t i = 0; i < obj->nslots; i++)
+		obj->slots[i].chunk = UINT64_MAX;
+	for (uint32_t f = 0; f < obj->schema.nfields; f++)
+		if (!(obj->names[f] = PyUnicode_InternFromString(obj->schema.fields[f].name))) {
+			Py_DECREF(obj);
+			return NULL;
+		}
 	return (PyObject *)obj;
-}
-
-/* --------------------------------------------------------------- pack */
-
-struct pack_col {
-	PyObject *name;          /* borrowed from the dict */
-	int var;                 /* a list of per-sample arrays */
-	Py_buffer view;          /* fixed field */
-	int have_view;
-	Py_buffer *items;        /* var field: one view per sample */
-	Py_ssize_t nitems;
-	uint64_t value_bytes;    /* fixed field: bytes of one sample's value */
-};
-
-/* The dtype of a buffer from its struct-module format and item size. */
-static int
-dtype_of_format(const Py_buffer *v, enum rf_dtype *out)
-{
-	const char *f = v->format ? v->format : "B";
-
-	if (*f == '>' || *f == '!') {
-		PyErr_SetString(PyExc_TypeError,
-				"big-endian arrays are not supported: convert with .astype('<...')");
-		return -1;
-	}
-	if (*f == '@' || *f == '=' || *f == '<')
-		f++;
-	if (!f[0] || f[1]) {
-		PyErr_Format(PyExc_TypeError, "unsupported array format '%s'", v->format);
-		return -1;
-	}
-	Py_ssize_t sz = v->itemsize;
-	switch (*f) {
-	case 'b': case 'h': case 'i': case 'l': case 'q':
-		*out = sz == 1 ? RF_DTYPE_I8 : sz == 2 ? RF_DTYPE_I16 : sz == 4 ? RF_DTYPE_I32
-		     : RF_DTYPE_I64;
-		break;
-	case 'B': case 'H': case 'I': case 'L': case 'Q': case '?': case 'c':
-		*out = sz == 1 ? RF_DTYPE_U8 : sz == 2 ? RF_DTYPE_U16 : sz == 4 ? RF_DTYPE_U32
-		     : RF_DTYPE_U64;
-		break;
-	case 'e':
-		*out = RF_DTYPE_F16;
-		break;
-	case 'f':
-		*out = RF_DTYPE_F32;
-		break;
-	case 'd':
-		*out = RF_DTYPE_F64;
-		break;
-	default:
-		PyErr_Format(PyExc_TypeError, "unsupported array format '%s'", v->format);
-		return -1;
-	}
-	if (rf_dtype_size(*out) != (size_t)sz) {
-		PyErr_Format(PyExc_TypeError, "unsupported item size %zd for format '%s'",
-			     sz, v->format);
-		return -1;
-	}
-	return 0;
-}
-
-/* The dtype: the override's name when given (its size must match the
- * buffer's items), else the buffer's own. */
-static int
-column_dtype(PyObject *name, const Py_buffer *v, PyObject *override, enum rf_dtype *out)
-{
-	if (!override)
-		return dtype_of_format(v, out);
-	const char *s = PyUnicode_AsUTF8(override);
-	if (!s)
-		return -1;
-	if (rf_dtype_parse(s, out) < 0) {
-		PyErr_Format(PyExc_ValueError, "field %R: unknown dtype '%s'", name, s);
-		return -1;
-	}
-	if (rf_dtype_size(*out) != (size_t)v->itemsize) {
-		PyErr_Format(PyExc_ValueError,
-			     "field %R: dtype %s has %zu-byte items, the array %zd-byte items",
-			     name, s, rf_dtype_size(*out), v->itemsize);
-		return -1;
-	}
-	return 0;
-}
-
-static void
-pack_cols_free(struct pack_col *cols, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		if (cols[i].have_view)
-			PyBuffer_Release(&cols[i].view);
-		for (Py_ssize_t k = 0; k < cols[i].nitems; k++)
-			PyBuffer_Release(&cols[i].items[k]);
-		PyMem_Free(cols[i].items);
-	}
-	PyMem_Free(cols);
-}
-
-/* Collects the last error message a writer logs: a failed rf_writer_open
- * has no handle to ask. */
-struct pack_log {
-	char msg[512];
-};
-
-static void
-pack_log_fn(void *user, enum rf_log_level level, const char *msg)
-{
-	struct pack_log *pl = user;
-
-	if (level == RF_LOG_ERROR)
-		snprintf(pl->msg, sizeof(pl->msg), "%s", msg);
-	else
-		rfpy_log(NULL, level, msg);
-}
-
-static int
-add_fixed(struct pack_col *c, rf_schema *schema, PyObject *value, PyObject *override,
-	  Py_ssize_t *nsamples)
-{
-	if (PyObject_GetBuffer(value, &c->view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-		PyErr_Clear();
-		PyErr_Format(PyExc_TypeError,
-			     "field %R: expected a C-contiguous array (buffer protocol), "
-			     "a (array, dtype) pair or a list of arrays; got %.100s "
-			     "(numpy.ascontiguousarray makes a contiguous copy)",
-			     c->name, Py_TYPE(value)->tp_name);
-		return -1;
-	}
-	c->have_view = 1;
-	enum rf_dtype dt;
-	if (column_dtype(c->name, &c->view, override, &dt) < 0)
-		return -1;
-	if (c->view.ndim < 1 || c->view.ndim - 1 > RF_MAX_RANK) {
-		PyErr_Format(PyExc_ValueError,
-			     "field %R: the array needs 1 to %d dimensions (samples first), has %d",
-			     c->name, RF_MAX_RANK + 1, c->view.ndim);
-		return -1;
-	}
-	uint64_t shape[RF_MAX_RANK];
-	c->value_bytes = (uint64_t)c->view.itemsize;
-	for (int d = 1; d < c->view.ndim; d++) {
-		shape[d - 1] = (uint64_t)c->view.shape[d];
-		c->value_bytes *= shape[d - 1];
-	}
-	if (*nsamples < 0)
-		*nsamples = c->view.shape[0];
-	else if (*nsamples != c->view.shape[0]) {
-		PyErr_Format(PyExc_ValueError, "field %R has %zd samples, an earlier field %zd",
-			     c->name, c->view.shape[0], *nsamples);
-		return -1;
-	}
-	const char *name = PyUnicode_AsUTF8(c->name);
-	if (!name)
-		return -1;
-	if (rf_schema_add(schema, name, dt, (uint32_t)(c->view.ndim - 1), shape, -1) < 0) {
-		PyErr_Format(PyExc_ValueError,
-			     "field %R: not a valid field (name of 1-55 [A-Za-z0-9_.-], unique; "
-			     "no zero dimension; at most %d fields)", c->name, RF_MAX_FIELDS);
-		return -1;
-	}
-	return 0;
-}
-
-static int
-add_var(struct pack_col *c, rf_schema *schema, PyObject *list, PyObject *override,
-	Py_ssize_t *nsamples)
-{
-	Py_ssize_t n = PyList_GET_SIZE(list);
-	enum rf_dtype dt = RF_DTYPE_U8;
-	uint64_t shape[RF_MAX_RANK] = {0};
-	int ndim = -1;
-
-	c->var = 1;
-	c->items = PyMem_Calloc(n ? (size_t)n : 1, sizeof(Py_buffer));
-	if (!c->items) {
-		PyErr_NoMemory();
-		return -1;
-	}
-	for (Py_ssize_t i = 0; i < n; i++) {
-		Py_buffer *v = &c->items[i];
-		if (PyObject_GetBuffer(PyList_GET_ITEM(list, i), v,
-				       PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-			PyErr_Clear();
-			PyErr_Format(PyExc_TypeError,
-				     "field %R, sample %zd: expected a C-contiguous array",
-				     c->name, i);
-			return -1;
-		}
-		c->nitems++;
-		enum rf_dtype idt;
-		if (column_dtype(c->name, v, override, &idt) < 0)
-			return -1;
-		int nd = v->ndim < 1 ? 1 : v->ndim;
-		if (i == 0) {
-			dt = idt;
-			ndim = nd;
-			if (ndim > RF_MAX_RANK) {
-				PyErr_Format(PyExc_ValueError,
-					     "field %R: at most %d dimensions per sample",
-					     c->name, RF_MAX_RANK);
-				return -1;
-			}
-			for (int d = 1; d < ndim; d++)
-				shape[d] = (uint64_t)v->shape[d];
-		} else {
-			int same = idt == dt && nd == ndim;
-			for (int d = 1; same && d < ndim; d++)
-				same = (uint64_t)v->shape[d] == shape[d];
-			if (!same) {
-				PyErr_Format(PyExc_ValueError,
-					     "field %R, sample %zd: dtype or trailing shape differs "
-					     "from sample 0 (only the first dimension may vary)",
-					     c->name, i);
-				return -1;
-			}
-		}
-	}
-	if (n == 0)
-		ndim = 1;
-	if (*nsamples < 0)
-		*nsamples = n;
-	else if (*nsamples != n) {
-		PyErr_Format(PyExc_ValueError, "field %R has %zd samples, an earlier field %zd",
-			     c->name, n, *nsamples);
-		return -1;
-	}
-	const char *name = PyUnicode_AsUTF8(c->name);
-	if (!name)
-		return -1;
-	if (rf_schema_add(schema, name, dt, (uint32_t)ndim, shape, 0) < 0) {
-		PyErr_Format(PyExc_ValueError,
-			     "field %R: not a valid field (name of 1-55 [A-Za-z0-9_.-], unique; "
-			     "no zero dimension; at most %d fields)", c->name, RF_MAX_FIELDS);
-		return -1;
-	}
-	return 0;
-}
-
-PyObject *
-rfpy_pack(PyObject *self, PyObject *args, PyObject *kwargs)
-{
-	static char *kwlist[] = {"path", "columns", "zstd", "chunk_bytes", "shard_bytes",
-				 "shuffle", NULL};
-	PyObject *path_bytes = NULL, *path_arg, *columns, *shuffle = Py_None, *zstd_arg = NULL,
-		 *chunk_arg = NULL, *shard_arg = NULL;
-	unsigned long long seed = 0;
-	uint64_t *order = NULL;
-	int zstd = 0;
-	long long level = 0;
-	unsigned long long chunk_bytes = 0, shard_bytes = 0;
-	struct pack_col *cols = NULL;
-	size_t ncols = 0;
-	rf_schema schema;
-	Py_ssize_t nsamples = -1;
-	PyObject *ret = NULL;
-
-	/* Converted here, so that a TypeError or OverflowError names the
-	 * argument (PyArg's formats name it by its position). */
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|OOOO:pack", kwlist, &path_arg,
-					 &columns, &zstd_arg, &chunk_arg, &shard_arg, &shuffle))
-		return NULL;
-	if (!PyUnicode_FSConverter(path_arg, &path_bytes)) {
-		if (PyErr_ExceptionMatches(PyExc_TypeError)) {
-			PyErr_Clear();
-			PyErr_Format(PyExc_TypeError, "path must be a str, bytes or os.PathLike, "
-				     "not %.100s", Py_TYPE(path_arg)->tp_name);
-		}
-		return NULL;
-	}
-	if (!PyDict_Check(columns)) {
-		PyErr_Format(PyExc_TypeError, "columns must be a dict of name: array, not %.100s",
-			     Py_TYPE(columns)->tp_name);
-		goto out;
-	}
-	if ((zstd_arg && rfpy_arg_int(zstd_arg, "zstd", 0, 22, &level) < 0) ||
-	    (chunk_arg && rfpy_arg_u64(chunk_arg, "chunk_bytes", &chunk_bytes) < 0) ||
-	    (shard_arg && rfpy_arg_u64(shard_arg, "shard_bytes", &shard_bytes) < 0))
-		goto out;
-	zstd = (int)level;
-	/* shuffle: None, or a seed (an int; True is refused rather than read
-	 * as seed 1).  Out of range is an OverflowError naming the argument,
-	 * as for every other integer argument. */
-	if (shuffle != Py_None && PyBool_Check(shuffle)) {
-		PyErr_SetString(PyExc_TypeError, "shuffle takes a seed: an int in 0..2**64-1, or None");
-		goto out;
-	}
-	if (shuffle != Py_None && rfpy_arg_u64(shuffle, "shuffle", &seed) < 0)
-		goto out;
-	memset(&schema, 0, sizeof(schema));
-	Py_ssize_t nd = PyDict_GET_SIZE(columns);
-	if (nd == 0 || nd > RF_MAX_FIELDS) {
-		PyErr_Format(PyExc_ValueError, "pack needs 1 to %d fields, got %zd",
-			     RF_MAX_FIELDS, nd);
-		goto out;
-	}
-	if (zstd < 0 || zstd > 22) {
-		PyErr_SetString(PyExc_ValueError, "zstd must be 0 (no compression) to 22");
-		goto out;
-	}
-	cols = PyMem_Calloc((size_t)nd, sizeof(*cols));
-	if (!cols) {
-		PyErr_NoMemory();
-		goto out;
-	}
-	PyObject *key, *value;
-	Py_ssize_t pos = 0;
-	while (PyDict_Next(columns, &pos, &key, &value)) {
-		struct pack_col *c = &cols[ncols++];
-		PyObject *override = NULL;
-		if (!PyUnicode_Check(key)) {
-			PyErr_SetString(PyExc_TypeError, "field names must be str");
-			goto out;
-		}
-		c->name = key;
-		if (PyTuple_Check(value)) {
-			if (PyTuple_GET_SIZE(value) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(value, 1))) {
-				PyErr_Format(PyExc_TypeError,
-					     "field %R: a tuple must be (array, dtype name)", key);
-				goto out;
-			}
-			override = PyTuple_GET_ITEM(value, 1);
-			value = PyTuple_GET_ITEM(value, 0);
-		}
-		int rc = PyList_Check(value) ? add_var(c, &schema, value, override, &nsamples)
-			: add_fixed(c, &schema, value, override, &nsamples);
-		if (rc < 0)
-			goto out;
-	}
-
-	/* The order is computed a block at a time, never held whole. */
-	enum { ORDER_BLOCK = 4096 };
-	if (shuffle != Py_None) {
-		order = PyMem_Malloc(ORDER_BLOCK * sizeof(*order));
-		if (!order) {
-			PyErr_NoMemory();
-			goto out;
-		}
-	}
-
-	struct pack_log plog = {{0}};
-	rf_writer_config wcfg;
-	rf_writer_config_init(&wcfg);
-	wcfg.zstd_level = zstd;
-	if (chunk_bytes)
-		wcfg.chunk_bytes = chunk_bytes;
-	wcfg.shard_bytes = shard_bytes;
-	wcfg.log = pack_log_fn;
-	wcfg.log_user = &plog;
-
-	rf_writer *w = NULL;
-	int rc;
-	char msg[512] = "";
-	rf_value values[RF_MAX_FIELDS];
-	/* The views pin every input buffer, so the writer may run without the
-	 * GIL. */
-	Py_BEGIN_ALLOW_THREADS
-	rc = rf_writer_open(&w, PyBytes_AS_STRING(path_bytes), &schema, &wcfg);
-	if (rc < 0) {
-		snprintf(msg, sizeof(msg), "%s", plog.msg);
-	} else {
-		for (Py_ssize_t o = 0; o < nsamples && rc >= 0; o++) {
-			if (order && o % ORDER_BLOCK == 0)
-				rf_pack_order((uint64_t)nsamples, seed, (uint64_t)o,
-					      (uint64_t)(nsamples - o < ORDER_BLOCK ? nsamples - o
-										 : ORDER_BLOCK),
-					      order);
-			Py_ssize_t i = order ? (Py_ssize_t)order[o % ORDER_BLOCK] : o;
-			for (size_t k = 0; k < ncols; k++) {
-				const struct pack_col *c = &cols[k];
-				if (c->var) {
-					values[k].data = c->items[i].buf;
-					values[k].len = (uint64_t)c->items[i].len;
-				} else {
-					values[k].data = (const char *)c->view.buf +
-						(uint64_t)i * c->value_bytes;
-					values[k].len = c->value_bytes;
-				}
-			}
-			rc = rf_writer_add(w, values);
-		}
-		if (rc < 0) {
-			snprintf(msg, sizeof(msg), "%s", rf_writer_errmsg(w));
-			rf_writer_abort(&w);
-		} else {
-			rc = rf_writer_close(&w);
-			if (rc < 0)
-				snprintf(msg, sizeof(msg), "%s", plog.msg);
-		}
-	}
-	Py_END_ALLOW_THREADS
-	if (rc < 0) {
-		rfpy_raise(rc, "pack", msg);
-		goto out;
-	}
-	ret = PyLong_FromSsize_t(nsamples);
-out:
-	PyMem_Free(order);
-	if (cols)
-		pack_cols_free(cols, ncols);
-	Py_XDECREF(path_bytes);
-	return ret;
 }
 
 int
 rfpy_dataset_init(PyObject *module)
 {
-	if (PyType_Ready(&DatasetType) < 0)
-		return -1;
-	return PyModule_AddObjectRef(module, "Dataset", (PyObject *)&DatasetType);
+	DatasetType = rfpy_add_type(module, &dataset_spec, 1);
+	return DatasetType ? 0 : -1;
 }

@@ -74,7 +74,7 @@ rfpy_raise(int code, const char *what, const char *detail)
 			return NULL;
 		msg = r;
 	}
-	exc = PyObject_CallOneArg(rfpy_Error, msg);
+	exc = PyObject_CallFunctionObjArgs(rfpy_Error, msg, NULL);
 	Py_DECREF(msg);
 	if (!exc)
 		return NULL;
@@ -140,7 +140,7 @@ arg_index(PyObject *obj, const char *name)
 	if (!i && PyErr_ExceptionMatches(PyExc_TypeError)) {
 		PyErr_Clear();
 		PyErr_Format(PyExc_TypeError, "%s must be an integer, not %.100s", name,
-			     Py_TYPE(obj)->tp_name);
+			     rfpy_type_name(obj));
 	}
 	return i;
 }
@@ -221,7 +221,7 @@ rfpy_paths(PyObject *arg, PyObject **out_list, const char ***out_paths, size_t *
 		if (PyErr_Occurred())
 			goto fail;
 	}
-	Py_ssize_t count = PyList_GET_SIZE(list);
+	Py_ssize_t count = PyList_Size(list);
 	if (count == 0) {
 		PyErr_SetString(PyExc_ValueError, "no dataset paths given");
 		goto fail;
@@ -232,7 +232,7 @@ rfpy_paths(PyObject *arg, PyObject **out_list, const char ***out_paths, size_t *
 		goto fail;
 	}
 	for (Py_ssize_t i = 0; i < count; i++)
-		paths[i] = PyBytes_AS_STRING(PyList_GET_ITEM(list, i));
+		paths[i] = PyBytes_AsString(PyList_GetItem(list, i));
 	*out_list = list;
 	*out_paths = paths;
 	*n = (size_t)count;
@@ -309,6 +309,49 @@ rfpy_buffer_format(enum rf_dtype dt)
 	return NULL;
 }
 
+const char *
+rfpy_type_name(PyObject *obj)
+{
+	static char buf[128];
+	/* __name__ rather than PyType_GetName, which CPython 3.10 lacks. */
+	PyObject *name = PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__name__");
+	const char *s = name ? PyUnicode_AsUTF8AndSize(name, NULL) : NULL;
+
+	snprintf(buf, sizeof(buf), "%s", s ? s : "?");
+	if (!s)
+		PyErr_Clear();
+	Py_XDECREF(name);
+	return buf;
+}
+
+PyTypeObject *
+rfpy_add_type(PyObject *module, PyType_Spec *spec, int add_name)
+{
+	PyObject *t = PyType_FromModuleAndSpec(module, spec, NULL);
+	const char *dot = strrchr(spec->name, '.');
+
+	if (!t)
+		return NULL;
+	if (add_name && PyModule_AddObjectRef(module, dot ? dot + 1 : spec->name, t) < 0) {
+		Py_DECREF(t);
+		return NULL;
+	}
+	/* The module holds it (and the interpreter, for the process's life:
+	 * the module's types are never unloaded). */
+	return (PyTypeObject *)t;
+}
+
+void
+rfpy_free(PyObject *self)
+{
+	PyTypeObject *tp = Py_TYPE(self);
+
+	/* The types are not GC-tracked: their instances come from
+	 * PyObject_New. */
+	PyObject_Free(self);
+	Py_DECREF(tp);
+}
+
 static PyObject *
 rfpy_version(PyObject *self, PyObject *unused)
 {
@@ -331,9 +374,14 @@ rfpy_strerror(PyObject *self, PyObject *arg)
 
 static PyMethodDef rfpy_methods[] = {
 	{"open", (PyCFunction)(void (*)(void))rfpy_open, METH_VARARGS | METH_KEYWORDS,
-	 "open(paths, verify=True)\n--\n\n"
+	 "open(paths, verify=True, cache_bytes=268435456)\n--\n\n"
 	 "Open a dataset (a shard, a directory of shards, a glob, or a list of them)\n"
-	 "for random access: len(ds), ds[i] -> {name: numpy array}, ds.schema."},
+	 "for random access: len(ds), ds[i] -> {name: numpy array}, ds[a:b] and\n"
+	 "ds.take(indices) -> {name: stacked values}, ds.schema.  verify checks each\n"
+	 "chunk's checksum when it is read.  Decoded chunks are kept, up to\n"
+	 "cache_bytes (256 MiB; at least one chunk), the least recently used going\n"
+	 "first: ds[i] of a kept chunk reads nothing.  A map-style Dataset for\n"
+	 "torch's DataLoader opens one per worker, each with its own cache."},
 	{"pack", (PyCFunction)(void (*)(void))rfpy_pack, METH_VARARGS | METH_KEYWORDS,
 	 "pack(path, columns, zstd=0, chunk_bytes=0, shard_bytes=0, shuffle=None)\n--\n\n"
 	 "Write a dataset from {name: array} (first dimension = samples; any object\n"
@@ -359,7 +407,7 @@ static PyMethodDef rfpy_methods[] = {
 
 static struct PyModuleDef rfpy_moduledef = {
 	PyModuleDef_HEAD_INIT,
-	.m_name = "ringfeed",
+	.m_name = "ringfeed._ringfeed",
 	.m_doc = "Stream training datasets from disk into GPU memory with bounded memory.\n\n"
 		 "Loader(paths, batch_size, ...) iterates over batches: dicts of arrays that\n"
 		 "speak DLPack (torch.from_dlpack, numpy.from_dlpack, cupy.from_dlpack).\n"
@@ -368,10 +416,12 @@ static struct PyModuleDef rfpy_moduledef = {
 	.m_methods = rfpy_methods,
 };
 
-PyMODINIT_FUNC PyInit_ringfeed(void);
+/* The extension is ringfeed._ringfeed; the package's __init__.py exports
+ * its names as ringfeed.*. */
+PyMODINIT_FUNC PyInit__ringfeed(void);
 
 PyMODINIT_FUNC
-PyInit_ringfeed(void)
+PyInit__ringfeed(void)
 {
 	PyObject *m = PyModule_Create(&rfpy_moduledef);
 

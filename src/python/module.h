@@ -4,7 +4,19 @@
 #define RFPY_MODULE_H
 
 #define PY_SSIZE_T_CLEAN
+/* The stable ABI of CPython 3.11 (the buffer protocol is part of it from
+ * 3.11 on): one build of the module serves every later CPython (abi3).
+ * RFPY_FULL_API builds against the full API instead (for CPython 3.10). */
+#if !defined(Py_LIMITED_API) && !defined(RFPY_FULL_API)
+#define Py_LIMITED_API 0x030B0000
+#endif
 #include <Python.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A function in a type's slot table (PyType_Slot.pfunc is a void *). */
+#define RFPY_FN(f) (__extension__ (void *)(f))
 
 #include <ringfeed/dataset.h>
 #include <ringfeed/ringfeed.h>
@@ -42,6 +54,17 @@ int rfpy_u64(PyObject *obj, void *out);
  * exception set. */
 int rfpy_arg_u64(PyObject *obj, const char *name, unsigned long long *out);
 int rfpy_arg_int(PyObject *obj, const char *name, long long lo, long long hi, long long *out);
+
+/* The name of obj's type, for messages ("list", "ndarray"): valid until
+ * the next call; the GIL is held. */
+const char *rfpy_type_name(PyObject *obj);
+
+/* Make a type from its spec and add it to the module under its short name
+ * (add_name 0: not added); NULL with an exception. */
+PyTypeObject *rfpy_add_type(PyObject *module, PyType_Spec *spec, int add_name);
+
+/* Free a heap type's instance and drop its reference to the type. */
+void rfpy_free(PyObject *self);
 
 /* Forks of this process and its ancestors since the module was loaded: an
  * object made under another count is in a child of fork(). */

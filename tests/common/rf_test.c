@@ -9,6 +9,18 @@
 
 #include "rf_test.h"
 
+int rf_test_failures;
+
+int
+rf_test_status(const char *name)
+{
+	if (!rf_test_failures)
+		return 0;
+	fprintf(stderr, "%s%s%d checks failed\n", name ? name : "", name ? ": " : "",
+		rf_test_failures);
+	return 1;
+}
+
 static int
 rm_one(const char *p, const struct stat *sb, int type, struct FTW *ftw)
 {

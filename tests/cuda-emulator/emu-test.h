@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Helpers for the emulator's own tests: checks that exit 1 with the line
- * that failed, a gate (a host function that holds a stream until the test
+ * Helpers for the emulator's own tests (the checks are rf_test.h's): a gate (a host function that holds a stream until the test
  * opens it, so a test decides exactly when queued work may run), and the
  * emulator's exported functions (the tests link the library).
  */
@@ -18,13 +17,7 @@
 #include <cuda_runtime_api.h>
 
 #include "emulator.h"
-
-#define CHECK(cond) do { \
-		if (!(cond)) { \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-			exit(1); \
-		} \
-	} while (0)
+#include "rf_test.h"
 
 #define EXPECT(call, want) do { \
 		cudaError_t got_ = (call); \

@@ -327,7 +327,10 @@ crafted(const uint8_t *b, const struct layout *l)
 	WITH(b, l, F + 0, 8, 0, fix_footer, RF_ECORRUPT);
 	WITH(b, l, F + 0, 8, UINT64_MAX - 4095, fix_footer, RF_ECORRUPT);
 	WITH(b, l, F + 16, 8, 1ULL << 62, fix_footer, RF_ECORRUPT);
-	WITH(b, l, F + 44, 4, 7, fix_footer, RF_ECORRUPT);
+	if (rf_le32(b + 8) < 3)
+		WITH(b, l, F + 44, 4, 7, fix_footer, RF_ECORRUPT);      /* reserved */
+	else
+		WITH(b, l, F + 44, 4, 0, fix_footer, RF_ECORRUPT);      /* 0 shards */
 	WITH(b, l, F + 40, 4, RF_FMT_VERSION + 1, fix_footer, RF_EFORMAT);
 	/* A version the library reads, but not the header's. */
 	WITH(b, l, F + 40, 4, rf_le32(b + 8) == 1 ? 2 : 1, fix_footer, RF_ECORRUPT);
@@ -357,7 +360,8 @@ crafted(const uint8_t *b, const struct layout *l)
 	WITH(b, l, 12, 4, l->hsize + 128, fix_header, RF_ECORRUPT);     /* header_size */
 	WITH(b, l, 12, 4, UINT32_MAX, fix_header, RF_ECORRUPT);
 	WITH(b, l, 16, 4, 1, fix_header, RF_ECORRUPT);                  /* flags */
-	WITH(b, l, 24, 1, 1, fix_header, RF_ECORRUPT);                  /* reserved */
+	if (rf_le32(b + 8) < 3)                                          /* v3: pack id */
+		WITH(b, l, 24, 1, 1, fix_header, RF_ECORRUPT);          /* reserved */
 	WITH(b, l, 8, 4, RF_FMT_VERSION + 1, fix_header, RF_EFORMAT);   /* version */
 	WITH(b, l, 8, 4, 0, fix_header, RF_EFORMAT);
 	uint64_t f0 = 32, f1 = 32 + 128, f2 = 32 + 256;

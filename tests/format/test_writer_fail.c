@@ -147,6 +147,9 @@ replace_only_on_close(const char *dir)
 	free(after);
 	free(before);
 	unlink(p);
+	char *mp = t_path(dir, "keep.rfm");
+	unlink(mp);
+	free(mp);
 	free(tp);
 	free(p);
 }

@@ -10,20 +10,9 @@
 #include <string.h>
 
 #include "plan/plan.h"
+#include "rf_test.h"
 
 #define PT_UNUSED __attribute__((unused))
-
-static int test_failures;
-
-#define CHECK(cond, ...)                                                                   \
-	do {                                                                               \
-		if (!(cond)) {                                                             \
-			fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                      \
-			fprintf(stderr, "\n");                                             \
-			test_failures++;                                                   \
-		}                                                                          \
-	} while (0)
 
 /* Chunk sample counts: small odd sizes, empty chunks, chunks of one sample,
  * an empty dataset and a dataset smaller than one global batch. */
@@ -175,10 +164,8 @@ runs_equal(const struct run *a, const struct run *b)
 PT_UNUSED static int
 test_result(const char *name)
 {
-	if (test_failures) {
-		fprintf(stderr, "%s: %d checks failed\n", name, test_failures);
+	if (rf_test_status(name))
 		return 1;
-	}
 	printf("%s: ok\n", name);
 	return 0;
 }

@@ -15,15 +15,8 @@
 #include <ringfeed/dataset.h>
 
 #include "plan/plan.h"
+#include "rf_test.h"
 
-static int failures;
-#define CHECK(c)                                                                         \
-	do {                                                                             \
-		if (!(c)) {                                                              \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-			failures++;                                                      \
-		}                                                                        \
-	} while (0)
 
 int
 main(void)
@@ -33,48 +26,46 @@ main(void)
 		uint64_t n = sizes[s];
 		uint64_t *a = calloc(n + 1, 8), *b = calloc(n + 1, 8), *c = calloc(n + 1, 8);
 		unsigned char *seen = calloc(n + 1, 1);
-		CHECK(rf_pack_order(n, 42, 0, n, a) == 0);
+		CHECK_CONT(rf_pack_order(n, 42, 0, n, a) == 0);
 		uint64_t bad = 0;
 		for (uint64_t i = 0; i < n; i++) {
 			bad += a[i] >= n || seen[a[i]];
 			if (a[i] < n)
 				seen[a[i]] = 1;
 		}
-		CHECK(bad == 0);
+		CHECK_CONT(bad == 0);
 		/* In pieces of 1, 7 and 100 positions. */
 		for (uint64_t at = 0, k = 1; at < n; at += k, k = k == 1 ? 7 : 100) {
 			uint64_t m = n - at < k ? n - at : k;
-			CHECK(rf_pack_order(n, 42, at, m, b + at) == 0);
+			CHECK_CONT(rf_pack_order(n, 42, at, m, b + at) == 0);
 		}
-		CHECK(n == 0 || memcmp(a, b, n * 8) == 0);
-		CHECK(rf_pack_order(n, 42, 0, n, c) == 0);
-		CHECK(n == 0 || memcmp(a, c, n * 8) == 0);
+		CHECK_CONT(n == 0 || memcmp(a, b, n * 8) == 0);
+		CHECK_CONT(rf_pack_order(n, 42, 0, n, c) == 0);
+		CHECK_CONT(n == 0 || memcmp(a, c, n * 8) == 0);
 		if (n >= 255) {
 			uint64_t same = 0, fixed = 0;
-			CHECK(rf_pack_order(n, 43, 0, n, c) == 0);
+			CHECK_CONT(rf_pack_order(n, 43, 0, n, c) == 0);
 			for (uint64_t i = 0; i < n; i++) {
 				same += a[i] == c[i];
 				fixed += a[i] == i;
 			}
-			CHECK(same < n / 8 && fixed < n / 8);
+			CHECK_CONT(same < n / 8 && fixed < n / 8);
 			/* Not the full shuffle's order for the same seed. */
 			rf_perm p;
 			rf_perm_init(&p, n, 42);
 			uint64_t full_same = 0;
 			for (uint64_t i = 0; i < n; i++)
 				full_same += rf_perm_at(&p, i) == a[i];
-			CHECK(full_same < n / 8);
+			CHECK_CONT(full_same < n / 8);
 		}
-		CHECK(rf_pack_order(n, 42, n, 0, a) == 0);
-		CHECK(rf_pack_order(n, 42, n, 1, a) == -EINVAL);
-		CHECK(rf_pack_order(n, 42, n + 1, 0, a) == -EINVAL);
-		CHECK(rf_pack_order(n, 42, 1, UINT64_MAX, a) == -EINVAL);
+		CHECK_CONT(rf_pack_order(n, 42, n, 0, a) == 0);
+		CHECK_CONT(rf_pack_order(n, 42, n, 1, a) == -EINVAL);
+		CHECK_CONT(rf_pack_order(n, 42, n + 1, 0, a) == -EINVAL);
+		CHECK_CONT(rf_pack_order(n, 42, 1, UINT64_MAX, a) == -EINVAL);
 		free(a);
 		free(b);
 		free(c);
 		free(seen);
 	}
-	if (failures)
-		fprintf(stderr, "%d checks failed\n", failures);
-	return failures ? 1 : 0;
+	return rf_test_status("test_pack_order");
 }

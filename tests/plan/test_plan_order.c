@@ -49,45 +49,45 @@ check_case(const struct plan_case *c, enum rf_plan_mode mode, enum rf_plan_tail 
 	uint64_t *order = global_order(p0);
 	uint8_t *seen = calloc(N + 1, 1);
 	for (uint64_t i = 0; i < N; i++) {
-		CHECK(order[i] < N, "%s: P(%llu) = %llu out of range", name, (unsigned long long)i,
+		CHECK_CONT_MSG(order[i] < N, "%s: P(%llu) = %llu out of range", name, (unsigned long long)i,
 		      (unsigned long long)order[i]);
 		if (order[i] < N) {
-			CHECK(!seen[order[i]], "%s: sample %llu twice", name, (unsigned long long)order[i]);
+			CHECK_CONT_MSG(!seen[order[i]], "%s: sample %llu twice", name, (unsigned long long)order[i]);
 			seen[order[i]] = 1;
 		}
 	}
 	uint64_t dummy;
-	CHECK(rf_plan_global(p0, N, &dummy) == -ERANGE, "%s: P(N) not -ERANGE", name);
+	CHECK_CONT_MSG(rf_plan_global(p0, N, &dummy) == -ERANGE, "%s: P(N) not -ERANGE", name);
 	if (mode == RF_PLAN_NONE)
 		for (uint64_t i = 0; i < N; i++)
-			CHECK(order[i] == i, "%s: file order broken at %llu", name, (unsigned long long)i);
+			CHECK_CONT_MSG(order[i] == i, "%s: file order broken at %llu", name, (unsigned long long)i);
 	if (mode == RF_PLAN_CHUNKS) {
 		/* Samples of a chunk stay together and in order. */
 		uint64_t breaks = 0;
 		for (uint64_t i = 1; i < N; i++)
 			breaks += order[i] != order[i - 1] + 1;
-		CHECK(breaks + 1 <= nonempty_chunks(c) || N == 0, "%s: %llu breaks for %llu chunks", name,
+		CHECK_CONT_MSG(breaks + 1 <= nonempty_chunks(c) || N == 0, "%s: %llu breaks for %llu chunks", name,
 		      (unsigned long long)breaks, (unsigned long long)nonempty_chunks(c));
 	}
 
 	/* 2. Deterministic; another epoch or seed gives another order. */
 	rf_plan *q = make_plan(&pp, c->counts, c->nchunks);
 	uint64_t *o2 = global_order(q);
-	CHECK(memcmp(order, o2, N * sizeof *order) == 0, "%s: same seed and epoch, another order", name);
+	CHECK_CONT_MSG(memcmp(order, o2, N * sizeof *order) == 0, "%s: same seed and epoch, another order", name);
 	free(o2);
 	int expect_diff = (mode == RF_PLAN_CHUNKS && nonempty_chunks(c) >= 5) ||
 			  ((mode == RF_PLAN_WINDOW || mode == RF_PLAN_FULL) && N >= 6);
 	if (expect_diff) {
-		CHECK(rf_plan_set_epoch(q, pp.epoch + 1) == 0, "%s: set_epoch", name);
+		CHECK_CONT_MSG(rf_plan_set_epoch(q, pp.epoch + 1) == 0, "%s: set_epoch", name);
 		o2 = global_order(q);
-		CHECK(memcmp(order, o2, N * sizeof *order) != 0, "%s: epoch+1 gives the same order", name);
+		CHECK_CONT_MSG(memcmp(order, o2, N * sizeof *order) != 0, "%s: epoch+1 gives the same order", name);
 		free(o2);
 		rf_plan_destroy(&q);
 		rf_plan_params pq = pp;
 		pq.seed++;
 		q = make_plan(&pq, c->counts, c->nchunks);
 		o2 = global_order(q);
-		CHECK(memcmp(order, o2, N * sizeof *order) != 0, "%s: seed+1 gives the same order", name);
+		CHECK_CONT_MSG(memcmp(order, o2, N * sizeof *order) != 0, "%s: seed+1 gives the same order", name);
 		free(o2);
 	}
 	rf_plan_destroy(&q);
@@ -103,9 +103,9 @@ check_case(const struct plan_case *c, enum rf_plan_mode mode, enum rf_plan_tail 
 		expect_batches++;
 		covered = base + tail_s * c->world;
 	}
-	CHECK(rf_plan_batches(p0) == expect_batches, "%s: %llu batches, expected %llu", name,
+	CHECK_CONT_MSG(rf_plan_batches(p0) == expect_batches, "%s: %llu batches, expected %llu", name,
 	      (unsigned long long)rf_plan_batches(p0), (unsigned long long)expect_batches);
-	CHECK(rf_plan_dropped(p0) == N - covered, "%s: dropped %llu, expected %llu", name,
+	CHECK_CONT_MSG(rf_plan_dropped(p0) == N - covered, "%s: dropped %llu, expected %llu", name,
 	      (unsigned long long)rf_plan_dropped(p0), (unsigned long long)(N - covered));
 	int *owner = malloc((N + 1) * sizeof *owner);
 	for (uint64_t i = 0; i < N; i++)
@@ -119,20 +119,20 @@ check_case(const struct plan_case *c, enum rf_plan_mode mode, enum rf_plan_tail 
 		rf_plan *p = make_plan(&pp, c->counts, c->nchunks);
 		struct run run = {0}, again = {0};
 		run_append(&run, p, UINT64_MAX);
-		CHECK(run.batches == expect_batches, "%s: rank %u has %llu batches", name, r,
+		CHECK_CONT_MSG(run.batches == expect_batches, "%s: rank %u has %llu batches", name, r,
 		      (unsigned long long)run.batches);
 		/* Random access gives the same batches as the cursor. */
 		rf_plan_item *buf = malloc(c->batch * sizeof *buf);
 		uint64_t at = 0;
 		for (uint64_t k = 0; k < run.batches; k++) {
 			uint32_t n;
-			CHECK(rf_plan_batch(p, k, buf, c->batch, &n) == 0 && n == run.sizes[k],
+			CHECK_CONT_MSG(rf_plan_batch(p, k, buf, c->batch, &n) == 0 && n == run.sizes[k],
 			      "%s: rf_plan_batch %llu", name, (unsigned long long)k);
 			for (uint32_t i = 0; i < n && at + i < run.n; i++)
-				CHECK(items_equal(&buf[i], &run.items[at + i]), "%s: rf_plan_batch item", name);
+				CHECK_CONT_MSG(items_equal(&buf[i], &run.items[at + i]), "%s: rf_plan_batch item", name);
 			if (n > 1) {
 				uint32_t m;
-				CHECK(rf_plan_batch(p, k, buf, n - 1, &m) == -ENOSPC && m == n,
+				CHECK_CONT_MSG(rf_plan_batch(p, k, buf, n - 1, &m) == -ENOSPC && m == n,
 				      "%s: short capacity accepted", name);
 			}
 			at += run.sizes[k];
@@ -140,7 +140,7 @@ check_case(const struct plan_case *c, enum rf_plan_mode mode, enum rf_plan_tail 
 		free(buf);
 		rf_plan_seek(p, 0);
 		run_append(&again, p, UINT64_MAX);
-		CHECK(runs_equal(&run, &again), "%s: rank %u not deterministic", name, r);
+		CHECK_CONT_MSG(runs_equal(&run, &again), "%s: rank %u not deterministic", name, r);
 		run_free(&again);
 
 		uint64_t idx = 0, last_real = UINT64_MAX;
@@ -148,7 +148,7 @@ check_case(const struct plan_case *c, enum rf_plan_mode mode, enum rf_plan_tail 
 		uint8_t *used = calloc(rf_plan_reads(p) + 1, 1);
 		for (uint64_t k = 0; k < run.batches; k++) {
 			uint32_t bs = run.sizes[k];
-			CHECK(bs == (k == nfull && tail == RF_PLAN_KEEP ? tail_s : c->batch),
+			CHECK_CONT_MSG(bs == (k == nfull && tail == RF_PLAN_KEEP ? tail_s : c->batch),
 			      "%s: batch %llu has %u samples", name, (unsigned long long)k, bs);
 			for (uint32_t i = 0; i < bs; i++, idx++) {
 				const rf_plan_item *it = &run.items[idx];
@@ -160,53 +160,53 @@ check_case(const struct plan_case *c, enum rf_plan_mode mode, enum rf_plan_tail 
 				else
 					pos = base + (uint64_t)r * c->batch + i;
 				if (pos < N) {
-					CHECK(!(it->flags & RF_PLAN_ITEM_PAD), "%s: real item flagged", name);
-					CHECK(it->pos == pos, "%s: rank %u batch %llu item %u at position %llu, "
+					CHECK_CONT_MSG(!(it->flags & RF_PLAN_ITEM_PAD), "%s: real item flagged", name);
+					CHECK_CONT_MSG(it->pos == pos, "%s: rank %u batch %llu item %u at position %llu, "
 					      "expected %llu", name, r, (unsigned long long)k, i,
 					      (unsigned long long)it->pos, (unsigned long long)pos);
-					CHECK(it->sample == order[pos], "%s: item sample is not P(pos)", name);
-					CHECK(owner[pos] == -1, "%s: position %llu given to ranks %d and %u", name,
+					CHECK_CONT_MSG(it->sample == order[pos], "%s: item sample is not P(pos)", name);
+					CHECK_CONT_MSG(owner[pos] == -1, "%s: position %llu given to ranks %d and %u", name,
 					      (unsigned long long)pos, owner[pos], r);
 					owner[pos] = (int)r;
 					last_real = it->sample;
 				} else {
 					pads++;
-					CHECK(tail == RF_PLAN_PAD, "%s: position past N without padding", name);
-					CHECK(it->flags & RF_PLAN_ITEM_PAD, "%s: pad not flagged", name);
+					CHECK_CONT_MSG(tail == RF_PLAN_PAD, "%s: position past N without padding", name);
+					CHECK_CONT_MSG(it->flags & RF_PLAN_ITEM_PAD, "%s: pad not flagged", name);
 					uint64_t want = last_real != UINT64_MAX ? last_real : order[N - 1];
-					CHECK(it->sample == want, "%s: pad repeats %llu, expected %llu", name,
+					CHECK_CONT_MSG(it->sample == want, "%s: pad repeats %llu, expected %llu", name,
 					      (unsigned long long)it->sample, (unsigned long long)want);
 				}
 				uint64_t ch;
 				uint32_t off;
-				CHECK(rf_plan_locate(p, it->sample, &ch, &off) == 0 && ch == it->chunk &&
+				CHECK_CONT_MSG(rf_plan_locate(p, it->sample, &ch, &off) == 0 && ch == it->chunk &&
 				      off == it->offset, "%s: item chunk/offset wrong", name);
 				if (mode == RF_PLAN_FULL) {
-					CHECK(it->read == RF_PLAN_NO_READ && it->keep_from == RF_PLAN_NO_READ,
+					CHECK_CONT_MSG(it->read == RF_PLAN_NO_READ && it->keep_from == RF_PLAN_NO_READ,
 					      "%s: full mode item has a read entry", name);
 					continue;
 				}
 				uint64_t rc_chunk = UINT64_MAX;
-				CHECK(rf_plan_read_chunk(p, it->read, &rc_chunk) == 0 && rc_chunk == it->chunk,
+				CHECK_CONT_MSG(rf_plan_read_chunk(p, it->read, &rc_chunk) == 0 && rc_chunk == it->chunk,
 				      "%s: read entry %llu is not the item's chunk", name,
 				      (unsigned long long)it->read);
 				if (it->read < rf_plan_reads(p))
 					used[it->read] = 1;
-				CHECK(it->keep_from >= keep, "%s: keep_from went back", name);
+				CHECK_CONT_MSG(it->keep_from >= keep, "%s: keep_from went back", name);
 				keep = it->keep_from;
-				CHECK(it->read >= keep, "%s: item needs a dropped chunk", name);
+				CHECK_CONT_MSG(it->read >= keep, "%s: item needs a dropped chunk", name);
 				if (it->read > maxread)
 					maxread = it->read;
-				CHECK(maxread - keep + 1 <= bound, "%s: %llu decoded chunks needed, bound %u",
+				CHECK_CONT_MSG(maxread - keep + 1 <= bound, "%s: %llu decoded chunks needed, bound %u",
 				      name, (unsigned long long)(maxread - keep + 1), bound);
 			}
 		}
 		if (mode == RF_PLAN_FULL) {
-			CHECK(rf_plan_reads(p) == 0, "%s: full mode has reads", name);
+			CHECK_CONT_MSG(rf_plan_reads(p) == 0, "%s: full mode has reads", name);
 		} else if (mode != RF_PLAN_WINDOW) {
 			/* none and chunks read only what the rank uses. */
 			for (uint64_t j = 0; j < rf_plan_reads(p); j++)
-				CHECK(used[j], "%s: rank %u reads entry %llu for nothing", name, r,
+				CHECK_CONT_MSG(used[j], "%s: rank %u reads entry %llu for nothing", name, r,
 				      (unsigned long long)j);
 		}
 		free(used);
@@ -215,12 +215,12 @@ check_case(const struct plan_case *c, enum rf_plan_mode mode, enum rf_plan_tail 
 	}
 	for (uint64_t i = 0; i < N; i++) {
 		if (i < covered)
-			CHECK(owner[i] >= 0, "%s: position %llu given to no rank", name, (unsigned long long)i);
+			CHECK_CONT_MSG(owner[i] >= 0, "%s: position %llu given to no rank", name, (unsigned long long)i);
 		else
-			CHECK(owner[i] == -1, "%s: dropped position %llu delivered", name, (unsigned long long)i);
+			CHECK_CONT_MSG(owner[i] == -1, "%s: dropped position %llu delivered", name, (unsigned long long)i);
 	}
 	if (tail == RF_PLAN_PAD)
-		CHECK(pads == expect_batches * G - N || (rem == 0 && pads == 0), "%s: %llu pads", name,
+		CHECK_CONT_MSG(pads == expect_batches * G - N || (rem == 0 && pads == 0), "%s: %llu pads", name,
 		      (unsigned long long)pads);
 	free(owner);
 	free(seen);
@@ -244,32 +244,32 @@ main(void)
 	rf_plan_params_init(&pp);
 	pp.rank = 2;
 	pp.world = 2;
-	CHECK(rf_plan_create(&p, &pp, counts, 2, NULL) == RF_EUSAGE && !p, "rank >= world accepted");
+	CHECK_CONT_MSG(rf_plan_create(&p, &pp, counts, 2, NULL) == RF_EUSAGE && !p, "rank >= world accepted");
 	rf_plan_params_init(&pp);
 	pp.batch = 0;
-	CHECK(rf_plan_create(&p, &pp, counts, 2, NULL) == RF_EUSAGE, "batch 0 accepted");
+	CHECK_CONT_MSG(rf_plan_create(&p, &pp, counts, 2, NULL) == RF_EUSAGE, "batch 0 accepted");
 	rf_plan_params_init(&pp);
 	pp.window = 0;
-	CHECK(rf_plan_create(&p, &pp, counts, 2, NULL) == RF_EUSAGE, "window 0 accepted");
+	CHECK_CONT_MSG(rf_plan_create(&p, &pp, counts, 2, NULL) == RF_EUSAGE, "window 0 accepted");
 	rf_plan_params_init(&pp);
 	pp.mode = (enum rf_plan_mode)9;
-	CHECK(rf_plan_create(&p, &pp, counts, 2, NULL) == RF_EUSAGE, "mode 9 accepted");
+	CHECK_CONT_MSG(rf_plan_create(&p, &pp, counts, 2, NULL) == RF_EUSAGE, "mode 9 accepted");
 	rf_plan_destroy(&p);
 	rf_plan_destroy(NULL);
 
 	/* Names and the default window. */
 	enum rf_plan_mode m;
 	enum rf_plan_tail t;
-	CHECK(rf_plan_mode_parse("window", &m) == 0 && m == RF_PLAN_WINDOW, "parse window");
-	CHECK(rf_plan_mode_parse("shuffle", &m) == RF_EUSAGE, "parse junk");
-	CHECK(rf_plan_tail_parse("pad", &t) == 0 && t == RF_PLAN_PAD, "parse pad");
+	CHECK_CONT_MSG(rf_plan_mode_parse("window", &m) == 0 && m == RF_PLAN_WINDOW, "parse window");
+	CHECK_CONT_MSG(rf_plan_mode_parse("shuffle", &m) == RF_EUSAGE, "parse junk");
+	CHECK_CONT_MSG(rf_plan_tail_parse("pad", &t) == 0 && t == RF_PLAN_PAD, "parse pad");
 	/* The default window: of the dataset alone. */
-	CHECK(rf_plan_default_window(1ull << 20) == 128, "default window 128M/1M = %u",
+	CHECK_CONT_MSG(rf_plan_default_window(1ull << 20) == 128, "default window 128M/1M = %u",
 	      rf_plan_default_window(1ull << 20));
-	CHECK(rf_plan_default_window(4ull << 20) == 32, "default window 128M/4M");
-	CHECK(rf_plan_default_window(100ull << 20) == RF_PLAN_WINDOW_MIN, "large chunks");
-	CHECK(rf_plan_default_window(1024) == RF_PLAN_WINDOW_MAX, "small chunks");
-	CHECK(rf_plan_default_window(3ull << 20) == 42, "odd W kept");
-	CHECK(rf_plan_default_window(0) == RF_PLAN_WINDOW_MAX, "empty chunks");
+	CHECK_CONT_MSG(rf_plan_default_window(4ull << 20) == 32, "default window 128M/4M");
+	CHECK_CONT_MSG(rf_plan_default_window(100ull << 20) == RF_PLAN_WINDOW_MIN, "large chunks");
+	CHECK_CONT_MSG(rf_plan_default_window(1024) == RF_PLAN_WINDOW_MAX, "small chunks");
+	CHECK_CONT_MSG(rf_plan_default_window(3ull << 20) == 42, "odd W kept");
+	CHECK_CONT_MSG(rf_plan_default_window(0) == RF_PLAN_WINDOW_MAX, "empty chunks");
 	return test_result("test_plan_order");
 }

@@ -19,17 +19,17 @@ check_n(uint64_t n, uint64_t key)
 	uint64_t same = 0;
 	for (uint64_t i = 0; i < n; i++) {
 		a[i] = rf_perm_at(&p, i);
-		CHECK(a[i] < n, "n=%llu: image %llu out of range", (unsigned long long)n,
+		CHECK_CONT_MSG(a[i] < n, "n=%llu: image %llu out of range", (unsigned long long)n,
 		      (unsigned long long)a[i]);
 		if (a[i] < n) {
-			CHECK(!seen[a[i]], "n=%llu: %llu hit twice", (unsigned long long)n,
+			CHECK_CONT_MSG(!seen[a[i]], "n=%llu: %llu hit twice", (unsigned long long)n,
 			      (unsigned long long)a[i]);
 			seen[a[i]] = 1;
 		}
 		same += rf_perm_at(&q, i) == a[i];
 	}
 	if (n >= 8)
-		CHECK(same < n, "n=%llu: key+1 gives the same permutation", (unsigned long long)n);
+		CHECK_CONT_MSG(same < n, "n=%llu: key+1 gives the same permutation", (unsigned long long)n);
 	/* fill over a few (start, count) windows. */
 	const uint64_t starts[] = {0, 1, 7, n / 3, n > 40 ? n - 40 : 0};
 	const uint32_t counts[] = {0, 1, 7, 8, 15, 16, 17, 33, 100, 1000};
@@ -43,17 +43,17 @@ check_n(uint64_t n, uint64_t key)
 				b[i] = 0xDEAD;
 			rf_perm_fill(&p, st, c, b);
 			for (uint32_t i = 0; i < c; i++)
-				CHECK(b[i] == a[st + i], "n=%llu fill(%llu, %u)[%u] = %llu, at gives %llu",
+				CHECK_CONT_MSG(b[i] == a[st + i], "n=%llu fill(%llu, %u)[%u] = %llu, at gives %llu",
 				      (unsigned long long)n, (unsigned long long)st, c, i,
 				      (unsigned long long)b[i], (unsigned long long)a[st + i]);
 			if (c < n + 64)
-				CHECK(b[c] == 0xDEAD, "n=%llu: fill wrote past count", (unsigned long long)n);
+				CHECK_CONT_MSG(b[c] == 0xDEAD, "n=%llu: fill wrote past count", (unsigned long long)n);
 		}
 	}
 	/* The whole domain in one call. */
 	if (n <= UINT32_MAX) {
 		rf_perm_fill(&p, 0, (uint32_t)n, b);
-		CHECK(n == 0 || memcmp(a, b, n * sizeof *a) == 0, "n=%llu: whole fill differs",
+		CHECK_CONT_MSG(n == 0 || memcmp(a, b, n * sizeof *a) == 0, "n=%llu: whole fill differs",
 		      (unsigned long long)n);
 	}
 	free(seen);

@@ -41,7 +41,7 @@ check_chi2(const char *what, const uint64_t *counts, size_t k, uint64_t total)
 {
 	double x = chi2_uniform(counts, k, total), crit = chi2_crit((double)(k - 1));
 	printf("  %-44s chi2 = %8.1f (df %zu, critical %.1f)\n", what, x, k - 1, crit);
-	CHECK(x < crit, "%s: chi2 %.1f >= %.1f", what, x, crit);
+	CHECK_CONT_MSG(x < crit, "%s: chi2 %.1f >= %.1f", what, x, crit);
 }
 
 static rf_plan *
@@ -217,7 +217,7 @@ window_mix(uint32_t W, double *file_disp)
 	local /= (double)N * S;
 	*file_disp = file / (double)N / (double)N;
 	/* A sample never leaves its window: at most about W chunks away. */
-	CHECK(maxlocal / S <= (double)(W < 2 ? 1 : W) + 1, "window %u: a sample moved %.1f chunks", W,
+	CHECK_CONT_MSG(maxlocal / S <= (double)(W < 2 ? 1 : W) + 1, "window %u: a sample moved %.1f chunks", W,
 	      maxlocal / S);
 	free(stream);
 	rf_plan_destroy(&ch);
@@ -245,12 +245,12 @@ main(void)
 		double local = window_mix(ws[i], &file);
 		printf("  W = %3u: %.3f of N against file order, %.2f chunks against the chunk sequence\n",
 		       ws[i], file, local);
-		CHECK(local > prev, "W = %u mixes no more than the W before", ws[i]);
-		CHECK(file > 0.25 && file < 0.42, "W = %u: file displacement %.3f", ws[i], file);
+		CHECK_CONT_MSG(local > prev, "W = %u mixes no more than the W before", ws[i]);
+		CHECK_CONT_MSG(file > 0.25 && file < 0.42, "W = %u: file displacement %.3f", ws[i], file);
 		/* (Wider windows lose some to the filling and draining at
 		 * the epoch's ends, a larger part of 512 chunks.) */
 		if (ws[i] >= 2 && ws[i] <= 32)
-			CHECK(local >= 0.2 * ws[i], "W = %u: only %.2f chunks of mixing", ws[i], local);
+			CHECK_CONT_MSG(local >= 0.2 * ws[i], "W = %u: only %.2f chunks of mixing", ws[i], local);
 		prev = local;
 	}
 	return test_result("test_plan_random");

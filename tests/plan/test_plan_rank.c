@@ -38,9 +38,9 @@ expect(int64_t cr, int64_t cw, const char *const *env, uint32_t rank, uint32_t w
 	uint32_t r = 999, w = 999;
 	const char *src = NULL;
 	int rc = rf_plan_resolve_rank(cr, cw, fake_getenv, (void *)env, &r, &w, &src, &d);
-	CHECK(rc == 0, "(%lld, %lld): %s", (long long)cr, (long long)cw, d.msg);
+	CHECK_CONT_MSG(rc == 0, "(%lld, %lld): %s", (long long)cr, (long long)cw, d.msg);
 	if (rc == 0)
-		CHECK(r == rank && w == world && strcmp(src, source) == 0,
+		CHECK_CONT_MSG(r == rank && w == world && strcmp(src, source) == 0,
 		      "(%lld, %lld): got %u/%u from %s, expected %u/%u from %s", (long long)cr,
 		      (long long)cw, r, w, src, rank, world, source);
 }
@@ -53,9 +53,9 @@ refuse(int64_t cr, int64_t cw, const char *const *env, const char *what)
 	uint32_t r = 999, w = 999;
 	const char *src = NULL;
 	int rc = rf_plan_resolve_rank(cr, cw, fake_getenv, (void *)env, &r, &w, &src, &d);
-	CHECK(rc == RF_EUSAGE, "%s: accepted (%u/%u from %s)", what, r, w, src ? src : "?");
-	CHECK(d.msg[0] != '\0', "%s: no message", what);
-	CHECK(r == 999 && w == 999, "%s: outputs written on failure", what);
+	CHECK_CONT_MSG(rc == RF_EUSAGE, "%s: accepted (%u/%u from %s)", what, r, w, src ? src : "?");
+	CHECK_CONT_MSG(d.msg[0] != '\0', "%s: no message", what);
+	CHECK_CONT_MSG(r == 999 && w == 999, "%s: outputs written on failure", what);
 	if (getenv("PLAN_TEST_VERBOSE"))
 		printf("%s: %s\n", what, d.msg);
 }
@@ -121,10 +121,10 @@ main(void)
 		dw.min_level = RF_LOG_DEBUG; /* whatever RINGFEED_LOG says */
 		uint32_t rr, ww;
 		const char *ss;
-		CHECK(rf_plan_resolve_rank(-1, 16, fake_getenv, (void *)torch, &rr, &ww, &ss, &dw) == 0 &&
+		CHECK_CONT_MSG(rf_plan_resolve_rank(-1, 16, fake_getenv, (void *)torch, &rr, &ww, &ss, &dw) == 0 &&
 		      ww == 16 && warns == 1, "world 16 over WORLD_SIZE=8: %u warnings", warns);
 		warns = 0;
-		CHECK(rf_plan_resolve_rank(-1, 8, fake_getenv, (void *)torch, &rr, &ww, &ss, &dw) == 0 &&
+		CHECK_CONT_MSG(rf_plan_resolve_rank(-1, 8, fake_getenv, (void *)torch, &rr, &ww, &ss, &dw) == 0 &&
 		      warns == 0, "agreeing world warned");
 	}
 
@@ -135,10 +135,10 @@ main(void)
 	rf_diag_init(&d, NULL, NULL);
 	uint32_t r, w;
 	const char *src;
-	CHECK(rf_plan_resolve_rank(-1, -1, NULL, NULL, &r, &w, &src, &d) == 0 && r == 2 && w == 3 &&
+	CHECK_CONT_MSG(rf_plan_resolve_rank(-1, -1, NULL, NULL, &r, &w, &src, &d) == 0 && r == 2 && w == 3 &&
 	      strcmp(src, "RANK/WORLD_SIZE") == 0, "process environment");
 	setenv("WORLD_SIZE", "2", 1);
-	CHECK(rf_plan_resolve_rank(-1, -1, NULL, NULL, &r, &w, &src, &d) == RF_EUSAGE,
+	CHECK_CONT_MSG(rf_plan_resolve_rank(-1, -1, NULL, NULL, &r, &w, &src, &d) == RF_EUSAGE,
 	      "process environment: rank 2 of 2 accepted");
 	return test_result("test_plan_rank");
 }

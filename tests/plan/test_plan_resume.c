@@ -63,19 +63,19 @@ check_resume(const struct plan_case *c, enum rf_plan_mode mode, enum rf_plan_tai
 				run_append(&chained, p, ks[ki]);
 				uint8_t blob[RF_PLAN_STATE_SIZE + 8];
 				size_t len = 0;
-				CHECK(rf_plan_state_save(p, blob, sizeof blob, &len) == 0 &&
+				CHECK_CONT_MSG(rf_plan_state_save(p, blob, sizeof blob, &len) == 0 &&
 				      len == RF_PLAN_STATE_SIZE, "%s: save", name);
 				rf_plan_destroy(&p);
 				p = decoy_plan(c, r, c->world, c->batch);
 				load_or_die(p, blob, len, name);
-				CHECK(rf_plan_tell(p) == chained.batches || chained.batches == before,
+				CHECK_CONT_MSG(rf_plan_tell(p) == chained.batches || chained.batches == before,
 				      "%s: cursor %llu after %llu batches", name,
 				      (unsigned long long)rf_plan_tell(p), (unsigned long long)chained.batches);
 				if (chained.batches == before || hops > 1000)
 					break;
 			}
 			rf_plan_destroy(&p);
-			CHECK(runs_equal(&full, &chained), "%s: rank %u resumed every %llu batches differs "
+			CHECK_CONT_MSG(runs_equal(&full, &chained), "%s: rank %u resumed every %llu batches differs "
 			      "(%llu items vs %llu)", name, r, (unsigned long long)ks[ki],
 			      (unsigned long long)chained.n, (unsigned long long)full.n);
 			run_free(&chained);
@@ -123,7 +123,7 @@ check_elastic(const struct plan_case *c, enum rf_plan_mode mode, enum rf_plan_ta
 			rf_plan_state_save(p, r == 0 ? blob : b2, RF_PLAN_STATE_SIZE, r == 0 ? &len : &l2);
 			/* Every rank's blob is the same. */
 			if (r > 0)
-				CHECK(memcmp(blob, b2, RF_PLAN_STATE_SIZE) == 0, "%s: rank %u's blob differs", name, r);
+				CHECK_CONT_MSG(memcmp(blob, b2, RF_PLAN_STATE_SIZE) == 0, "%s: rank %u's blob differs", name, r);
 			run_free(&run);
 			rf_plan_destroy(&p);
 		}
@@ -132,13 +132,13 @@ check_elastic(const struct plan_case *c, enum rf_plan_mode mode, enum rf_plan_ta
 		for (uint32_t r = 0; r < nw; r++) {
 			rf_plan *p = decoy_plan(c, r, nw, nb);
 			load_or_die(p, blob, len, name);
-			CHECK(rf_plan_params_get(p)->mode == mode && rf_plan_params_get(p)->tail == tail,
+			CHECK_CONT_MSG(rf_plan_params_get(p)->mode == mode && rf_plan_params_get(p)->tail == tail,
 			      "%s: blob did not restore mode and tail", name);
 			struct run run = {0};
 			run_append(&run, p, UINT64_MAX);
 			if (nbatches == UINT64_MAX)
 				nbatches = run.batches;
-			CHECK(run.batches == nbatches, "%s: new rank %u has %llu batches, rank 0 %llu", name,
+			CHECK_CONT_MSG(run.batches == nbatches, "%s: new rank %u has %llu batches, rank 0 %llu", name,
 			      r, (unsigned long long)run.batches, (unsigned long long)nbatches);
 			for (uint64_t i = 0; i < run.n; i++) {
 				const rf_plan_item *it = &run.items[i];
@@ -146,9 +146,9 @@ check_elastic(const struct plan_case *c, enum rf_plan_mode mode, enum rf_plan_ta
 					continue;
 				uint64_t s;
 				rf_plan_global(ref, it->pos, &s);
-				CHECK(s == it->sample, "%s: sample at %llu is not the saved order's", name,
+				CHECK_CONT_MSG(s == it->sample, "%s: sample at %llu is not the saved order's", name,
 				      (unsigned long long)it->pos);
-				CHECK(state[it->pos] == 0, "%s: position %llu delivered twice (%s)", name,
+				CHECK_CONT_MSG(state[it->pos] == 0, "%s: position %llu delivered twice (%s)", name,
 				      (unsigned long long)it->pos, state[it->pos] == 1 ? "old and new" : "new");
 				state[it->pos] = 2;
 			}
@@ -173,13 +173,13 @@ check_elastic(const struct plan_case *c, enum rf_plan_mode mode, enum rf_plan_ta
 		if (k > N / G)
 			dropped = rf_plan_dropped(ref);
 		else
-			CHECK(new_total - nbatches == k, "%s: new job starts at global batch %llu, "
+			CHECK_CONT_MSG(new_total - nbatches == k, "%s: new job starts at global batch %llu, "
 			      "not %llu", name, (unsigned long long)(new_total - nbatches),
 			      (unsigned long long)k);
-		CHECK(missing == dropped, "%s k=%llu: %llu positions never delivered, %llu dropped",
+		CHECK_CONT_MSG(missing == dropped, "%s k=%llu: %llu positions never delivered, %llu dropped",
 		      name, (unsigned long long)k, (unsigned long long)missing,
 		      (unsigned long long)dropped);
-		CHECK(missing == 0 || first_missing == N - missing,
+		CHECK_CONT_MSG(missing == 0 || first_missing == N - missing,
 		      "%s: a position before the tail was skipped", name);
 		free(state);
 	}

@@ -44,10 +44,10 @@ expect_refused(rf_plan *p, const uint8_t *blob, size_t len, const char *what)
 	uint64_t cursor = rf_plan_tell(p);
 	rf_plan_params before = *rf_plan_params_get(p);
 	int rc = rf_plan_state_load(p, blob, len);
-	CHECK(rc == RF_ESTATE, "%s: load gave %d (%s)", what, rc, rf_strerror(rc));
-	CHECK(rf_plan_errmsg(p)[0] != '\0', "%s: no message", what);
-	CHECK(rf_plan_tell(p) == cursor, "%s: cursor moved", what);
-	CHECK(memcmp(&before, rf_plan_params_get(p), sizeof before) == 0, "%s: params changed", what);
+	CHECK_CONT_MSG(rc == RF_ESTATE, "%s: load gave %d (%s)", what, rc, rf_strerror(rc));
+	CHECK_CONT_MSG(rf_plan_errmsg(p)[0] != '\0', "%s: no message", what);
+	CHECK_CONT_MSG(rf_plan_tell(p) == cursor, "%s: cursor moved", what);
+	CHECK_CONT_MSG(memcmp(&before, rf_plan_params_get(p), sizeof before) == 0, "%s: params changed", what);
 	if (getenv("PLAN_TEST_VERBOSE"))
 		printf("%s: %s\n", what, rf_plan_errmsg(p));
 }
@@ -62,16 +62,16 @@ main(void)
 	rf_plan_next_batch(p, items, 3, &n);
 	uint8_t good[RF_PLAN_STATE_SIZE], b[RF_PLAN_STATE_SIZE + 16];
 	size_t len = 0;
-	CHECK(rf_plan_state_save(p, good, 10, &len) == -ENOSPC && len == RF_PLAN_STATE_SIZE,
+	CHECK_CONT_MSG(rf_plan_state_save(p, good, 10, &len) == -ENOSPC && len == RF_PLAN_STATE_SIZE,
 	      "short buffer: len %zu", len);
-	CHECK(rf_plan_state_save(p, good, sizeof good, &len) == 0 && len == RF_PLAN_STATE_SIZE, "save");
-	CHECK(memcmp(good, "RFSTATE", 8) == 0, "magic");
+	CHECK_CONT_MSG(rf_plan_state_save(p, good, sizeof good, &len) == 0 && len == RF_PLAN_STATE_SIZE, "save");
+	CHECK_CONT_MSG(memcmp(good, "RFSTATE", 8) == 0, "magic");
 
 	/* The target: another plan of the same dataset, moved somewhere. */
 	rf_plan *t = plan_with(0x1234, 2, 3, counts, NCH);
 	rf_plan_next_batch(t, items, 3, &n);
-	CHECK(rf_plan_state_load(t, good, len) == 0, "good blob refused: %s", rf_plan_errmsg(t));
-	CHECK(rf_plan_tell(t) == 2, "cursor %llu after load", (unsigned long long)rf_plan_tell(t));
+	CHECK_CONT_MSG(rf_plan_state_load(t, good, len) == 0, "good blob refused: %s", rf_plan_errmsg(t));
+	CHECK_CONT_MSG(rf_plan_tell(t) == 2, "cursor %llu after load", (unsigned long long)rf_plan_tell(t));
 	rf_plan_seek(t, 1);
 
 	/* Every single bit flipped. */
@@ -132,12 +132,12 @@ main(void)
 	rf_put_le32(b + 8, 1);
 	rf_put_le32(b + 64, RF_PLAN_CHUNKS);
 	reseal(b);
-	CHECK(rf_plan_state_load(t, b, RF_PLAN_STATE_SIZE) == 0, "version 1, chunks: %s",
+	CHECK_CONT_MSG(rf_plan_state_load(t, b, RF_PLAN_STATE_SIZE) == 0, "version 1, chunks: %s",
 	      rf_plan_errmsg(t));
 	/* The resealed original still loads (the edits were what failed). */
 	memcpy(b, good, sizeof good);
 	reseal(b);
-	CHECK(rf_plan_state_load(t, b, RF_PLAN_STATE_SIZE) == 0, "resealed original refused");
+	CHECK_CONT_MSG(rf_plan_state_load(t, b, RF_PLAN_STATE_SIZE) == 0, "resealed original refused");
 
 	/* Another dataset: other fingerprint; same fingerprint but other
 	 * counts (a caller that passes 0 as fingerprint is still protected). */
@@ -152,17 +152,17 @@ main(void)
 	rf_plan *w = plan_with(0x1234, 4, 3, counts, NCH);
 	expect_refused(w, good, len, "plan with another global batch");
 	rf_plan *e = plan_with(0x1234, 3, 2, counts, NCH);
-	CHECK(rf_plan_state_load(e, good, len) == 0, "elastic 2x3 -> 3x2 refused: %s", rf_plan_errmsg(e));
-	CHECK(rf_plan_tell(e) == 2, "elastic cursor %llu", (unsigned long long)rf_plan_tell(e));
+	CHECK_CONT_MSG(rf_plan_state_load(e, good, len) == 0, "elastic 2x3 -> 3x2 refused: %s", rf_plan_errmsg(e));
+	CHECK_CONT_MSG(rf_plan_tell(e) == 2, "elastic cursor %llu", (unsigned long long)rf_plan_tell(e));
 
 	/* save_at: a position in an earlier epoch, whatever the cursor. */
 	uint8_t at[RF_PLAN_STATE_SIZE];
-	CHECK(rf_plan_state_save_at(p, 4, 3, at, sizeof at, &len) == 0, "save_at");
-	CHECK(rf_plan_state_save_at(p, 4, rf_plan_batches(p) + 1, at, sizeof at, &len) == -ERANGE,
+	CHECK_CONT_MSG(rf_plan_state_save_at(p, 4, 3, at, sizeof at, &len) == 0, "save_at");
+	CHECK_CONT_MSG(rf_plan_state_save_at(p, 4, rf_plan_batches(p) + 1, at, sizeof at, &len) == -ERANGE,
 	      "save_at past the end accepted");
 	rf_plan_state_save_at(p, 4, 3, at, sizeof at, &len);
 	rf_plan *a = plan_with(0x1234, 2, 3, counts, NCH);
-	CHECK(rf_plan_state_load(a, at, len) == 0 && rf_plan_params_get(a)->epoch == 4 &&
+	CHECK_CONT_MSG(rf_plan_state_load(a, at, len) == 0 && rf_plan_params_get(a)->epoch == 4 &&
 	      rf_plan_tell(a) == 3, "save_at blob: epoch %llu batch %llu",
 	      (unsigned long long)rf_plan_params_get(a)->epoch, (unsigned long long)rf_plan_tell(a));
 	rf_plan *ref = plan_with(0x1234, 2, 3, counts, NCH);
@@ -173,7 +173,7 @@ main(void)
 	for (int i = 0; i < 3; i++) {
 		rf_plan_next_batch(a, x, 3, &nx);
 		rf_plan_next_batch(ref, y, 3, &ny);
-		CHECK(nx == ny && nx > 0 && memcmp(x, y, nx * sizeof *x) == 0, "save_at resumes elsewhere");
+		CHECK_CONT_MSG(nx == ny && nx > 0 && memcmp(x, y, nx * sizeof *x) == 0, "save_at resumes elsewhere");
 	}
 	rf_plan_destroy(&a);
 	rf_plan_destroy(&ref);
@@ -184,6 +184,6 @@ main(void)
 	rf_plan_destroy(&o);
 	rf_plan_destroy(&w);
 	rf_plan_destroy(&e);
-	CHECK(p == NULL, "destroy clears the handle");
+	CHECK_CONT_MSG(p == NULL, "destroy clears the handle");
 	return test_result("test_plan_state");
 }

@@ -32,6 +32,7 @@ with TempDir() as tmp:
     rc, _, err = run("pack", "--chunk-bytes", "256K", "-o", out, "x=" + src, expect=0)
     check("\r" not in err and "packing [" not in err, "bar drawn on a pipe: %r" % err[:200])
     os.unlink(out)
+    os.unlink(out[:-4] + ".rfm")
 
     # A terminal: a bar with \r redraws.
     master, slave = pty.openpty()
@@ -55,6 +56,7 @@ with TempDir() as tmp:
     check(p.returncode == 0, "pack on a terminal: exit %s" % p.returncode)
     check(b"packing [" in tty and b"\r" in tty and b"MiB" in tty, "no bar on a tty: %r" % tty[:300])
     os.unlink(out)
+    os.unlink(out[:-4] + ".rfm")
 
     # SIGINT once the writer has its temporary file.
     out = os.path.join(tmp, "z.rfs")

@@ -13,19 +13,10 @@
 #include <string.h>
 
 #include "llmc.h"
+#include "rf_test.h"
 #include "npy.h"
 #include "util.h"
 
-static int failures;
-
-#define CHECK(cond)                                                                  \
-	do {                                                                         \
-		if (!(cond)) {                                                       \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, \
-				#cond);                                              \
-			failures++;                                                  \
-		}                                                                    \
-	} while (0)
 
 static void
 test_sizes(void)
@@ -72,14 +63,14 @@ test_sizes(void)
 		if (rc != cases[i].rc || (rc == 0 && v != cases[i].v)) {
 			fprintf(stderr, "parse_size('%s') = %d, %llu; want %d, %llu\n", cases[i].s, rc,
 				(unsigned long long)v, cases[i].rc, (unsigned long long)cases[i].v);
-			failures++;
+			rf_test_failures++;
 		}
 	}
 	uint64_t v;
-	CHECK(rf_cli_parse_uint("22", 0, 22, &v) == 0 && v == 22);
-	CHECK(rf_cli_parse_uint("23", 0, 22, &v) == -ERANGE);
-	CHECK(rf_cli_parse_uint("2x", 0, 22, &v) == -EINVAL);
-	CHECK(rf_cli_parse_uint("", 0, 22, &v) == -EINVAL);
+	CHECK_CONT(rf_cli_parse_uint("22", 0, 22, &v) == 0 && v == 22);
+	CHECK_CONT(rf_cli_parse_uint("23", 0, 22, &v) == -ERANGE);
+	CHECK_CONT(rf_cli_parse_uint("2x", 0, 22, &v) == -EINVAL);
+	CHECK_CONT(rf_cli_parse_uint("", 0, 22, &v) == -EINVAL);
 }
 
 static void
@@ -88,27 +79,27 @@ test_field_specs(void)
 	rf_cli_field_spec s;
 	char err[256];
 
-	CHECK(rf_cli_parse_field_spec("y:u8", &s, err, sizeof err) == 0);
-	CHECK(strcmp(s.name, "y") == 0 && s.dtype == RF_DTYPE_U8 && s.rank == 0);
-	CHECK(rf_cli_parse_field_spec("x:f32[3,4]", &s, err, sizeof err) == 0);
-	CHECK(s.dtype == RF_DTYPE_F32 && s.rank == 2 && s.shape[0] == 3 && s.shape[1] == 4);
-	CHECK(rf_cli_parse_field_spec("b:bytes[16]", &s, err, sizeof err) == 0);
-	CHECK(s.dtype == RF_DTYPE_BYTES && s.rank == 1 && s.shape[0] == 16);
-	CHECK(rf_cli_parse_field_spec("h:bf16[1,1,1,1,1,1,1,1]", &s, err, sizeof err) == 0);
-	CHECK(s.rank == 8);
-	CHECK(rf_cli_parse_field_spec("h:bf16[1,1,1,1,1,1,1,1,1]", &s, err, sizeof err) < 0);
-	CHECK(rf_cli_parse_field_spec("x", &s, err, sizeof err) < 0);
-	CHECK(rf_cli_parse_field_spec(":u8", &s, err, sizeof err) < 0);
-	CHECK(rf_cli_parse_field_spec("x:", &s, err, sizeof err) < 0);
-	CHECK(rf_cli_parse_field_spec("x:f31", &s, err, sizeof err) < 0);
-	CHECK(strstr(err, "f31") != NULL);
-	CHECK(rf_cli_parse_field_spec("x:f32[]", &s, err, sizeof err) < 0);
-	CHECK(rf_cli_parse_field_spec("x:f32[0]", &s, err, sizeof err) < 0);
-	CHECK(rf_cli_parse_field_spec("x:f32[3,]", &s, err, sizeof err) < 0);
-	CHECK(rf_cli_parse_field_spec("x:f32[3", &s, err, sizeof err) < 0);
-	CHECK(rf_cli_parse_field_spec("x:f32[3]x", &s, err, sizeof err) < 0);
-	CHECK(rf_cli_parse_field_spec("x:f32[-3]", &s, err, sizeof err) < 0);
-	CHECK(rf_cli_parse_field_spec("x:f32[99999999999999999999]", &s, err, sizeof err) < 0);
+	CHECK_CONT(rf_cli_parse_field_spec("y:u8", &s, err, sizeof err) == 0);
+	CHECK_CONT(strcmp(s.name, "y") == 0 && s.dtype == RF_DTYPE_U8 && s.rank == 0);
+	CHECK_CONT(rf_cli_parse_field_spec("x:f32[3,4]", &s, err, sizeof err) == 0);
+	CHECK_CONT(s.dtype == RF_DTYPE_F32 && s.rank == 2 && s.shape[0] == 3 && s.shape[1] == 4);
+	CHECK_CONT(rf_cli_parse_field_spec("b:bytes[16]", &s, err, sizeof err) == 0);
+	CHECK_CONT(s.dtype == RF_DTYPE_BYTES && s.rank == 1 && s.shape[0] == 16);
+	CHECK_CONT(rf_cli_parse_field_spec("h:bf16[1,1,1,1,1,1,1,1]", &s, err, sizeof err) == 0);
+	CHECK_CONT(s.rank == 8);
+	CHECK_CONT(rf_cli_parse_field_spec("h:bf16[1,1,1,1,1,1,1,1,1]", &s, err, sizeof err) < 0);
+	CHECK_CONT(rf_cli_parse_field_spec("x", &s, err, sizeof err) < 0);
+	CHECK_CONT(rf_cli_parse_field_spec(":u8", &s, err, sizeof err) < 0);
+	CHECK_CONT(rf_cli_parse_field_spec("x:", &s, err, sizeof err) < 0);
+	CHECK_CONT(rf_cli_parse_field_spec("x:f31", &s, err, sizeof err) < 0);
+	CHECK_CONT(strstr(err, "f31") != NULL);
+	CHECK_CONT(rf_cli_parse_field_spec("x:f32[]", &s, err, sizeof err) < 0);
+	CHECK_CONT(rf_cli_parse_field_spec("x:f32[0]", &s, err, sizeof err) < 0);
+	CHECK_CONT(rf_cli_parse_field_spec("x:f32[3,]", &s, err, sizeof err) < 0);
+	CHECK_CONT(rf_cli_parse_field_spec("x:f32[3", &s, err, sizeof err) < 0);
+	CHECK_CONT(rf_cli_parse_field_spec("x:f32[3]x", &s, err, sizeof err) < 0);
+	CHECK_CONT(rf_cli_parse_field_spec("x:f32[-3]", &s, err, sizeof err) < 0);
+	CHECK_CONT(rf_cli_parse_field_spec("x:f32[99999999999999999999]", &s, err, sizeof err) < 0);
 }
 
 /* A .npy header around `dict` (padded like numpy's), version major.0. */
@@ -175,24 +166,24 @@ test_npy_good(void)
 			    n.data_offset % 64 != 0) {
 				fprintf(stderr, "npy '%s' v%d: rc %d (%s)\n", dtypes[i].descr, major, rc,
 					err);
-				failures++;
+				rf_test_failures++;
 			}
 		}
 	}
 	/* Other spellings numpy (or older numpy) writes. */
-	CHECK(parse_dict(&n, 1, "{'descr':'<f4','fortran_order':False,'shape':(5,)}", err,
+	CHECK_CONT(parse_dict(&n, 1, "{'descr':'<f4','fortran_order':False,'shape':(5,)}", err,
 			 sizeof err) == 0);
-	CHECK(n.ndim == 1 && n.shape[0] == 5);
-	CHECK(parse_dict(&n, 1, "{\"shape\": (2, 3, 4), \"fortran_order\": False, \"descr\": \"<i8\"}",
+	CHECK_CONT(n.ndim == 1 && n.shape[0] == 5);
+	CHECK_CONT(parse_dict(&n, 1, "{\"shape\": (2, 3, 4), \"fortran_order\": False, \"descr\": \"<i8\"}",
 			 err, sizeof err) == 0);
-	CHECK(n.ndim == 3 && n.data_bytes == 2 * 3 * 4 * 8);
-	CHECK(parse_dict(&n, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", err,
+	CHECK_CONT(n.ndim == 3 && n.data_bytes == 2 * 3 * 4 * 8);
+	CHECK_CONT(parse_dict(&n, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", err,
 			 sizeof err) == 0);
-	CHECK(n.ndim == 0 && n.data_bytes == 4);
-	CHECK(parse_dict(&n, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4), }", err,
+	CHECK_CONT(n.ndim == 0 && n.data_bytes == 4);
+	CHECK_CONT(parse_dict(&n, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4), }", err,
 			 sizeof err) == 0);
-	CHECK(n.data_bytes == 0);
-	CHECK(parse_dict(&n, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3L, 4L), }",
+	CHECK_CONT(n.data_bytes == 0);
+	CHECK_CONT(parse_dict(&n, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3L, 4L), }",
 			 err, sizeof err) == 0);
 }
 
@@ -205,7 +196,7 @@ expect_bad(const char *dict, const char *needle)
 
 	if (rc != RF_ENPY || !strstr(err, needle)) {
 		fprintf(stderr, "npy %s: rc %d, message '%s' (want '%s')\n", dict, rc, err, needle);
-		failures++;
+		rf_test_failures++;
 	}
 }
 
@@ -248,30 +239,30 @@ test_npy_bad(void)
 
 	/* Bad magic, bad version, truncation. */
 	len = make_npy(buf, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }");
-	CHECK(rf_npy_parse(&n, buf, len, err, sizeof err) == 0);
-	CHECK(rf_npy_parse(&n, buf, len - 1, err, sizeof err) == RF_ETRUNCATED);
-	CHECK(rf_npy_parse(&n, buf, 9, err, sizeof err) == RF_ETRUNCATED);
-	CHECK(rf_npy_parse(&n, buf, 0, err, sizeof err) == RF_ETRUNCATED);
+	CHECK_CONT(rf_npy_parse(&n, buf, len, err, sizeof err) == 0);
+	CHECK_CONT(rf_npy_parse(&n, buf, len - 1, err, sizeof err) == RF_ETRUNCATED);
+	CHECK_CONT(rf_npy_parse(&n, buf, 9, err, sizeof err) == RF_ETRUNCATED);
+	CHECK_CONT(rf_npy_parse(&n, buf, 0, err, sizeof err) == RF_ETRUNCATED);
 	buf[6] = 4;
-	CHECK(rf_npy_parse(&n, buf, len, err, sizeof err) == RF_ENPY && strstr(err, "version"));
+	CHECK_CONT(rf_npy_parse(&n, buf, len, err, sizeof err) == RF_ENPY && strstr(err, "version"));
 	buf[6] = 1;
 	buf[7] = 1;
-	CHECK(rf_npy_parse(&n, buf, len, err, sizeof err) == RF_ENPY && strstr(err, "version"));
+	CHECK_CONT(rf_npy_parse(&n, buf, len, err, sizeof err) == RF_ENPY && strstr(err, "version"));
 	buf[7] = 0;
 	buf[1] = 'X';
-	CHECK(rf_npy_parse(&n, buf, len, err, sizeof err) == RF_ENPY && strstr(err, "magic"));
-	CHECK(rf_npy_parse(&n, "PK\x03\x04", 4, err, sizeof err) == RF_ENPY);
+	CHECK_CONT(rf_npy_parse(&n, buf, len, err, sizeof err) == RF_ENPY && strstr(err, "magic"));
+	CHECK_CONT(rf_npy_parse(&n, "PK\x03\x04", 4, err, sizeof err) == RF_ENPY);
 	/* A header length far past the buffer, or implausibly large. */
 	len = make_npy(buf, 2, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }");
 	buf[11] = 0x7f;
-	CHECK(rf_npy_parse(&n, buf, len, err, sizeof err) == RF_ENPY);
+	CHECK_CONT(rf_npy_parse(&n, buf, len, err, sizeof err) == RF_ENPY);
 	buf[11] = 0;
 	buf[10] = 0x01;
-	CHECK(rf_npy_parse(&n, buf, len, err, sizeof err) < 0);
+	CHECK_CONT(rf_npy_parse(&n, buf, len, err, sizeof err) < 0);
 	/* A NUL inside the header. */
 	len = make_npy(buf, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }");
 	buf[20] = 0;
-	CHECK(rf_npy_parse(&n, buf, len, err, sizeof err) == RF_ENPY);
+	CHECK_CONT(rf_npy_parse(&n, buf, len, err, sizeof err) == RF_ENPY);
 }
 
 static void
@@ -287,26 +278,26 @@ test_npy_header_writer(void)
 	uint64_t shape[3] = {3, 4, 5};
 
 	n = rf_npy_header(buf, sizeof buf, "<f4", 2, shape);
-	CHECK(n == 128);
-	CHECK(memcmp(buf, want, sizeof want - 1) == 0);
+	CHECK_CONT(n == 128);
+	CHECK_CONT(memcmp(buf, want, sizeof want - 1) == 0);
 	/* 21 - len("3") spare spaces, then padding, then a newline. */
 	for (long i = (long)sizeof want - 1; i < n - 1; i++)
-		CHECK(buf[i] == ' ');
-	CHECK(buf[n - 1] == '\n');
-	CHECK(rf_npy_parse(&p, buf, (size_t)n, err, sizeof err) == 0);
-	CHECK(p.dtype == RF_DTYPE_F32 && p.ndim == 2 && p.data_offset == 128);
+		CHECK_CONT(buf[i] == ' ');
+	CHECK_CONT(buf[n - 1] == '\n');
+	CHECK_CONT(rf_npy_parse(&p, buf, (size_t)n, err, sizeof err) == 0);
+	CHECK_CONT(p.dtype == RF_DTYPE_F32 && p.ndim == 2 && p.data_offset == 128);
 
 	n = rf_npy_header(buf, sizeof buf, "|u1", 1, shape);
-	CHECK(n > 0 && n % 64 == 0);
-	CHECK(memmem(buf, (size_t)n, "'shape': (3,), }", 16) != NULL);
+	CHECK_CONT(n > 0 && n % 64 == 0);
+	CHECK_CONT(memmem(buf, (size_t)n, "'shape': (3,), }", 16) != NULL);
 	n = rf_npy_header(buf, sizeof buf, "|S5", 3, shape);
-	CHECK(n > 0 && rf_npy_parse(&p, buf, (size_t)n, err, sizeof err) == 0);
-	CHECK(p.dtype == RF_DTYPE_BYTES && p.itemsize == 5 && p.data_bytes == 3 * 4 * 5 * 5);
+	CHECK_CONT(n > 0 && rf_npy_parse(&p, buf, (size_t)n, err, sizeof err) == 0);
+	CHECK_CONT(p.dtype == RF_DTYPE_BYTES && p.itemsize == 5 && p.data_bytes == 3 * 4 * 5 * 5);
 	n = rf_npy_header(buf, sizeof buf, "<f8", 0, shape);
-	CHECK(n > 0 && memmem(buf, (size_t)n, "'shape': (), }", 14) != NULL);
-	CHECK(rf_npy_header(buf, 32, "<f4", 2, shape) == -ENOSPC);
-	CHECK(rf_npy_descr(RF_DTYPE_F16) && strcmp(rf_npy_descr(RF_DTYPE_F16), "<f2") == 0);
-	CHECK(rf_npy_descr(RF_DTYPE_BYTES) == NULL);
+	CHECK_CONT(n > 0 && memmem(buf, (size_t)n, "'shape': (), }", 14) != NULL);
+	CHECK_CONT(rf_npy_header(buf, 32, "<f4", 2, shape) == -ENOSPC);
+	CHECK_CONT(rf_npy_descr(RF_DTYPE_F16) && strcmp(rf_npy_descr(RF_DTYPE_F16), "<f2") == 0);
+	CHECK_CONT(rf_npy_descr(RF_DTYPE_BYTES) == NULL);
 }
 
 static void
@@ -328,34 +319,34 @@ test_llmc(void)
 	put32(h, 20240520);
 	put32(h + 4, 1);
 	put32(h + 8, 100);
-	CHECK(rf_llmc_parse(&l, h, sizeof h, 1024 + 200, err, sizeof err) == 0);
-	CHECK(l.dtype == RF_DTYPE_U16 && l.token_bytes == 2 && l.ntokens == 100);
-	CHECK(rf_llmc_parse(&l, h, sizeof h, 1024 + 199, err, sizeof err) == RF_ETRUNCATED);
-	CHECK(rf_llmc_parse(&l, h, sizeof h, 1024 + 202, err, sizeof err) == RF_ECORRUPT);
-	CHECK(rf_llmc_parse(&l, h, 100, 1024 + 200, err, sizeof err) == RF_ETRUNCATED);
+	CHECK_CONT(rf_llmc_parse(&l, h, sizeof h, 1024 + 200, err, sizeof err) == 0);
+	CHECK_CONT(l.dtype == RF_DTYPE_U16 && l.token_bytes == 2 && l.ntokens == 100);
+	CHECK_CONT(rf_llmc_parse(&l, h, sizeof h, 1024 + 199, err, sizeof err) == RF_ETRUNCATED);
+	CHECK_CONT(rf_llmc_parse(&l, h, sizeof h, 1024 + 202, err, sizeof err) == RF_ECORRUPT);
+	CHECK_CONT(rf_llmc_parse(&l, h, 100, 1024 + 200, err, sizeof err) == RF_ETRUNCATED);
 	put32(h + 4, 7);
-	CHECK(rf_llmc_parse(&l, h, sizeof h, 1024 + 200, err, sizeof err) == RF_EFORMAT);
+	CHECK_CONT(rf_llmc_parse(&l, h, sizeof h, 1024 + 200, err, sizeof err) == RF_EFORMAT);
 	put32(h, 20240801);
-	CHECK(rf_llmc_parse(&l, h, sizeof h, 1024 + 400, err, sizeof err) == 0);
-	CHECK(l.dtype == RF_DTYPE_U32 && l.token_bytes == 4);
+	CHECK_CONT(rf_llmc_parse(&l, h, sizeof h, 1024 + 400, err, sizeof err) == 0);
+	CHECK_CONT(l.dtype == RF_DTYPE_U32 && l.token_bytes == 4);
 	put32(h + 4, 1);
-	CHECK(rf_llmc_parse(&l, h, sizeof h, 1024 + 400, err, sizeof err) == RF_EFORMAT);
+	CHECK_CONT(rf_llmc_parse(&l, h, sizeof h, 1024 + 400, err, sizeof err) == RF_EFORMAT);
 	put32(h, 12345);
-	CHECK(rf_llmc_parse(&l, h, sizeof h, 1024 + 400, err, sizeof err) == RF_EFORMAT);
-	CHECK(strstr(err, "magic") != NULL);
+	CHECK_CONT(rf_llmc_parse(&l, h, sizeof h, 1024 + 400, err, sizeof err) == RF_EFORMAT);
+	CHECK_CONT(strstr(err, "magic") != NULL);
 	put32(h, 20240801);
 	put32(h + 4, 7);
 	put32(h + 8, 0xffffffffu);
-	CHECK(rf_llmc_parse(&l, h, sizeof h, 1024, err, sizeof err) == RF_ECORRUPT);
+	CHECK_CONT(rf_llmc_parse(&l, h, sizeof h, 1024, err, sizeof err) == RF_ECORRUPT);
 
 	/* Windows of T+1 every T. */
-	CHECK(rf_llmc_windows(9, 4, &tail) == 2 && tail == 0);
-	CHECK(rf_llmc_windows(10, 4, &tail) == 2 && tail == 1);
-	CHECK(rf_llmc_windows(8, 4, &tail) == 1 && tail == 3);
-	CHECK(rf_llmc_windows(5, 4, &tail) == 1 && tail == 0);
-	CHECK(rf_llmc_windows(4, 4, &tail) == 0 && tail == 4);
-	CHECK(rf_llmc_windows(0, 4, &tail) == 0 && tail == 0);
-	CHECK(rf_llmc_windows(1001, 1, &tail) == 1000 && tail == 0);
+	CHECK_CONT(rf_llmc_windows(9, 4, &tail) == 2 && tail == 0);
+	CHECK_CONT(rf_llmc_windows(10, 4, &tail) == 2 && tail == 1);
+	CHECK_CONT(rf_llmc_windows(8, 4, &tail) == 1 && tail == 3);
+	CHECK_CONT(rf_llmc_windows(5, 4, &tail) == 1 && tail == 0);
+	CHECK_CONT(rf_llmc_windows(4, 4, &tail) == 0 && tail == 4);
+	CHECK_CONT(rf_llmc_windows(0, 4, &tail) == 0 && tail == 0);
+	CHECK_CONT(rf_llmc_windows(1001, 1, &tail) == 1000 && tail == 0);
 }
 
 int
@@ -367,9 +358,5 @@ main(void)
 	test_npy_bad();
 	test_npy_header_writer();
 	test_llmc();
-	if (failures) {
-		fprintf(stderr, "%d check(s) failed\n", failures);
-		return 1;
-	}
-	return 0;
+	return rf_test_status("cli-units");
 }

@@ -6,7 +6,10 @@
  * in its own result and leaves a message naming the file and the offset,
  * while the other reads still complete with correct data.  Misaligned
  * O_DIRECT reads, unknown file handles and missing files are refused with a
- * message; a full queue answers -EAGAIN.
+ * message; a full queue answers -EAGAIN.  A transient I/O error (the hook
+ * with RINGFEED_IO_FAIL_TIMES) is retried with backoff, counted, logged as a
+ * warning, and the data read is the file's; one that outlasts the retries
+ * fails the read.
  */
 #include "io_test.h"
 
@@ -26,6 +29,54 @@ open_io(int engine, unsigned qd, int direct, rf_diag *diag, int *skip)
 	}
 	CHECK_RC(ret, 0);
 	return io;
+}
+
+/* Read the whole file in 64 KiB blocks with the fail hook at `fail_at`
+ * failing `times` times (0: always); returns the blocks that failed and
+ * checks the others' bytes. */
+static unsigned
+read_with_fault(int engine, const char *path, char *buf, uint64_t size, const char *times,
+		uint64_t *retries, struct t_log *log)
+{
+	const size_t block = 64 * 1024;
+	rf_diag diag;
+	rf_diag_init(&diag, t_log_fn, log);
+	setenv("RINGFEED_IO_FAIL_AT", "196708", 1);
+	setenv("RINGFEED_IO_FAIL_TIMES", times, 1);
+	int skip = 0;
+	rf_io *io = open_io(engine, 8, 1, &diag, &skip);
+	unsetenv("RINGFEED_IO_FAIL_AT");
+	unsetenv("RINGFEED_IO_FAIL_TIMES");
+	if (skip)
+		return UINT32_MAX;
+	int file = -1;
+	CHECK_RC(rf_io_add_file(io, path, &file), 0);
+	memset(buf, 0, size);
+	unsigned nblocks = (unsigned)(size / block), issued = 0, got = 0, failed = 0;
+	rf_io_done d[16];
+	while (got < nblocks) {
+		while (issued < nblocks && rf_io_inflight(io) < 8) {
+			CHECK_RC(rf_io_read(io, file, (uint64_t)issued * block,
+					    buf + (size_t)issued * block, block, issued), 0);
+			issued++;
+		}
+		int n = rf_io_wait(io, d, 16, 1);
+		CHECK(n >= 1);
+		for (int k = 0; k < n; k++, got++) {
+			if (d[k].res < 0) {
+				CHECK(d[k].tag == 3 && d[k].res == -EIO);
+				failed++;
+				continue;
+			}
+			CHECK(d[k].res == (int64_t)block);
+			const uint8_t *p = (const uint8_t *)buf + d[k].tag * block;
+			for (size_t i = 0; i < block; i++)
+				CHECK(p[i] == t_byte(21, d[k].tag * block + i));
+		}
+	}
+	*retries = rf_io_retries(io);
+	rf_io_close(&io);
+	return failed;
 }
 
 int
@@ -129,6 +180,18 @@ main(void)
 		CHECK(n >= 0 && n <= 8);
 		/* Closing with reads in flight waits for them. */
 		rf_io_close(&io);
+
+		/* A transient error: retried, counted, the data intact. */
+		uint64_t retries = 0;
+		log = (struct t_log){0};
+		CHECK(read_with_fault(engine, path, buf, size, "3", &retries, &log) == 0);
+		CHECK(retries == 3 && log.warns == 3 && log.errors == 0);
+		CHECK(strstr(log.text, "retry 1 of 5") != NULL && strstr(log.text, path) != NULL);
+		/* One that outlasts the retries fails the read, and says so. */
+		log = (struct t_log){0};
+		CHECK(read_with_fault(engine, path, buf, size, "6", &retries, &log) == 1);
+		CHECK(retries == 5 && log.errors == 1);
+		CHECK(strstr(log.text, "after retries") != NULL);
 		tested++;
 	}
 	CHECK(tested >= 1);

@@ -47,7 +47,7 @@ with TempDir() as tmp:
     shards = sorted(glob.glob(os.path.join(sdir, "train-*.rfs")))
     check(len(shards) >= 3, "only %d shards" % len(shards))
     check(os.path.basename(shards[0]) == "train-00000.rfs", "first shard %s" % shards[0])
-    check(sorted(os.listdir(sdir)) == [os.path.basename(s) for s in shards],
+    check(sorted(os.listdir(sdir)) == [os.path.basename(s) for s in shards] + ["train.rfm"],
           "unexpected files: %s" % os.listdir(sdir))
     for paths in ([os.path.join(sdir, "train-*.rfs")], [sdir], shards):
         rc, out, _ = run("info", "--json", *paths, expect=0)

@@ -53,9 +53,14 @@ for lib in ("libringfeed.so", "liburing.so", "libzstd.so", "libxxhash.so"):
     line = [x for x in ldd.splitlines() if lib in x]
     check(line and os.path.realpath(kit) in os.path.realpath(line[0].split("=>")[1].split()[0]),
           "%s not taken from the kit: %s" % (lib, line))
-pys = [f for f in os.listdir(os.path.join(kit, "python")) if f.endswith(".so")]
-check(any("cpython-%d%d" % sys.version_info[:2] in f for f in pys),
+# The package ringfeed: one abi3 module for CPython 3.11 and later, one per
+# older version.
+pkg = os.path.join(kit, "python", "ringfeed")
+pys = [f for f in os.listdir(pkg) if f.endswith(".so")] if os.path.isdir(pkg) else []
+check(any("cpython-%d%d" % sys.version_info[:2] in f
+          or (f.endswith(".abi3.so") and sys.version_info >= (3, 11)) for f in pys),
       "no module for this python: %s" % pys)
+check(os.path.exists(os.path.join(pkg, "__init__.py")), "kit lacks python/ringfeed/__init__.py")
 
 
 def run(outdir, extra):

@@ -34,5 +34,6 @@ with TempDir() as tmp:
     rc, _, err = run("export", ds, "--field", "text", "-o", bad, expect=1)
     check("variable-length" in err and "text" in err, "message: %r" % err)
     check(not os.path.exists(bad), "output left after a refused export")
-    check(sorted(os.listdir(tmp)) == ["label.npy", "var.rfs"], "files: %s" % os.listdir(tmp))
+    check(sorted(os.listdir(tmp)) == ["label.npy", "var.rfm", "var.rfs"],
+          "files: %s" % os.listdir(tmp))
 finish()

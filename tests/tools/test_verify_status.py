@@ -7,6 +7,7 @@
 # schemas), a path that does not exist; good shards alone still exit 0 after
 # those, and a missing PATH or an unknown option is 2.
 import os
+import shutil
 
 import numpy as np
 
@@ -35,7 +36,7 @@ with TempDir() as tmp:
     os.mkdir(ds)
     run("pack", "-q", "--chunk-bytes", "8K", "--shard-bytes", "32K", "-o",
         os.path.join(ds, "d.rfs"), "a=" + ap, "b=" + bp, expect=0)
-    shards = sorted(os.path.join(ds, f) for f in os.listdir(ds))
+    shards = sorted(os.path.join(ds, f) for f in os.listdir(ds) if f.endswith(".rfs"))
     check(len(shards) >= 3, "shards: %s" % shards)
     status(ds, want=0)
     status(*shards, want=0)
@@ -71,6 +72,23 @@ with TempDir() as tmp:
     status(ds, want=1)
     status(empty, want=1)
     os.remove(empty)
+
+    # A shard name of the pack that its manifest does not list (a leftover,
+    # or copied in): not read, with a warning; without the manifest, the
+    # listing finds it and the shards are not one pack.
+    extra = os.path.join(ds, "d-00009.rfs")
+    shutil.copyfile(shards[0], extra)
+    status(ds, want=0)
+    _, _, err = run("verify", ds)
+    check("d-00009.rfs: not listed" in err, "no warning for an unlisted shard: %r" % err)
+    manifest = os.path.join(ds, "d.rfm")
+    with open(manifest, "rb") as f:
+        saved = f.read()
+    os.remove(manifest)
+    status(ds, want=1)
+    with open(manifest, "wb") as f:
+        f.write(saved)
+    os.remove(extra)
 
     # Each shard sound, together not one dataset: another schema.
     other = os.path.join(tmp, "other.rfs")

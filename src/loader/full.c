@@ -1,0 +1,575 @@
+/* SPDX-License-Identifier: MIT */
+#include "loader/internal.h"
+
+/* ------------------------------------------------------ full shuffling */
+
+/*
+ * Full shuffling reads every sample on its own: the plan's items name the
+ * chunk and the index in it, and a fixed field's value i lies at
+ *   chunk offset + section offset + i x value bytes,
+ * the section offsets following from the chunk's sample count and the schema
+ * alone when no variable field comes before (docs/format.md "Chunks"; the
+ * open checks that every chunk's raw size agrees).  One thread does it all:
+ * it takes a staging slot per plan batch, queues one read per sample and
+ * field straight to the sample's place in the batch, keeps up to io_depth
+ * reads in flight across consecutive batches, and stages the batches in plan
+ * order as their reads complete.  No decode worker runs.
+ *
+ * O_DIRECT wants the file offset, length and buffer 4096-aligned.  A value
+ * that satisfies that (4 KiB multiples in the first field: the common case
+ * of large fixed samples) is read straight into place; any other is read as
+ * its covering aligned range into the slot's bounce area (past the batch)
+ * and copied into place when it completes.  With buffered reads (direct = 0,
+ * or a file system that refuses O_DIRECT) every value goes straight into
+ * place.
+ *
+ * Checksums: a chunk's XXH3 covers the whole chunk, which full mode never
+ * reads.  With verify on, each sample's row of its chunk's per-sample
+ * checksum table (format 2, docs/format.md) is read with one more read
+ * beside its values, and every loaded value is hashed and compared before
+ * its batch is staged; shards without the table are refused at open.  Also
+ * checked: structure (every chunk uncompressed with the raw size its sample
+ * count implies, every item inside its chunk, every read complete).
+ */
+
+struct fread_rec {          /* one read in flight */
+	uint32_t fb;            /* its batch (index in the full thread's queue) */
+	uint32_t next_free;
+	uint8_t *dst;           /* the value's place in the batch */
+	uint8_t *area;          /* its bounce area (mem.bspan bytes), or NULL */
+	const uint8_t *bounce;  /* where the value lands, when bounced; else NULL */
+	uint64_t len;           /* bytes asked of the reader */
+	uint64_t vlen;          /* bytes of the value */
+	uint64_t off;           /* file offset of the read */
+	uint64_t chunk, sample;
+	uint32_t cpage;         /* the checksum page it fills, or UINT32_MAX */
+};
+
+/*
+ * Checksum rows are small (8 bytes a field) and many share a 4 KiB page of
+ * their table: reading each with its own read cost a third more reads per
+ * sample than the values alone (0.6x the samples/s for 784-byte samples).
+ * The full thread keeps the table pages it has read in an 8-way set
+ * associative cache of at most FULL_SUMS_CACHE bytes, 4 entries per table
+ * page of the dataset when it can: once the tables of a dataset up to that
+ * size have been read (about 16 bytes a sample for two fields: 2 million
+ * samples), rows cost a copy.  A row not in it reads its whole page into the
+ * cache when an entry of its set has no read in flight, else the row alone.
+ * Fixed size: it does not grow with the dataset.  (2 ways thrashed: with 4
+ * entries a page, a few sets still drew 3 or 4 pages of a 200k-sample
+ * dataset, and re-read them on most of their rows.)
+ */
+#define FULL_SUMS_CACHE (32u << 20)
+#define FULL_SUMS_WAYS 8u
+
+struct sums_cache {
+	uint8_t *page;          /* npages x 4096, 4096-aligned (O_DIRECT reads) */
+	uint64_t *tag;          /* file page number + 1 (0: empty) */
+	uint32_t *shard;
+	uint8_t *pending;       /* a read into the page is in flight */
+	uint8_t *last;          /* per set: the way to fill next when all hold pages */
+	uint32_t mask;          /* npages - 1 */
+};
+
+/* The first entry of the page's set (FULL_SUMS_WAYS entries from it). */
+static uint32_t
+sums_cache_set(const struct sums_cache *c, uint32_t shard, uint64_t fpage)
+{
+	/* splitmix64's finalizer: table pages come in runs at regular
+	 * strides, which a plain multiply maps onto few sets. */
+	uint64_t h = fpage ^ ((uint64_t)shard << 40);
+	h = (h ^ (h >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	h = (h ^ (h >> 27)) * UINT64_C(0x94d049bb133111eb);
+	h ^= h >> 31;
+	return (uint32_t)h & c->mask & ~(FULL_SUMS_WAYS - 1);
+}
+
+struct fbatch {             /* a plan batch being read */
+	unsigned slot;
+	uint32_t n;
+	uint32_t left;          /* reads not completed */
+	int issued;             /* every read queued */
+	uint64_t epoch, k, first;
+};
+
+/* Byte offset of schema field `field`'s section in the raw form of a chunk
+ * of n samples; every field up to it is fixed (checked at open). */
+static uint64_t
+full_section_off(const rf_schema *schema, uint64_t n, uint32_t field)
+{
+	uint64_t off = 0;
+	for (uint32_t j = 0; j < field; j++) {
+		off = RF_ALIGN_UP(off, 64);
+		off += n * rf_decode_item_bytes(&schema->fields[j]);
+	}
+	return RF_ALIGN_UP(off, 64);
+}
+
+/* The open's checks for full shuffling: the loaded fields readable without
+ * reading a chunk, every chunk uncompressed and of the expected size. */
+int
+rf_ld_full_check(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
+{
+	const rf_schema *sc = ld->schema;
+	uint32_t last = 0;
+	for (uint32_t i = 0; i < nsel; i++)
+		if (sel[i] > last)
+			last = sel[i];
+	for (uint32_t j = 0; j <= last; j++) {
+		const rf_field *f = &sc->fields[j];
+		if (f->var_dim < 0)
+			continue;
+		int loaded = 0;
+		for (uint32_t i = 0; i < nsel; i++)
+			loaded |= sel[i] == j;
+		if (loaded)
+			return rf_fail(&ld->diag, RF_EUSAGE, "loader: shuffle full reads each sample "
+				       "on its own and supports fixed-size fields only: field '%s' has "
+				       "a variable size; use shuffle window", f->name);
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: shuffle full cannot locate the "
+			       "fields after variable-size field '%s' without reading whole chunks: "
+			       "load only fields before it (rf_config.fields) or use shuffle window",
+			       f->name);
+	}
+	int has_var = 0;
+	for (uint32_t j = 0; j < sc->nfields; j++)
+		has_var |= sc->fields[j].var_dim >= 0;
+	for (uint64_t c = 0; c < ld->nchunks; c++) {
+		const rf_chunk_info *ci = &ld->chunks[c];
+		rf_chunk_ctx ctx;
+		rf_dataset_chunk_ctx(ld->ds, c, &ctx);
+		if (ci->codec != RF_CODEC_NONE)
+			return rf_fail(&ld->diag, RF_EUSAGE, "loader: shuffle full reads samples one by "
+				       "one and needs uncompressed shards, but %s chunk %" PRIu64 " is "
+				       "compressed: use shuffle window, or pack the dataset without "
+				       "compression", ctx.path, ctx.chunk);
+		/* With variable fields (after the loaded ones) the schema gives
+		 * only the least raw size. */
+		uint64_t want = 0;
+		if (rf_chunk_raw_size(sc, ci->samples, NULL, &want) < 0 ||
+		    (has_var ? want > ci->raw_bytes : want != ci->raw_bytes) ||
+		    ci->stored_bytes != ci->raw_bytes)
+			return rf_fail(&ld->diag, RF_ECORRUPT, "%s: chunk %" PRIu64 " at offset %" PRIu64
+				       ": %" PRIu64 " raw bytes for %u samples, the schema implies %"
+				       PRIu64, ctx.path, ctx.chunk, ctx.offset, ci->raw_bytes,
+				       ci->samples, want);
+	}
+	/* Samples are read one by one, so chunk checksums cannot be checked:
+	 * with verify on, each sample is checked against its own checksums,
+	 * which only format 2 shards hold.  Refused rather than read
+	 * unchecked: verify on promises checked bytes. */
+	ld->full.sums = ld->cfg.verify != 0;
+	for (size_t i = 0; ld->full.sums && i < rf_dataset_shards(ld->ds); i++) {
+		rf_shard_info si;
+		rf_dataset_shard_info(ld->ds, i, &si);
+		if (si.version < 2)
+			return rf_fail(&ld->diag, RF_EUSAGE, "loader: shuffle full checks every sample "
+				       "against its own checksums, which %s (format version %u) does not "
+				       "hold: repack the dataset with this version's `ringfeed pack` "
+				       "(e.g. ringfeed pack -o OUT.rfs FIELD=FILE.npy ...; format 2 "
+				       "writes them by default), or read it unchecked with verify = 0 "
+				       "(Python verify=False, ringfeed bench --no-verify)", si.path, si.version);
+	}
+	return 0;
+}
+
+/* Stage a batch whose reads are all in (mu held). */
+static void
+full_push_locked(rf_loader *ld, const struct fbatch *fb)
+{
+	rf_assembly a;
+	rf_assembly_begin(&a, &ld->layout, rf_ring_slot(ld->ring, fb->slot));
+	a.n = fb->n;
+	struct staged s = {.kind = SK_BATCH};
+	s.slot = fb->slot;
+	s.n = fb->n;
+	s.epoch = fb->epoch;
+	s.first = fb->first;
+	s.plan_done = fb->k + 1;
+	s.copy_bytes = rf_assembly_bytes(&a);
+	s.payload = rf_assembly_payload(&a);
+	s.index = ld->gather.batch_counter++;
+	rf_ld_stage_batch_locked(ld, &s);
+}
+
+/* Check every loaded value of a batch whose reads are all in against the
+ * checksum rows read beside them (rows[i] of nfields entries for row i).
+ * Runs on the full thread without the mutex: the slot is still its own. */
+static int
+full_verify(rf_loader *ld, const struct fbatch *fb, const uint64_t *rows, const uint64_t *smp,
+	    char *msg, size_t cap)
+{
+	const rf_batch_layout *l = &ld->layout;
+	const uint32_t nf = ld->schema->nfields;
+	const uint8_t *slotp = rf_ring_slot(ld->ring, fb->slot);
+	for (uint32_t i = 0; i < fb->n; i++) {
+		const uint8_t *row = (const uint8_t *)(rows + (uint64_t)i * nf);
+		for (uint32_t q = 0; q < l->nparts; q++) {
+			const rf_batch_part *p = &l->part[q];
+			uint64_t h = XXH3_64bits(slotp + p->off + (uint64_t)i * p->value_bytes,
+						 (size_t)p->value_bytes);
+			uint64_t want = rf_le64(row + 8 * (uint64_t)p->field);
+			if (h == want)
+				continue;
+			uint64_t c = 0;
+			rf_chunk_ctx ctx = {0};
+			rf_dataset_find_chunk(ld->ds, smp[i], &c);
+			rf_dataset_chunk_ctx(ld->ds, c, &ctx);
+			snprintf(msg, cap, "%s: chunk %" PRIu64 " at offset %" PRIu64 ": sample %" PRIu64
+				 " of the chunk (sample %" PRIu64 " of the dataset), field %s: checksum "
+				 "mismatch: its %" PRIu64 " bytes hash to %016" PRIx64 ", the shard "
+				 "records %016" PRIx64, ctx.path, ctx.chunk, ctx.offset,
+				 smp[i] - ld->chunks[c].first_sample, smp[i],
+				 ld->schema->fields[p->field].name, p->value_bytes, h, want);
+			return RF_ECHECKSUM;
+		}
+	}
+	return 0;
+}
+
+void *
+rf_ld_full_main(void *arg)
+{
+	rf_loader *ld = arg;
+	const rf_batch_layout *l = &ld->layout;
+	const uint32_t B = l->batch, np = l->nparts;
+	/* Reads per sample: its values, then its checksum row when checked. */
+	const uint32_t npr = np + (ld->full.sums ? 1 : 0), nf = ld->schema->nfields;
+	const unsigned nfb = ld->mem.n_stage;
+	rf_io_done done[64];
+	char msg[RF_ERRMSG_MAX + 128];
+	int err = 0;
+
+	struct fbatch *fq = calloc(nfb, sizeof(*fq));
+	struct fread_rec *rec = calloc(ld->mem.qd, sizeof(*rec));
+	rf_plan_item *items = calloc(B, sizeof(*items));
+	/* Per queued batch: B checksum rows and the samples they belong to. */
+	uint64_t *fsum = ld->full.sums ? calloc((size_t)nfb * B * nf, 8) : NULL;
+	uint64_t *fsmp = ld->full.sums ? calloc((size_t)nfb * B, 8) : NULL;
+	/* Four entries for every table page of the dataset (fewer
+	 * collisions), at most FULL_SUMS_CACHE. */
+	struct sums_cache sc = {0};
+	if (ld->full.sums) {
+		uint64_t want = rf_dataset_samples(ld->ds) / (4096 / (8 * nf) ? 4096 / (8 * nf) : 1) +
+				2 * ld->nchunks + 1;
+		uint32_t np2 = 16;
+		while (np2 < FULL_SUMS_CACHE / 4096 && np2 < 4 * want)
+			np2 *= 2;
+		sc.mask = np2 - 1;
+		sc.page = aligned_alloc(4096, (size_t)np2 * 4096);
+		sc.tag = calloc(np2, sizeof(*sc.tag));
+		sc.shard = calloc(np2, sizeof(*sc.shard));
+		sc.pending = calloc(np2, 1);
+		sc.last = calloc(np2 / FULL_SUMS_WAYS, 1);
+	}
+	unsigned bslots[64];
+	unsigned nb = 0;
+
+	pthread_mutex_lock(&ld->mu);
+	if (!fq || !rec || !items ||
+	    (ld->full.sums && (!fsum || !fsmp || !sc.page || !sc.tag || !sc.shard || !sc.pending ||
+				  !sc.last))) {
+		rf_ld_fail_locked(ld, -ENOMEM, "loader: out of memory for the full shuffle's reads");
+		goto out;
+	}
+	/* The bounce slots: outside the staging count, held while this
+	 * thread runs. */
+	for (; nb < ld->mem.nbounce && nb < 64; nb++) {
+		int rc = rf_ring_acquire(ld->ring, &bslots[nb], 0);
+		if (rc < 0) {
+			rf_ld_fail_locked(ld, rc, "loader: no free ring slot for the bounce areas");
+			goto out;
+		}
+	}
+	if (ld->mem.bspan) {
+		uint64_t per = ld->mem.slot_bytes / ld->mem.bspan;
+		for (uint32_t i = 0; i < ld->mem.qd; i++)
+			rec[i].area = (uint8_t *)rf_ring_slot(ld->ring, bslots[i / per]) +
+				      (i % per) * ld->mem.bspan;
+	}
+	uint32_t free_rec = 0;
+	for (uint32_t i = 0; i < ld->mem.qd; i++)
+		rec[i].next_free = i + 1 < ld->mem.qd ? i + 1 : UINT32_MAX;
+	unsigned fq_head = 0, fq_len = 0;
+	int opened = 0;        /* fq's last batch is still being queued */
+	uint32_t it_i = 0, it_p = 0, it_n = 0;
+	uint64_t epoch = ld->reader.epoch, k = ld->full.next;
+	int done_all = ld->plan_empty;
+	unsigned inflight = 0;
+
+	for (;;) {
+		if (ld->stop || ld->failed)
+			break;
+		/* Queue reads while the queue depth allows. */
+		while (!done_all && inflight < ld->mem.qd) {
+			if (!opened) {
+				if (k >= rf_plan_batches(ld->reader.plan)) {
+					if (ld->reader.epoch_last && epoch + 1 >= ld->reader.epoch_last) {
+						done_all = 1;
+						break;
+					}
+					int rc = rf_plan_set_epoch(ld->reader.plan, epoch + 1);
+					if (rc < 0) {
+						snprintf(msg, sizeof(msg), "loader: the plan of epoch %"
+							 PRIu64 " failed: %s", epoch + 1, rf_strerror(rc));
+						rf_ld_fail_locked(ld, rc, msg);
+						goto out;
+					}
+					epoch++;
+					k = 0;
+					continue;
+				}
+				if (ld->stage_held >= ld->mem.n_stage || fq_len >= nfb)
+					break;
+				uint32_t n = 0;
+				int rc = rf_plan_batch(ld->reader.plan, k, items, B, &n);
+				if (rc < 0 || n == 0) {
+					snprintf(msg, sizeof(msg), "loader: batch %" PRIu64 " of epoch %"
+						 PRIu64 " is missing from the plan", k, epoch);
+					rf_ld_fail_locked(ld, rc < 0 ? rc : -EPROTO, msg);
+					goto out;
+				}
+				unsigned slot;
+				rc = rf_ring_acquire(ld->ring, &slot, 0);
+				if (rc < 0) {
+					if (!ld->stop)
+						rf_ld_fail_locked(ld, rc, "loader: no free ring slot for a batch");
+					goto out;
+				}
+				ld->stage_held++;
+				rf_ld_note_max(&ld->stats.max_slots, ld->stage_held);
+				struct fbatch *fb = &fq[(fq_head + fq_len) % nfb];
+				fq_len++;
+				*fb = (struct fbatch){.slot = slot, .n = n, .epoch = epoch, .k = k,
+						      .first = items[0].pos};
+				opened = 1;
+				it_i = it_p = 0;
+				it_n = n;
+			}
+			unsigned fbi = (fq_head + fq_len - 1) % nfb;
+			struct fbatch *fb = &fq[fbi];
+			const rf_plan_item *it = &items[it_i];
+			const rf_batch_part *p = it_p < np ? &l->part[it_p] : NULL;
+			if (it->chunk >= ld->nchunks || it->offset >= ld->chunks[it->chunk].samples) {
+				snprintf(msg, sizeof(msg), "loader: the plan names sample %u of chunk %"
+					 PRIu64 ", which does not exist", it->offset, it->chunk);
+				rf_ld_fail_locked(ld, -EPROTO, msg);
+				goto out;
+			}
+			const rf_chunk_info *ci = &ld->chunks[it->chunk];
+			uint64_t vb, off;
+			uint8_t *dst;
+			uint32_t cpage = UINT32_MAX;
+			if (p) {
+				vb = p->value_bytes;
+				off = ci->offset + full_section_off(ld->schema, ci->samples, p->field) +
+				      (uint64_t)it->offset * vb;
+				uint8_t *slotp = rf_ring_slot(ld->ring, fb->slot);
+				dst = slotp + p->off + (uint64_t)it_i * vb;
+			} else {
+				/* The sample's row of the checksum table. */
+				uint64_t row = (uint64_t)fbi * B + it_i;
+				vb = 8 * (uint64_t)nf;
+				off = rf_fmt_sums_offset(ci->offset, ci->stored_bytes) +
+				      (uint64_t)it->offset * vb;
+				dst = (uint8_t *)(fsum + row * nf);
+				fsmp[row] = it->sample;
+				uint64_t fpage = off / 4096;
+				if ((off + vb - 1) / 4096 == fpage) {
+					uint32_t set = sums_cache_set(&sc, ci->shard, fpage), cs = set;
+					int have = 0;
+					for (uint32_t w = 0; w < FULL_SUMS_WAYS && !have; w++) {
+						cs = set + w;
+						have = sc.tag[cs] == fpage + 1 && sc.shard[cs] == ci->shard;
+					}
+					if (have && !sc.pending[cs]) {
+						/* In the cache: no read. */
+						memcpy(dst, sc.page + (size_t)cs * 4096 + off % 4096, vb);
+						it_p = 0;
+						if (++it_i == it_n) {
+							fb->issued = 1;
+							opened = 0;
+							k++;
+						}
+						continue;
+					}
+					/* Not there: into an entry of its set with no read
+					 * in flight, an empty one first, else round robin. */
+					if (!have) {
+						uint32_t e = UINT32_MAX;
+						for (uint32_t w = 0; w < FULL_SUMS_WAYS && e == UINT32_MAX; w++)
+							if (!sc.tag[set + w])
+								e = set + w;
+						for (uint32_t w = 0; w < FULL_SUMS_WAYS && e == UINT32_MAX; w++) {
+							uint32_t x = set + (sc.last[set / FULL_SUMS_WAYS] + w) %
+									   FULL_SUMS_WAYS;
+							if (!sc.pending[x])
+								e = x;
+						}
+						if (e != UINT32_MAX) {
+							cpage = e;
+							sc.last[set / FULL_SUMS_WAYS] =
+								(uint8_t)((e - set + 1) % FULL_SUMS_WAYS);
+						}
+					}
+				}
+			}
+			struct fread_rec *r = &rec[free_rec];
+			uint32_t ri = free_rec;
+			free_rec = r->next_free;
+			r->fb = fbi;
+			r->dst = dst;
+			r->chunk = it->chunk;
+			r->sample = it->sample;
+			uint8_t *target = dst;
+			uint64_t roff = off, rlen = vb;
+			r->bounce = NULL;
+			/* Per file: some shards may refuse O_DIRECT (tmpfs)
+			 * while others take it. */
+			if (rf_io_file_direct(ld->io, ld->files[ci->shard]) &&
+			    ((off | vb | (uintptr_t)dst) & 4095)) {
+				roff = off & ~4095ull;
+				rlen = RF_ALIGN_UP(off + vb, 4096) - roff;
+				target = r->area;
+				r->bounce = target + (off - roff);
+			}
+			r->cpage = cpage;
+			if (cpage != UINT32_MAX) {
+				/* Read the row's whole page into the cache. */
+				sc.pending[cpage] = 1;
+				sc.tag[cpage] = off / 4096 + 1;
+				sc.shard[cpage] = ci->shard;
+				roff = off & ~4095ull;
+				rlen = 4096;
+				target = sc.page + (size_t)cpage * 4096;
+				r->bounce = target + (off - roff);
+			}
+			r->off = roff;
+			r->len = rlen;
+			r->vlen = vb;
+			if (++it_p == npr) {
+				it_p = 0;
+				if (++it_i == it_n) {
+					fb->issued = 1;
+					opened = 0;
+					k++;
+				}
+			}
+			fb->left++;
+			int shard = ld->files[ci->shard];
+			pthread_mutex_unlock(&ld->mu);
+			int rc = rf_io_read(ld->io, shard, roff, target, rlen, ri);
+			pthread_mutex_lock(&ld->mu);
+			if (rc < 0) {
+				snprintf(msg, sizeof(msg), "loader: queueing a read of sample %" PRIu64
+					 " failed: %s (%s)", r->sample, rf_strerror(rc), ld->io_diag.msg);
+				rf_ld_fail_locked(ld, rc, msg);
+				goto out;
+			}
+			inflight++;
+			ld->reader.inflight = inflight;
+			rf_ld_note_max(&ld->stats.max_inflight, inflight);
+		}
+		/* Stage the batches whose reads are all in, in plan order. */
+		int unlocked = 0;
+		while (fq_len > 0 && fq[fq_head].issued && fq[fq_head].left == 0) {
+			if (ld->full.sums) {
+				unlocked = 1;
+				pthread_mutex_unlock(&ld->mu);
+				int vr = full_verify(ld, &fq[fq_head], fsum + (size_t)fq_head * B * nf,
+						     fsmp + (size_t)fq_head * B, msg, sizeof(msg));
+				pthread_mutex_lock(&ld->mu);
+				if (vr < 0) {
+					rf_ld_fail_locked(ld, vr, msg);
+					goto out;
+				}
+			}
+			full_push_locked(ld, &fq[fq_head]);
+			fq_head = (fq_head + 1) % nfb;
+			fq_len--;
+		}
+		if (done_all && fq_len == 0 && !opened) {
+			ld->plan_done = 1;
+			if (!ld->end_pushed) {
+				ld->end_pushed = 1;
+				struct staged m = {.kind = SK_END};
+				rf_ld_sq_push_locked(ld, &m);
+			}
+			break;
+		}
+		if (inflight == 0) {
+			/* Nothing to wait for but a staging slot.  A stop or a
+			 * slot freed while the checks above ran without the
+			 * mutex signalled nobody: look again before waiting. */
+			if (unlocked)
+				continue;
+			pthread_cond_wait(&ld->stage_cv, &ld->mu);
+			continue;
+		}
+		pthread_mutex_unlock(&ld->mu);
+		int n = rf_ld_reads_wait(ld, done, 64);
+		uint64_t bytes = 0;
+		for (int i = 0; i < n && !err; i++) {
+			struct fread_rec *r = &rec[done[i].tag];
+			if (done[i].res < 0 || (uint64_t)done[i].res < r->len) {
+				rf_chunk_ctx ctx;
+				rf_dataset_chunk_ctx(ld->ds, r->chunk, &ctx);
+				err = done[i].res < 0 ? (int)done[i].res : RF_ETRUNCATED;
+				snprintf(msg, sizeof(msg), "%s: chunk %" PRIu64 " at offset %" PRIu64
+					 ": reading sample %" PRIu64 " (%" PRIu64 " bytes at file offset %"
+					 PRIu64 ") %s%s", ctx.path, ctx.chunk, ctx.offset, r->sample,
+					 r->len, r->off, done[i].res < 0 ? "failed: " : "came up short: "
+					 "the file is truncated", done[i].res < 0 ?
+					 rf_strerror((int)done[i].res) : "");
+				break;
+			}
+			if (r->bounce)
+				memcpy(r->dst, r->bounce, r->vlen);
+			if (r->cpage != UINT32_MAX)
+				sc.pending[r->cpage] = 0;
+			bytes += (uint64_t)done[i].res;
+		}
+		atomic_fetch_add_explicit(&ld->stats.bytes_read, bytes, memory_order_relaxed);
+		pthread_mutex_lock(&ld->mu);
+		if (n < 0) {
+			snprintf(msg, sizeof(msg), "loader: waiting for reads failed: %s (%s)",
+				 rf_strerror(n), ld->io_diag.msg);
+			rf_ld_fail_locked(ld, n, msg);
+			break;
+		}
+		if (err) {
+			rf_ld_fail_locked(ld, err, msg);
+			break;
+		}
+		for (int i = 0; i < n; i++) {
+			struct fread_rec *r = &rec[done[i].tag];
+			fq[r->fb].left--;
+			r->next_free = free_rec;
+			free_rec = (uint32_t)done[i].tag;
+			inflight--;
+		}
+		ld->reader.inflight = inflight;
+	}
+out:
+	pthread_mutex_unlock(&ld->mu);
+	/* Reads still in flight land in ring memory: wait for them before the
+	 * ring can be unmapped. */
+	while (rf_io_inflight(ld->io) > 0) {
+		if (rf_io_wait(ld->io, done, 64, 1) < 0)
+			break;
+	}
+	for (unsigned i = 0; i < nb; i++)
+		rf_ring_release(ld->ring, bslots[i]);
+	free(fq);
+	free(rec);
+	free(items);
+	free(fsum);
+	free(fsmp);
+	free(sc.page);
+	free(sc.tag);
+	free(sc.shard);
+	free(sc.pending);
+	free(sc.last);
+	rf_ld_thread_exit_account(ld, 0);
+	return NULL;
+}

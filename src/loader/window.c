@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Window shuffling: decoded chunks held after their turn.
+ */
+#include "loader/internal.h"
+
+/* Let go of held chunk `e` (gather only). */
+static void
+window_drop(rf_loader *ld, uint64_t e)
+{
+	struct wentry *we = &ld->window.tab[e % ld->window.cap];
+	if (!we->used)
+		return;
+	if (we->slot >= 0)
+		rf_ld_read_slot_unref(ld, (unsigned)we->slot);
+	if (we->raw) {
+		if (ld->window.pool_n < ld->window.pool_cap)
+			ld->window.pool[ld->window.pool_n++] = we->raw;
+		else
+			free(we->raw);
+	}
+	memset(we, 0, sizeof(*we));
+	we->slot = -1;
+}
+
+void
+rf_ld_window_drop_below(rf_loader *ld, uint64_t keep_from)
+{
+	while (ld->window.lo < ld->window.hi && ld->window.lo < keep_from)
+		window_drop(ld, ld->window.lo++);
+	if (ld->window.lo < keep_from && ld->window.lo == ld->window.hi)
+		ld->window.lo = ld->window.hi = keep_from;
+}
+
+/*
+ * Window mode: a chunk is kept after its turn, because later items may
+ * still draw from it; items are gathered, in order, as far as the chunks
+ * held allow (up to the first item that needs a later read).  The plan
+ * bounds the reads an item can need to keep_from + W - 1, so at most W
+ * chunks are held, and the memory plan leaves the reader slots beyond them.
+ * An uncompressed chunk stays in its read slot (a reference); a compressed
+ * one's raw buffer is taken from the worker, which gets a spare one.
+ *
+ * Hold this step's chunk.  Returns 1 when the items may use it, 0 when no
+ * item of the epoch needs it any more, or an error.
+ */
+int
+rf_ld_window_hold(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *sec,
+		  const rf_chunk_ctx *ctx, struct worker *w, int in_slot, unsigned read_slot,
+		  rf_diag *d)
+{
+	int rc;
+	if (st->epoch != ld->gather.epoch) {
+		rc = rf_ld_gather_enter_epoch(ld, st->epoch, d);
+		if (rc < 0)
+			return rc;
+		rf_ld_window_drop_below(ld, UINT64_MAX);
+		ld->window.lo = ld->window.hi = 0;
+		ld->window.epoch_done = 0;
+	}
+	if (ld->window.epoch_done)
+		return 0; /* a read no item of this epoch needs any more */
+	/* Hold this chunk, unless the items have already moved past it. */
+	if (st->entry < ld->window.lo)
+		return 0;
+	if (ld->window.hi == ld->window.lo)
+		ld->window.lo = ld->window.hi = st->entry;
+	if (st->entry != ld->window.hi || ld->window.hi - ld->window.lo >= ld->window.cap)
+		return rf_fail(d, -EPROTO, "loader: window: read %" PRIu64 " arrived out of order "
+			       "(holding %" PRIu64 "..%" PRIu64 ")", st->entry, ld->window.lo,
+			       ld->window.hi);
+	struct wentry *we = &ld->window.tab[st->entry % ld->window.cap];
+	we->used = 1;
+	we->sec = *sec;
+	we->ctx = *ctx;
+	we->slot = -1;
+	we->raw = NULL;
+	if (in_slot) {
+		pthread_mutex_lock(&ld->mu);
+		ld->slot_refs[read_slot]++;
+		pthread_mutex_unlock(&ld->mu);
+		we->slot = (int)read_slot;
+	} else {
+		/* The sections point into the worker's raw buffer: it becomes
+		 * the entry's, and the worker takes a spare. */
+		uint8_t *spare = ld->window.pool_n ? ld->window.pool[--ld->window.pool_n]
+						   : aligned_alloc(64, RF_ALIGN_UP(ld->window.raw_cap, 64));
+		if (!spare)
+			return rf_fail(d, -ENOMEM, "loader: window: out of memory for a chunk of %"
+				       PRIu64 " bytes", ld->window.raw_cap);
+		we->raw = w->dec.raw;
+		w->dec.raw = spare;
+	}
+	ld->window.hi++;
+	return 1;
+}
+
+/* The held chunk plan item `it` draws from, for the item loop: 1 with its
+ * sections and context, 0 when it needs a later read (what no item needs
+ * any more goes now, which keeps at most W chunks held), or an error. */
+int
+rf_ld_window_source(rf_loader *ld, const rf_plan_item *it, const rf_chunk_sections **sec,
+		    const rf_chunk_ctx **ctx, rf_diag *d)
+{
+	if (it->read >= ld->window.hi) {
+		rf_ld_window_drop_below(ld, it->keep_from);
+		return 0;
+	}
+	if (it->read < ld->window.lo)
+		return rf_fail(d, -EPROTO, "loader: window: an item needs read %" PRIu64
+			       " which was let go (holding %" PRIu64 "..%" PRIu64 ")", it->read,
+			       ld->window.lo, ld->window.hi);
+	const struct wentry *src = &ld->window.tab[it->read % ld->window.cap];
+	*sec = &src->sec;
+	*ctx = &src->ctx;
+	return 1;
+}
+
+/*
+ * Window shuffling holds W decoded chunks: uncompressed ones in their read
+ * slots (so the reader must keep slots beyond them: W <= read slots - 2,
+ * which the memory plan has checked), compressed ones in raw buffers of
+ * ordinary memory.  W, the window in force, was set by the memory plan.
+ */
+int
+rf_ld_window_setup(rf_loader *ld, uint32_t *window)
+{
+	uint32_t w = ld->resolved.window;
+	ld->window.on = 1;
+	ld->window.cap = w + 2;
+	ld->window.tab = calloc(ld->window.cap, sizeof(*ld->window.tab));
+	ld->window.pool_cap = w + ld->nworkers + 1;
+	ld->window.pool = calloc(ld->window.pool_cap, sizeof(*ld->window.pool));
+	if (!ld->window.tab || !ld->window.pool)
+		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
+	for (uint32_t i = 0; i < ld->window.cap; i++)
+		ld->window.tab[i].slot = -1;
+	ld->window.raw_cap = rf_dataset_max_raw_bytes(ld->ds);
+	*window = w;
+	return 0;
+}

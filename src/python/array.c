@@ -1,0 +1,401 @@
+/* SPDX-License-Identifier: MIT */
+/* ringfeed.Array: one field of a held batch, exported without a copy
+ * through DLPack, the buffer protocol and __array__. */
+#include "loader.h"
+
+#include <string.h>
+
+#ifdef RFPY_HAVE_LOADER
+
+/* ------------------------------------------------------------ array */
+
+static void
+array_dealloc(ArrayObject *self)
+{
+	Py_XDECREF((PyObject *)self->batch);
+	rfpy_free((PyObject *)self);
+}
+
+ArrayObject *
+rfpy_array_new(BatchObject *batch, void *data, enum rf_dtype dtype, int ndim, const int64_t *shape)
+{
+	ArrayObject *a = PyObject_New(ArrayObject, rfpy_ArrayType);
+
+	if (!a)
+		return NULL;
+	a->batch = (BatchObject *)Py_NewRef((PyObject *)batch);
+	a->data = data;
+	a->dtype = dtype;
+	a->ndim = ndim;
+	memcpy(a->shape, shape, (size_t)ndim * sizeof(*shape));
+	Py_ssize_t stride = (Py_ssize_t)rf_dtype_size(dtype);
+	for (int d = ndim - 1; d >= 0; d--) {
+		a->bshape[d] = (Py_ssize_t)shape[d];
+		a->bstrides[d] = stride;
+		stride *= (Py_ssize_t)shape[d];
+	}
+	return a;
+}
+
+static uint64_t
+array_nbytes(const ArrayObject *a)
+{
+	uint64_t n = rf_dtype_size(a->dtype);
+
+	for (int d = 0; d < a->ndim; d++)
+		n *= (uint64_t)a->shape[d];
+	return n;
+}
+
+static void
+dl_deleter(DLManagedTensor *m)
+{
+	/* The consumer may call this on any thread, with or without the GIL.
+	 * After the interpreter is gone there is nothing left to release. */
+	if (Py_IsInitialized()) {
+		PyGILState_STATE g = PyGILState_Ensure();
+		Py_XDECREF((PyObject *)m->manager_ctx);
+		PyGILState_Release(g);
+	}
+	free(m);
+}
+
+static void
+capsule_destructor(PyObject *cap)
+{
+	/* A consumer renames the capsule when it takes ownership; then the
+	 * deleter is its business. */
+	if (PyCapsule_IsValid(cap, "used_dltensor"))
+		return;
+	PyObject *type, *value, *tb;
+	PyErr_Fetch(&type, &value, &tb);
+	DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
+	if (m)
+		m->deleter(m);
+	else
+		PyErr_WriteUnraisable(cap);
+	PyErr_Restore(type, value, tb);
+}
+
+/* __dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)'s
+ * keywords, parsed by hand: the vectorcall convention spares the tuple and
+ * dict of the generic parser on a call made for every field of every
+ * batch. */
+static int
+dlpack_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **vals)
+{
+	static const char *const names[] = {"stream", "max_version", "dl_device", "copy"};
+	Py_ssize_t nkw = kwnames ? PyTuple_Size(kwnames) : 0;
+
+	if (nargs > 0) {
+		PyErr_SetString(PyExc_TypeError, "__dlpack__() takes keyword arguments only");
+		return -1;
+	}
+	for (Py_ssize_t k = 0; k < nkw; k++) {
+		PyObject *key = PyTuple_GetItem(kwnames, k);
+		size_t i = 0;
+		while (i < 4 && PyUnicode_CompareWithASCIIString(key, names[i]) != 0)
+			i++;
+		if (i == 4) {
+			PyErr_Format(PyExc_TypeError,
+				     "__dlpack__() got an unexpected keyword argument %R", key);
+			return -1;
+		}
+		vals[i] = args[k];
+	}
+	return 0;
+}
+
+static PyObject *
+array_dlpack(ArrayObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+	PyObject *vals[4] = {Py_None, Py_None, Py_None, Py_None};
+	BatchObject *batch = self->batch;
+	DLDevice dev = batch->core->device;
+
+	if (dlpack_args(args, nargs, kwnames, vals) < 0)
+		return NULL;
+	PyObject *stream = vals[0], *dl_device = vals[2], *copy = vals[3];
+	if (dl_device != Py_None) {
+		int dt, di;
+		if (!PyTuple_Check(dl_device)) {
+			PyErr_Format(PyExc_TypeError, "dl_device must be a (device_type, "
+				     "device_id) tuple, not %.100s", rfpy_type_name(dl_device));
+			return NULL;
+		}
+		if (!PyArg_ParseTuple(dl_device, "ii:dl_device", &dt, &di))
+			return NULL;
+		if (dt != (int)dev.device_type || di != (int)dev.device_id) {
+			PyErr_Format(PyExc_BufferError,
+				     "the array is on device (%d, %d); exporting to (%d, %d) would "
+				     "need a copy", (int)dev.device_type, (int)dev.device_id, dt, di);
+			return NULL;
+		}
+	}
+	if (copy == Py_True) {
+		PyErr_SetString(PyExc_BufferError, "ringfeed arrays are exported without a copy; "
+				"copy=True is not supported (copy the consumer's tensor instead)");
+		return NULL;
+	}
+	if (dev.device_type == kDLCUDA) {
+		/* DLPack: None is the legacy default stream (1), -1 asks for no
+		 * synchronisation, 0 is ambiguous and disallowed. */
+		long long s = 1;
+		if (stream != Py_None) {
+			s = PyLong_AsLongLong(stream);
+			if (s == -1 && PyErr_Occurred())
+				return NULL;
+			if (s == 0 || s < -1) {
+				PyErr_Format(PyExc_ValueError, "invalid CUDA stream %lld for __dlpack__", s);
+				return NULL;
+			}
+		}
+		if (s != -1) {
+			void *st = (void *)(uintptr_t)s;
+			int rc = rf_batch_wait(batch->b, st);
+			if (rc < 0)
+				return rfpy_raise(rc, "waiting for a batch", rf_loader_errmsg(batch->core->ld));
+			batch->stream = st;
+			batch->stream_thread = PyThread_get_thread_ident();
+		}
+	} else if (stream != Py_None) {
+		long long s = PyLong_AsLongLong(stream);
+		if (s == -1 && PyErr_Occurred())
+			return NULL;
+		if (s != -1) {
+			PyErr_SetString(PyExc_ValueError,
+					"stream must be None for an array on the CPU");
+			return NULL;
+		}
+	}
+
+	size_t n = (size_t)(self->ndim ? self->ndim : 1);
+	DLManagedTensor *m = malloc(sizeof(*m) + n * sizeof(int64_t));
+	if (!m)
+		return PyErr_NoMemory();
+	memset(m, 0, sizeof(*m));
+	int64_t *shape = (int64_t *)(void *)(m + 1);
+	memcpy(shape, self->shape, (size_t)self->ndim * sizeof(int64_t));
+	m->dl_tensor.data = self->data;
+	m->dl_tensor.device = dev;
+	m->dl_tensor.ndim = self->ndim;
+	m->dl_tensor.dtype = rfpy_dl_dtype(self->dtype);
+	m->dl_tensor.shape = shape;
+	m->dl_tensor.strides = NULL;
+	m->dl_tensor.byte_offset = 0;
+	m->manager_ctx = Py_NewRef((PyObject *)self);
+	m->deleter = dl_deleter;
+	PyObject *cap = PyCapsule_New(m, "dltensor", capsule_destructor);
+	if (!cap) {
+		Py_DECREF(self);
+		free(m);
+	}
+	return cap;
+}
+
+static PyObject *
+array_dlpack_device(ArrayObject *self, PyObject *unused)
+{
+	return Py_NewRef(self->batch->core->dev_tuple);
+}
+
+static PyObject *
+array_shape(ArrayObject *self, void *unused)
+{
+	PyObject *t = PyTuple_New(self->ndim);
+
+	if (!t)
+		return NULL;
+	for (int d = 0; d < self->ndim; d++) {
+		PyObject *o = PyLong_FromLongLong(self->shape[d]);
+		if (!o) {
+			Py_DECREF(t);
+			return NULL;
+		}
+		(void)PyTuple_SetItem(t, d, o);
+	}
+	return t;
+}
+
+static PyObject *
+array_dtype(ArrayObject *self, void *unused)
+{
+	return PyUnicode_FromString(rf_dtype_name(self->dtype));
+}
+
+static PyObject *
+array_device(ArrayObject *self, void *unused)
+{
+	DLDevice d = self->batch->core->device;
+
+	if (d.device_type == kDLCUDA)
+		return PyUnicode_FromFormat("cuda:%d", (int)d.device_id);
+	return PyUnicode_FromString("cpu");
+}
+
+static PyObject *
+array_nbytes_get(ArrayObject *self, void *unused)
+{
+	return PyLong_FromUnsignedLongLong(array_nbytes(self));
+}
+
+static PyObject *
+array_ndim(ArrayObject *self, void *unused)
+{
+	return PyLong_FromLong(self->ndim);
+}
+
+static PyObject *
+array_ptr(ArrayObject *self, void *unused)
+{
+	return PyLong_FromVoidPtr(self->data);
+}
+
+static PyObject *
+array_repr(ArrayObject *self)
+{
+	PyObject *shape = array_shape(self, NULL), *dev = array_device(self, NULL), *r = NULL;
+
+	if (shape && dev)
+		r = PyUnicode_FromFormat("ringfeed.Array(shape=%R, dtype=%s, device=%U)", shape,
+					 rf_dtype_name(self->dtype), dev);
+	Py_XDECREF(shape);
+	Py_XDECREF(dev);
+	return r;
+}
+
+static int
+array_getbuffer(ArrayObject *self, Py_buffer *view, int flags)
+{
+	const char *fmt = rfpy_buffer_format(self->dtype);
+
+	if (self->batch->core->device.device_type != kDLCPU) {
+		PyErr_SetString(PyExc_BufferError,
+				"the array is in device memory: use torch.from_dlpack or cupy.from_dlpack");
+		return -1;
+	}
+	if (!fmt) {
+		PyErr_SetString(PyExc_BufferError,
+				"bf16 has no buffer-protocol format: use torch.from_dlpack");
+		return -1;
+	}
+	if (flags & PyBUF_WRITABLE) {
+		PyErr_SetString(PyExc_BufferError, "ringfeed arrays are read-only");
+		return -1;
+	}
+	view->obj = Py_NewRef((PyObject *)self);
+	view->buf = self->data;
+	view->len = (Py_ssize_t)array_nbytes(self);
+	view->readonly = 1;
+	view->itemsize = (Py_ssize_t)rf_dtype_size(self->dtype);
+	view->format = (flags & PyBUF_FORMAT) ? (char *)fmt : NULL;
+	view->ndim = self->ndim;
+	view->shape = (flags & PyBUF_ND) ? self->bshape : NULL;
+	view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? self->bstrides : NULL;
+	view->suboffsets = NULL;
+	view->internal = NULL;
+	return 0;
+}
+
+/* numpy.asarray tries the buffer protocol first and, when it fails (device
+ * memory, bf16), falls back to __array__ and else to a 0-d object array: a
+ * silent wrong value.  So __array__ raises TypeError saying why; on the host
+ * it returns the buffer's array (no copy), which is what numpy made of it
+ * already. */
+static PyObject *
+array_array(ArrayObject *self, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = {"dtype", "copy", NULL};
+	PyObject *dtype = Py_None, *copy = Py_None;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:__array__", kwlist, &dtype, &copy))
+		return NULL;
+	if (self->batch->core->device.device_type != kDLCPU) {
+		PyErr_Format(PyExc_TypeError,
+			     "the array is in device memory (cuda:%d): NumPy cannot read it; use "
+			     "torch.from_dlpack(a) (or cupy.from_dlpack), and .cpu().numpy() for a "
+			     "host copy, or a Loader with device=\"cpu\"",
+			     (int)self->batch->core->device.device_id);
+		return NULL;
+	}
+	PyObject *mv = PyMemoryView_FromObject((PyObject *)self);
+	if (!mv) {
+		if (PyErr_ExceptionMatches(PyExc_BufferError)) {
+			PyObject *type, *value, *tb;
+			PyErr_Fetch(&type, &value, &tb);
+			PyObject *m = value ? PyObject_Str(value) : NULL;
+			Py_XDECREF(type);
+			Py_XDECREF(value);
+			Py_XDECREF(tb);
+			if (m) {
+				PyErr_Format(PyExc_TypeError, "NumPy cannot read this array: %U", m);
+				Py_DECREF(m);
+			}
+		}
+		return NULL;
+	}
+	PyObject *np = PyImport_ImportModule("numpy");
+	PyObject *r = NULL;
+	if (np) {
+		r = dtype == Py_None ? PyObject_CallMethod(np, "asarray", "O", mv)
+				     : PyObject_CallMethod(np, "asarray", "OO", mv, dtype);
+		Py_DECREF(np);
+	}
+	Py_DECREF(mv);
+	if (r && copy != Py_None && PyObject_IsTrue(copy) == 1) {
+		PyObject *c = PyObject_CallMethod(r, "copy", NULL);
+		Py_DECREF(r);
+		r = c;
+	}
+	return r;
+}
+
+static PyMethodDef array_methods[] = {
+	{"__dlpack__", (PyCFunction)(void (*)(void))array_dlpack, METH_FASTCALL | METH_KEYWORDS,
+	 "__dlpack__(*, stream=None) -> PyCapsule\n\n"
+	 "Export without a copy.  For a CUDA array the consumer's stream (an integer\n"
+	 "cudaStream_t; None or 1 the legacy default stream, 2 the per-thread one)\n"
+	 "is made to wait for the batch's copy, without blocking the host; the batch\n"
+	 "goes back to the loader on that stream once every array of it is released."},
+	{"__array__", (PyCFunction)(void (*)(void))array_array, METH_VARARGS | METH_KEYWORDS,
+	 "__array__($self, /, dtype=None, copy=None)\n--\n\n"
+	 "numpy.asarray(a): the array itself on the host (no copy); TypeError for\n"
+	 "device memory or bf16, which NumPy cannot read."},
+	{"__dlpack_device__", (PyCFunction)array_dlpack_device, METH_NOARGS,
+	 "(device_type, device_id): (1, 0) for the CPU, (2, N) for CUDA device N."},
+	{NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef array_getset[] = {
+	{"shape", (getter)array_shape, NULL, "The shape, batch dimension first.", NULL},
+	{"dtype", (getter)array_dtype, NULL, "The element type's ringfeed name (\"f32\", \"bf16\", ...).", NULL},
+	{"device", (getter)array_device, NULL, "\"cpu\" or \"cuda:N\".", NULL},
+	{"nbytes", (getter)array_nbytes_get, NULL, "Bytes of data.", NULL},
+	{"ndim", (getter)array_ndim, NULL, "Number of dimensions.", NULL},
+	{"data_ptr", (getter)array_ptr, NULL, "Address of the first element.", NULL},
+	{NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot array_slots[] = {
+	{Py_tp_dealloc, RFPY_FN(array_dealloc)},
+	{Py_tp_repr, RFPY_FN(array_repr)},
+	{Py_bf_getbuffer, RFPY_FN(array_getbuffer)},
+	{Py_tp_methods, array_methods},
+	{Py_tp_getset, array_getset},
+	{Py_tp_doc, (void *)"A field of a batch in the loader's buffer, exported without a copy through\n"
+	 "DLPack (torch.from_dlpack, numpy.from_dlpack, cupy.from_dlpack) and, on the\n"
+		  "CPU, the buffer protocol (read-only).  The batch's buffer returns to the\n"
+		  "loader when every array of the batch, and every tensor made from one, is gone."},
+	{0, NULL},
+};
+
+PyType_Spec rfpy_array_spec = {
+	.name = "ringfeed.Array",
+	.basicsize = sizeof(ArrayObject),
+	.flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+	.slots = array_slots,
+};
+
+PyTypeObject *rfpy_ArrayType;
+
+#endif /* RFPY_HAVE_LOADER */

@@ -1,0 +1,490 @@
+/* SPDX-License-Identifier: MIT */
+/* Opening a ringfeed.Loader: its arguments (device, rank and world,
+ * shuffle), the batches an epoch has, and the C loader's open. */
+#include "loader.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef RFPY_HAVE_LOADER
+
+const char *const rfpy_shuffle_names[4] = {"none", "chunks", "window", "full"};
+
+void
+rfpy_loader_free_config(LoaderObject *self)
+{
+	PyMem_Free(self->paths);
+	PyMem_Free(self->fields);
+	self->paths = NULL;
+	self->fields = NULL;
+	Py_CLEAR(self->keep);
+	Py_CLEAR(self->to_tensor);
+}
+
+int
+rfpy_loader_open_core(LoaderObject *self, uint64_t epoch, const void *resume, size_t len)
+{
+	struct core *c = PyMem_Calloc(1, sizeof(*c));
+	rf_loader *ld = NULL;
+	rf_config cfg = self->cfg;
+	char msg[1024];
+	int rc;
+
+	if (!c) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	cfg.epoch = epoch;
+	cfg.resume = resume;
+	cfg.resume_len = len;
+	/* One device buffer more than the consumer may hold (loader_take
+	 * enforces `depth`): a `for` loop still holds the previous batch, in
+	 * its variable, while it asks for the next one, so with exactly depth
+	 * buffers one of them would sit idle at every step and the copy of the
+	 * next batch would wait for the consumer.  The spare keeps depth
+	 * buffers refilling while the loop body runs. */
+	cfg.depth = self->cfg.depth + RFPY_SPARE_BUFFERS;
+	self->busy = 1;
+	Py_BEGIN_ALLOW_THREADS
+	rc = rf_loader_open(&ld, &cfg);
+	if (rc < 0)
+		snprintf(msg, sizeof(msg), "%s", rf_loader_last_open_error());
+	Py_END_ALLOW_THREADS
+	self->busy = 0;
+	if (rc < 0) {
+		PyMem_Free(c);
+		if (rc == RF_EMEMPLAN) {
+			/* The library's figures count the spare buffer. */
+			size_t n = strlen(msg);
+			snprintf(msg + n, sizeof(msg) - n,
+				 " (the Python loader opens depth + %d = %u device buffers: "
+				 "depth=%u batches held plus one being refilled)",
+				 RFPY_SPARE_BUFFERS, cfg.depth, self->cfg.depth);
+		}
+		if (rc == RF_EUSAGE && strstr(msg, "shuffle") && strstr(msg, "not supported")) {
+			PyErr_Format(PyExc_ValueError,
+				     "shuffle mode \"%s\" is not supported by this build (%s)",
+				     rfpy_shuffle_names[self->shuffle], msg);
+			return -1;
+		}
+		rfpy_raise(rc, "Loader", msg);
+		return -1;
+	}
+	c->ld = ld;
+	c->forks = rfpy_forks();
+	c->pid = (long)getpid();
+	c->epoch0 = epoch;
+	c->device.device_type = kDLCPU;
+	c->device.device_id = 0;
+	rf_stats st;
+	memset(&st, 0, sizeof(st));
+	st.size = sizeof(st);
+	if (rf_loader_stats(ld, &st) == 0 && st.device_ordinal >= 0) {
+		c->device.device_type = kDLCUDA;
+		c->device.device_id = st.device_ordinal;
+		/* The device chosen at the first open (the launcher's local
+		 * rank, the thread's current device) stays the loader's for
+		 * every later epoch, whatever thread opens it. */
+		if (self->cfg.device_index < 0)
+			self->cfg.device_index = st.device_ordinal;
+	}
+	c->dev_tuple = Py_BuildValue("(ii)", (int)c->device.device_type, (int)c->device.device_id);
+	if (!c->dev_tuple) {
+		rfpy_core_close_now(c);
+		return -1;
+	}
+	/* Swap before retiring: retiring may close the old loader without
+	 * the GIL, and no other thread may reach it through self meanwhile. */
+	struct core *old = self->core;
+	self->core = c;
+	rfpy_core_retire(old);
+	self->epoch = epoch;
+	self->in_epoch = 0;
+	self->fresh = 1;
+	self->gen++;
+	return 0;
+}
+
+/* Batches per epoch for this rank, as the plan counts them: global batches
+ * of world x B samples, each rank a slice of B; the last partial global
+ * batch dropped, or kept as an equal smaller batch on every rank. */
+static uint64_t
+plan_batches(uint64_t n, uint64_t batch, uint64_t world, int drop_last)
+{
+	uint64_t g = batch * world;
+	uint64_t full = g ? n / g : 0;
+
+	if (!drop_last && g && (n % g) / world > 0)
+		full++;
+	return full;
+}
+
+static int
+parse_device(PyObject *arg, rf_config *cfg)
+{
+	PyObject *s = PyObject_Str(arg);
+	const char *d;
+
+	if (!s)
+		return -1;
+	d = PyUnicode_AsUTF8AndSize(s, NULL);
+	if (!d) {
+		Py_DECREF(s);
+		return -1;
+	}
+	int ok = 1;
+	if (!strcmp(d, "auto")) {
+		cfg->device = RF_DEVICE_AUTO;
+	} else if (!strcmp(d, "cpu") || !strcmp(d, "host")) {
+		cfg->device = RF_DEVICE_HOST;
+	} else if (!strncmp(d, "cuda", 4)) {
+		cfg->device = RF_DEVICE_CUDA;
+		if (d[4] == ':') {
+			char *end;
+			long idx = strtol(d + 5, &end, 10);
+			ok = *end == 0 && end != d + 5 && idx >= 0 && idx < 1024;
+			cfg->device_index = (int)idx;
+		} else {
+			ok = d[4] == 0;
+		}
+	} else {
+		ok = 0;
+	}
+	if (!ok)
+		PyErr_Format(PyExc_ValueError,
+			     "device must be \"auto\", \"cpu\", \"cuda\" or \"cuda:N\", not %R", arg);
+	Py_DECREF(s);
+	return ok ? 0 : -1;
+}
+
+/* A launcher variable as a plain decimal number <= 2^24, or -1 (unset) or -2
+ * (malformed). */
+static long
+env_number(const char *name)
+{
+	const char *v = getenv(name);
+	char *end;
+
+	if (!v)
+		return -1;
+	if (*v < '0' || *v > '9')
+		return -2;
+	long n = strtol(v, &end, 10);
+	return *end || n > (1L << 24) ? -2 : n;
+}
+
+/* The rank and world the library will use: the configured values, an unset
+ * one from the first launcher environment that sets both of its variables
+ * (as rf_config.rank/world document), else rank 0 of 1.  The library checks
+ * the same values at open and reports a bad variable. */
+static int
+resolve_rank(long long rank, long long world, uint32_t *r, uint32_t *w)
+{
+	static const char *const vars[][2] = {
+		{"RANK", "WORLD_SIZE"},
+		{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+		{"PMI_RANK", "PMI_SIZE"},
+		{"SLURM_PROCID", "SLURM_NTASKS"},
+	};
+	long er = -1, ew = -1;
+
+	if (rank < 0 || world < 0) {
+		for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+			if (getenv(vars[i][0]) && getenv(vars[i][1])) {
+				er = env_number(vars[i][0]);
+				ew = env_number(vars[i][1]);
+				break;
+			}
+		}
+	}
+	if (rank < 0)
+		rank = er >= 0 ? er : 0;
+	if (world < 0)
+		world = ew >= 1 ? ew : 1;
+	*r = (uint32_t)rank;
+	*w = (uint32_t)world;
+	return 0;
+}
+
+/* The shuffle argument: a mode's name, or a bool (True: "window", the mode
+ * for training; False: "none").  The mode's index, or -1 with an
+ * exception. */
+static int
+parse_shuffle(PyObject *arg)
+{
+	if (!arg)
+		return SHUFFLE_NONE;
+	if (PyBool_Check(arg))
+		return arg == Py_True ? SHUFFLE_WINDOW : SHUFFLE_NONE;
+	if (!PyUnicode_Check(arg)) {
+		PyErr_Format(PyExc_TypeError, "shuffle must be a str or a bool, not %.100s",
+			     rfpy_type_name(arg));
+		return -1;
+	}
+	const char *name = PyUnicode_AsUTF8AndSize(arg, NULL);
+	if (!name)
+		return -1;
+	for (int i = 0; i < 4; i++)
+		if (!strcmp(name, rfpy_shuffle_names[i]))
+			return i;
+	PyErr_Format(PyExc_ValueError, "shuffle must be \"none\", \"chunks\", \"window\", "
+		     "\"full\", True (\"window\") or False (\"none\"), not %R", arg);
+	return -1;
+}
+
+int
+rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = {"paths", "batch_size", "fields", "shuffle", "seed", "epoch",
+				 "rank", "world", "device", "depth", "pinned_bytes", "drop_last",
+				 "window", "pinning", "io_depth", "direct", "decode_threads",
+				 "verify", "var_bytes", "map", "tokens", "tensors", NULL};
+	PyObject *paths_arg, *fields_arg = Py_None, *rank_arg = Py_None, *world_arg = Py_None,
+		 *device_arg = NULL, *batch_arg, *shuffle_arg = NULL, *seed_arg = NULL,
+		 *epoch_arg = NULL, *depth_arg = NULL, *pinned_arg = NULL, *window_arg = NULL,
+		 *pinning_arg = NULL, *io_depth_arg = NULL, *threads_arg = NULL,
+		 *var_bytes_arg = NULL, *tokens_arg = NULL, *tensors_arg = NULL;
+	const char *pinning = "ring", *tokens = "stored", *tensors = "dlpack";
+	unsigned long long seed = 0, epoch = 0, pinned_bytes = 0, var_bytes = 0;
+	long long batch_size = 0, depth = 2, window = 0, io_depth = 0, decode_threads = 0;
+	int drop_last = 1, direct = -1, verify = 1, map = 0;
+	PyObject *direct_arg = Py_None;
+	size_t npaths;
+
+	/* Every argument converted here, so that a TypeError or OverflowError
+	 * names it (PyArg's formats name a keyword argument by its position). */
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOOOOOOOOpOOOOOpOpOO:Loader",
+					 kwlist, &paths_arg, &batch_arg, &fields_arg, &shuffle_arg,
+					 &seed_arg, &epoch_arg, &rank_arg, &world_arg,
+					 &device_arg, &depth_arg, &pinned_arg, &drop_last,
+					 &window_arg, &pinning_arg, &io_depth_arg, &direct_arg,
+					 &threads_arg, &verify, &var_bytes_arg, &map, &tokens_arg,
+					 &tensors_arg))
+		return -1;
+	const struct { PyObject *arg; const char *name; long long *v, lo, hi; } ints[] = {
+		{batch_arg, "batch_size", &batch_size, 1, 1LL << 30},
+		{depth_arg, "depth", &depth, 1, RFPY_MAX_BUFFERS - RFPY_SPARE_BUFFERS},
+		{window_arg, "window", &window, 0, 1 << 20},
+		{io_depth_arg, "io_depth", &io_depth, 0, 1 << 16},
+		{threads_arg, "decode_threads", &decode_threads, 0, 1 << 10},
+	};
+	for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++)
+		if (ints[i].arg && rfpy_arg_int(ints[i].arg, ints[i].name, ints[i].lo, ints[i].hi,
+						ints[i].v) < 0)
+			return -1;
+	const struct { PyObject *arg; const char *name; unsigned long long *v; } u64s[] = {
+		{seed_arg, "seed", &seed}, {epoch_arg, "epoch", &epoch},
+		{pinned_arg, "pinned_bytes", &pinned_bytes}, {var_bytes_arg, "var_bytes", &var_bytes},
+	};
+	for (size_t i = 0; i < sizeof(u64s) / sizeof(u64s[0]); i++)
+		if (u64s[i].arg && rfpy_arg_u64(u64s[i].arg, u64s[i].name, u64s[i].v) < 0)
+			return -1;
+	const struct { PyObject *arg; const char *name; const char **v; } strs[] = {
+		{pinning_arg, "pinning", &pinning}, {tokens_arg, "tokens", &tokens},
+		{tensors_arg, "tensors", &tensors},
+	};
+	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+		if (!strs[i].arg)
+			continue;
+		if (!PyUnicode_Check(strs[i].arg)) {
+			PyErr_Format(PyExc_TypeError, "%s must be a str, not %.100s", strs[i].name,
+				     rfpy_type_name(strs[i].arg));
+			return -1;
+		}
+		if (!(*strs[i].v = PyUnicode_AsUTF8AndSize(strs[i].arg, NULL)))
+			return -1;
+	}
+	int shuffle = parse_shuffle(shuffle_arg);
+	if (shuffle < 0)
+		return -1;
+	/* None: let the library choose (O_DIRECT unless the dataset fits in
+	 * a quarter of the available memory). */
+	if (direct_arg != Py_None) {
+		direct = PyObject_IsTrue(direct_arg);
+		if (direct < 0)
+			return -1;
+	}
+	if (self->busy && !(self->core && rfpy_core_forked(self->core))) {
+		PyErr_SetString(PyExc_RuntimeError, "the loader is in use by another thread");
+		return -1;
+	}
+	/* A second __init__ starts over. */
+	struct core *old = self->core;
+	self->core = NULL;
+	rfpy_core_retire(old);
+	rfpy_loader_free_config(self);
+	self->closed = 0;
+
+	rf_config *cfg = &self->cfg;
+	rf_config_init(cfg);
+	cfg->batch_size = (uint32_t)batch_size;
+	cfg->depth = (uint32_t)depth;
+	cfg->drop_last = drop_last;
+	cfg->epochs = 0; /* epochs are Python passes: the stream runs until closed */
+	cfg->direct = direct;
+	cfg->verify = verify;
+	cfg->map = map;
+	if (!strcmp(tokens, "inputs_targets")) {
+		cfg->tokens = RF_TOKENS_INPUTS_TARGETS;
+	} else if (strcmp(tokens, "stored")) {
+		PyErr_Format(PyExc_ValueError, "tokens must be \"stored\" or \"inputs_targets\", "
+			     "not \"%s\"", tokens);
+		return -1;
+	}
+	/* Batches of torch tensors: torch.from_dlpack on each array (no
+	 * copy; on the consumer's current stream for CUDA). */
+	if (!strcmp(tensors, "torch")) {
+		PyObject *torch = PyImport_ImportModule("torch");
+		if (!torch) {
+			if (PyErr_ExceptionMatches(PyExc_ImportError)) {
+				PyErr_Clear();
+				PyErr_SetString(PyExc_ImportError, "tensors=\"torch\" needs PyTorch "
+						"(pip install torch), which is not installed");
+			}
+			return -1;
+		}
+		self->to_tensor = PyObject_GetAttrString(torch, "from_dlpack");
+		Py_DECREF(torch);
+		if (!self->to_tensor)
+			return -1;
+	} else if (strcmp(tensors, "dlpack")) {
+		PyErr_Format(PyExc_ValueError, "tensors must be \"dlpack\" or \"torch\", "
+			     "not \"%s\"", tensors);
+		return -1;
+	}
+	cfg->var_bytes = var_bytes;
+	if (pinned_bytes) {
+		/* The ring takes what the memory plan needs, up to pinned_bytes:
+		 * a budget beyond the machine's memory would be taken at face
+		 * value by the plan (and a window sized from it), silently. */
+		long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+		unsigned long long phys = pages > 0 && psize > 0 ?
+			(unsigned long long)pages * (unsigned long long)psize : 0;
+		if (phys && pinned_bytes > phys) {
+			PyErr_Format(PyExc_ValueError,
+				     "pinned_bytes %llu is more than this machine's physical memory "
+				     "(%llu bytes): page-locked memory cannot be paged out; give at "
+				     "most a fraction of it (the default is 256 MiB)",
+				     pinned_bytes, phys);
+			return -1;
+		}
+		cfg->pinned_bytes = pinned_bytes;
+	}
+	if (io_depth)
+		cfg->io_depth = (uint32_t)io_depth;
+	if (decode_threads)
+		cfg->decode_threads = (uint32_t)decode_threads;
+	cfg->log = rfpy_log;
+	if (!strcmp(pinning, "ring")) {
+		cfg->pinning = RF_PINNING_RING;
+	} else if (!strcmp(pinning, "transient")) {
+		cfg->pinning = RF_PINNING_TRANSIENT;
+	} else {
+		PyErr_Format(PyExc_ValueError, "pinning must be \"ring\" or \"transient\", not \"%s\"",
+			     pinning);
+		return -1;
+	}
+	if (device_arg && parse_device(device_arg, cfg) < 0)
+		return -1;
+
+	self->shuffle = shuffle;
+	static const enum rf_shuffle modes[] = {RF_SHUFFLE_NONE, RF_SHUFFLE_CHUNKS,
+						RF_SHUFFLE_WINDOW, RF_SHUFFLE_FULL};
+	cfg->shuffle = modes[self->shuffle];
+	self->seed = seed;
+	cfg->seed = seed;
+	cfg->window = (uint32_t)window;
+	long long rank = -1, world = -1;
+	if (rank_arg != Py_None && rfpy_arg_int(rank_arg, "rank", 0, (1 << 24) - 1, &rank) < 0)
+		return -1;
+	if (world_arg != Py_None && rfpy_arg_int(world_arg, "world", 1, 1 << 24, &world) < 0)
+		return -1;
+	if (rank >= 0 && world >= 1 && rank >= world) {
+		PyErr_SetString(PyExc_ValueError, "need 0 <= rank < world <= 2**24");
+		return -1;
+	}
+	cfg->rank = (int32_t)rank;
+	cfg->world = (int32_t)world;
+	/* The library resolves an unset rank or world from the launcher's
+	 * environment; len() and the resume check need the same world. */
+	uint32_t r, w;
+	if (resolve_rank(rank, world, &r, &w) < 0)
+		return -1;
+	self->rank = r;
+	self->world = w;
+
+	/* The strings the config points to, kept for reopening. */
+	if (rfpy_paths(paths_arg, &self->keep, &self->paths, &npaths) < 0)
+		return -1;
+	cfg->paths = self->paths;
+	cfg->npaths = npaths;
+	if (fields_arg != Py_None) {
+		if (PyUnicode_Check(fields_arg)) {
+			PyErr_SetString(PyExc_TypeError, "fields must be a sequence of names");
+			return -1;
+		}
+		PyObject *seq = PySequence_Fast(fields_arg, "fields must be a sequence of names");
+		if (!seq)
+			return -1;
+		Py_ssize_t nf = PySequence_Size(seq);
+		self->fields = PyMem_Calloc((size_t)nf + 1, sizeof(char *));
+		if (!self->fields) {
+			Py_DECREF(seq);
+			PyErr_NoMemory();
+			return -1;
+		}
+		for (Py_ssize_t i = 0; i < nf; i++) {
+			PyObject *name = PySequence_GetItem(seq, i);
+			PyObject *b = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8String(name) : NULL;
+			Py_XDECREF(name);
+			if (!b || PyList_Append(self->keep, b) < 0) {
+				Py_XDECREF(b);
+				Py_DECREF(seq);
+				if (!PyErr_Occurred())
+					PyErr_SetString(PyExc_TypeError, "field names must be str");
+				return -1;
+			}
+			self->fields[i] = PyBytes_AsString(b);
+			Py_DECREF(b);
+		}
+		Py_DECREF(seq);
+		cfg->fields = self->fields;
+		cfg->nfields = (size_t)nf;
+	}
+
+	/* The sample count, for len(). */
+	rf_dataset *ds = NULL;
+	rf_dataset_config dcfg;
+	rf_dataset_config_init(&dcfg);
+	dcfg.log = rfpy_log;
+	int rc;
+	char msg[1024];
+	Py_BEGIN_ALLOW_THREADS
+	rc = rf_dataset_open(&ds, cfg->paths, cfg->npaths, &dcfg);
+	if (rc < 0)
+		snprintf(msg, sizeof(msg), "%s", rf_dataset_last_open_error());
+	Py_END_ALLOW_THREADS
+	if (rc < 0) {
+		rfpy_raise(rc, "Loader", msg);
+		return -1;
+	}
+	self->samples = rf_dataset_samples(ds);
+	rf_dataset_close(&ds);
+	self->nbatches = plan_batches(self->samples, (uint64_t)batch_size, self->world, drop_last);
+	/* A loader with nothing to deliver is a mistake, not a training loop
+	 * that should run no step in silence. */
+	if (self->nbatches == 0) {
+		PyErr_Format(PyExc_ValueError,
+			     "no batch to deliver: %llu samples, batch_size %lld x world %u%s "
+			     "leave this rank no batch per epoch; lower batch_size%s",
+			     (unsigned long long)self->samples, batch_size, self->world,
+			     drop_last ? " with drop_last=True" : "",
+			     drop_last ? " or pass drop_last=False" : "");
+		return -1;
+	}
+	return rfpy_loader_open_core(self, epoch, NULL, 0);
+}
+
+#endif /* RFPY_HAVE_LOADER */

@@ -1,0 +1,408 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ringfeed.pack: write a dataset from in-memory arrays, read through the
+ * buffer protocol (no NumPy headers needed).
+ */
+#include "module.h"
+
+#include <errno.h>
+#include <string.h>
+
+struct pack_col {
+	PyObject *name;          /* borrowed from the dict */
+	int var;                 /* a list of per-sample arrays */
+	Py_buffer view;          /* fixed field */
+	int have_view;
+	Py_buffer *items;        /* var field: one view per sample */
+	Py_ssize_t nitems;
+	uint64_t value_bytes;    /* fixed field: bytes of one sample's value */
+};
+
+/* The dtype of a buffer from its struct-module format and item size. */
+static int
+dtype_of_format(const Py_buffer *v, enum rf_dtype *out)
+{
+	const char *f = v->format ? v->format : "B";
+
+	if (*f == '>' || *f == '!') {
+		PyErr_SetString(PyExc_TypeError,
+				"big-endian arrays are not supported: convert with .astype('<...')");
+		return -1;
+	}
+	if (*f == '@' || *f == '=' || *f == '<')
+		f++;
+	if (!f[0] || f[1]) {
+		PyErr_Format(PyExc_TypeError, "unsupported array format '%s'", v->format);
+		return -1;
+	}
+	Py_ssize_t sz = v->itemsize;
+	switch (*f) {
+	case 'b': case 'h': case 'i': case 'l': case 'q':
+		*out = sz == 1 ? RF_DTYPE_I8 : sz == 2 ? RF_DTYPE_I16 : sz == 4 ? RF_DTYPE_I32
+		     : RF_DTYPE_I64;
+		break;
+	case 'B': case 'H': case 'I': case 'L': case 'Q': case '?': case 'c':
+		*out = sz == 1 ? RF_DTYPE_U8 : sz == 2 ? RF_DTYPE_U16 : sz == 4 ? RF_DTYPE_U32
+		     : RF_DTYPE_U64;
+		break;
+	case 'e':
+		*out = RF_DTYPE_F16;
+		break;
+	case 'f':
+		*out = RF_DTYPE_F32;
+		break;
+	case 'd':
+		*out = RF_DTYPE_F64;
+		break;
+	default:
+		PyErr_Format(PyExc_TypeError, "unsupported array format '%s'", v->format);
+		return -1;
+	}
+	if (rf_dtype_size(*out) != (size_t)sz) {
+		PyErr_Format(PyExc_TypeError, "unsupported item size %zd for format '%s'",
+			     sz, v->format);
+		return -1;
+	}
+	return 0;
+}
+
+/* The dtype: the override's name when given (its size must match the
+ * buffer's items), else the buffer's own. */
+static int
+column_dtype(PyObject *name, const Py_buffer *v, PyObject *override, enum rf_dtype *out)
+{
+	if (!override)
+		return dtype_of_format(v, out);
+	const char *s = PyUnicode_AsUTF8AndSize(override, NULL);
+	if (!s)
+		return -1;
+	if (rf_dtype_parse(s, out) < 0) {
+		PyErr_Format(PyExc_ValueError, "field %R: unknown dtype '%s'", name, s);
+		return -1;
+	}
+	if (rf_dtype_size(*out) != (size_t)v->itemsize) {
+		PyErr_Format(PyExc_ValueError,
+			     "field %R: dtype %s has %zu-byte items, the array %zd-byte items",
+			     name, s, rf_dtype_size(*out), v->itemsize);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+pack_cols_free(struct pack_col *cols, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (cols[i].have_view)
+			PyBuffer_Release(&cols[i].view);
+		for (Py_ssize_t k = 0; k < cols[i].nitems; k++)
+			PyBuffer_Release(&cols[i].items[k]);
+		PyMem_Free(cols[i].items);
+	}
+	PyMem_Free(cols);
+}
+
+/* Collects the last error message a writer logs: a failed rf_writer_open
+ * has no handle to ask. */
+struct pack_log {
+	char msg[512];
+};
+
+static void
+pack_log_fn(void *user, enum rf_log_level level, const char *msg)
+{
+	struct pack_log *pl = user;
+
+	if (level == RF_LOG_ERROR)
+		snprintf(pl->msg, sizeof(pl->msg), "%s", msg);
+	else
+		rfpy_log(NULL, level, msg);
+}
+
+static int
+add_fixed(struct pack_col *c, rf_schema *schema, PyObject *value, PyObject *override,
+	  Py_ssize_t *nsamples)
+{
+	if (PyObject_GetBuffer(value, &c->view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+		PyErr_Clear();
+		PyErr_Format(PyExc_TypeError,
+			     "field %R: expected a C-contiguous array (buffer protocol), "
+			     "a (array, dtype) pair or a list of arrays; got %.100s "
+			     "(numpy.ascontiguousarray makes a contiguous copy)",
+			     c->name, rfpy_type_name(value));
+		return -1;
+	}
+	c->have_view = 1;
+	enum rf_dtype dt;
+	if (column_dtype(c->name, &c->view, override, &dt) < 0)
+		return -1;
+	if (c->view.ndim < 1 || c->view.ndim - 1 > RF_MAX_RANK) {
+		PyErr_Format(PyExc_ValueError,
+			     "field %R: the array needs 1 to %d dimensions (samples first), has %d",
+			     c->name, RF_MAX_RANK + 1, c->view.ndim);
+		return -1;
+	}
+	uint64_t shape[RF_MAX_RANK];
+	c->value_bytes = (uint64_t)c->view.itemsize;
+	for (int d = 1; d < c->view.ndim; d++) {
+		shape[d - 1] = (uint64_t)c->view.shape[d];
+		c->value_bytes *= shape[d - 1];
+	}
+	if (*nsamples < 0)
+		*nsamples = c->view.shape[0];
+	else if (*nsamples != c->view.shape[0]) {
+		PyErr_Format(PyExc_ValueError, "field %R has %zd samples, an earlier field %zd",
+			     c->name, c->view.shape[0], *nsamples);
+		return -1;
+	}
+	const char *name = PyUnicode_AsUTF8AndSize(c->name, NULL);
+	if (!name)
+		return -1;
+	if (rf_schema_add(schema, name, dt, (uint32_t)(c->view.ndim - 1), shape, -1) < 0) {
+		PyErr_Format(PyExc_ValueError,
+			     "field %R: not a valid field (name of 1-55 [A-Za-z0-9_.-], unique; "
+			     "no zero dimension; at most %d fields)", c->name, RF_MAX_FIELDS);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+add_var(struct pack_col *c, rf_schema *schema, PyObject *list, PyObject *override,
+	Py_ssize_t *nsamples)
+{
+	Py_ssize_t n = PyList_Size(list);
+	enum rf_dtype dt = RF_DTYPE_U8;
+	uint64_t shape[RF_MAX_RANK] = {0};
+	int ndim = -1;
+
+	c->var = 1;
+	c->items = PyMem_Calloc(n ? (size_t)n : 1, sizeof(Py_buffer));
+	if (!c->items) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	for (Py_ssize_t i = 0; i < n; i++) {
+		Py_buffer *v = &c->items[i];
+		if (PyObject_GetBuffer(PyList_GetItem(list, i), v,
+				       PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+			PyErr_Clear();
+			PyErr_Format(PyExc_TypeError,
+				     "field %R, sample %zd: expected a C-contiguous array",
+				     c->name, i);
+			return -1;
+		}
+		c->nitems++;
+		enum rf_dtype idt;
+		if (column_dtype(c->name, v, override, &idt) < 0)
+			return -1;
+		int nd = v->ndim < 1 ? 1 : v->ndim;
+		if (i == 0) {
+			dt = idt;
+			ndim = nd;
+			if (ndim > RF_MAX_RANK) {
+				PyErr_Format(PyExc_ValueError,
+					     "field %R: at most %d dimensions per sample",
+					     c->name, RF_MAX_RANK);
+				return -1;
+			}
+			for (int d = 1; d < ndim; d++)
+				shape[d] = (uint64_t)v->shape[d];
+		} else {
+			int same = idt == dt && nd == ndim;
+			for (int d = 1; same && d < ndim; d++)
+				same = (uint64_t)v->shape[d] == shape[d];
+			if (!same) {
+				PyErr_Format(PyExc_ValueError,
+					     "field %R, sample %zd: dtype or trailing shape differs "
+					     "from sample 0 (only the first dimension may vary)",
+					     c->name, i);
+				return -1;
+			}
+		}
+	}
+	if (n == 0)
+		ndim = 1;
+	if (*nsamples < 0)
+		*nsamples = n;
+	else if (*nsamples != n) {
+		PyErr_Format(PyExc_ValueError, "field %R has %zd samples, an earlier field %zd",
+			     c->name, n, *nsamples);
+		return -1;
+	}
+	const char *name = PyUnicode_AsUTF8AndSize(c->name, NULL);
+	if (!name)
+		return -1;
+	if (rf_schema_add(schema, name, dt, (uint32_t)ndim, shape, 0) < 0) {
+		PyErr_Format(PyExc_ValueError,
+			     "field %R: not a valid field (name of 1-55 [A-Za-z0-9_.-], unique; "
+			     "no zero dimension; at most %d fields)", c->name, RF_MAX_FIELDS);
+		return -1;
+	}
+	return 0;
+}
+
+PyObject *
+rfpy_pack(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = {"path", "columns", "zstd", "chunk_bytes", "shard_bytes",
+				 "shuffle", NULL};
+	PyObject *path_bytes = NULL, *path_arg, *columns, *shuffle = Py_None, *zstd_arg = NULL,
+		 *chunk_arg = NULL, *shard_arg = NULL;
+	unsigned long long seed = 0;
+	uint64_t *order = NULL;
+	int zstd = 0;
+	long long level = 0;
+	unsigned long long chunk_bytes = 0, shard_bytes = 0;
+	struct pack_col *cols = NULL;
+	size_t ncols = 0;
+	rf_schema schema;
+	Py_ssize_t nsamples = -1;
+	PyObject *ret = NULL;
+
+	/* Converted here, so that a TypeError or OverflowError names the
+	 * argument (PyArg's formats name it by its position). */
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|OOOO:pack", kwlist, &path_arg,
+					 &columns, &zstd_arg, &chunk_arg, &shard_arg, &shuffle))
+		return NULL;
+	if (!PyUnicode_FSConverter(path_arg, &path_bytes)) {
+		if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+			PyErr_Clear();
+			PyErr_Format(PyExc_TypeError, "path must be a str, bytes or os.PathLike, "
+				     "not %.100s", rfpy_type_name(path_arg));
+		}
+		return NULL;
+	}
+	if (!PyDict_Check(columns)) {
+		PyErr_Format(PyExc_TypeError, "columns must be a dict of name: array, not %.100s",
+			     rfpy_type_name(columns));
+		goto out;
+	}
+	if ((zstd_arg && rfpy_arg_int(zstd_arg, "zstd", 0, 22, &level) < 0) ||
+	    (chunk_arg && rfpy_arg_u64(chunk_arg, "chunk_bytes", &chunk_bytes) < 0) ||
+	    (shard_arg && rfpy_arg_u64(shard_arg, "shard_bytes", &shard_bytes) < 0))
+		goto out;
+	zstd = (int)level;
+	/* shuffle: None, or a seed (an int; True is refused rather than read
+	 * as seed 1).  Out of range is an OverflowError naming the argument,
+	 * as for every other integer argument. */
+	if (shuffle != Py_None && PyBool_Check(shuffle)) {
+		PyErr_SetString(PyExc_TypeError, "shuffle takes a seed: an int in 0..2**64-1, or None");
+		goto out;
+	}
+	if (shuffle != Py_None && rfpy_arg_u64(shuffle, "shuffle", &seed) < 0)
+		goto out;
+	memset(&schema, 0, sizeof(schema));
+	Py_ssize_t nd = PyDict_Size(columns);
+	if (nd == 0 || nd > RF_MAX_FIELDS) {
+		PyErr_Format(PyExc_ValueError, "pack needs 1 to %d fields, got %zd",
+			     RF_MAX_FIELDS, nd);
+		goto out;
+	}
+	if (zstd < 0 || zstd > 22) {
+		PyErr_SetString(PyExc_ValueError, "zstd must be 0 (no compression) to 22");
+		goto out;
+	}
+	cols = PyMem_Calloc((size_t)nd, sizeof(*cols));
+	if (!cols) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	PyObject *key, *value;
+	Py_ssize_t pos = 0;
+	while (PyDict_Next(columns, &pos, &key, &value)) {
+		struct pack_col *c = &cols[ncols++];
+		PyObject *override = NULL;
+		if (!PyUnicode_Check(key)) {
+			PyErr_SetString(PyExc_TypeError, "field names must be str");
+			goto out;
+		}
+		c->name = key;
+		if (PyTuple_Check(value)) {
+			if (PyTuple_Size(value) != 2 || !PyUnicode_Check(PyTuple_GetItem(value, 1))) {
+				PyErr_Format(PyExc_TypeError,
+					     "field %R: a tuple must be (array, dtype name)", key);
+				goto out;
+			}
+			override = PyTuple_GetItem(value, 1);
+			value = PyTuple_GetItem(value, 0);
+		}
+		int rc = PyList_Check(value) ? add_var(c, &schema, value, override, &nsamples)
+			: add_fixed(c, &schema, value, override, &nsamples);
+		if (rc < 0)
+			goto out;
+	}
+
+	/* The order is computed a block at a time, never held whole. */
+	enum { ORDER_BLOCK = 4096 };
+	if (shuffle != Py_None) {
+		order = PyMem_Malloc(ORDER_BLOCK * sizeof(*order));
+		if (!order) {
+			PyErr_NoMemory();
+			goto out;
+		}
+	}
+
+	struct pack_log plog = {{0}};
+	rf_writer_config wcfg;
+	rf_writer_config_init(&wcfg);
+	wcfg.zstd_level = zstd;
+	if (chunk_bytes)
+		wcfg.chunk_bytes = chunk_bytes;
+	wcfg.shard_bytes = shard_bytes;
+	wcfg.log = pack_log_fn;
+	wcfg.log_user = &plog;
+
+	rf_writer *w = NULL;
+	int rc;
+	char msg[512] = "";
+	rf_value values[RF_MAX_FIELDS];
+	/* The views pin every input buffer, so the writer may run without the
+	 * GIL. */
+	Py_BEGIN_ALLOW_THREADS
+	rc = rf_writer_open(&w, PyBytes_AsString(path_bytes), &schema, &wcfg);
+	if (rc < 0) {
+		snprintf(msg, sizeof(msg), "%s", plog.msg);
+	} else {
+		for (Py_ssize_t o = 0; o < nsamples && rc >= 0; o++) {
+			if (order && o % ORDER_BLOCK == 0)
+				rf_pack_order((uint64_t)nsamples, seed, (uint64_t)o,
+					      (uint64_t)(nsamples - o < ORDER_BLOCK ? nsamples - o
+										 : ORDER_BLOCK),
+					      order);
+			Py_ssize_t i = order ? (Py_ssize_t)order[o % ORDER_BLOCK] : o;
+			for (size_t k = 0; k < ncols; k++) {
+				const struct pack_col *c = &cols[k];
+				if (c->var) {
+					values[k].data = c->items[i].buf;
+					values[k].len = (uint64_t)c->items[i].len;
+				} else {
+					values[k].data = (const char *)c->view.buf +
+						(uint64_t)i * c->value_bytes;
+					values[k].len = c->value_bytes;
+				}
+			}
+			rc = rf_writer_add(w, values);
+		}
+		if (rc < 0) {
+			snprintf(msg, sizeof(msg), "%s", rf_writer_errmsg(w));
+			rf_writer_abort(&w);
+		} else {
+			rc = rf_writer_close(&w);
+			if (rc < 0)
+				snprintf(msg, sizeof(msg), "%s", plog.msg);
+		}
+	}
+	Py_END_ALLOW_THREADS
+	if (rc < 0) {
+		rfpy_raise(rc, "pack", msg);
+		goto out;
+	}
+	ret = PyLong_FromSsize_t(nsamples);
+out:
+	PyMem_Free(order);
+	if (cols)
+		pack_cols_free(cols, ncols);
+	Py_XDECREF(path_bytes);
+	return ret;
+}

@@ -1,0 +1,143 @@
+# SPDX-License-Identifier: MIT
+# Type stubs of the ringfeed package (the extension ringfeed._ringfeed).
+# Every public name of the package is here; tests/python/test_stubs.py
+# checks that the two agree.
+import os
+from types import TracebackType
+from typing import Any, Dict, Iterable, Iterator, List, Literal, Mapping, Optional, Sequence, Tuple, Union, overload
+
+_Path = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+_Paths = Union[_Path, Sequence[_Path]]
+# numpy.ndarray when NumPy is installed; Any keeps NumPy optional.
+_NDArray = Any
+
+__version__: str
+
+EFORMAT: int
+ECORRUPT: int
+ECHECKSUM: int
+ESCHEMA: int
+ETRUNCATED: int
+ECODEC: int
+ENODEVICE: int
+ECUDA: int
+EMEMPLAN: int
+EHELD: int
+ESTATE: int
+ENPY: int
+EUSAGE: int
+EFORK: int
+
+class Error(RuntimeError):
+    """A failure reported by the library: .code (negative), .name."""
+
+    code: int
+    name: str
+
+class Array:
+    """A field of a batch in the loader's buffer (DLPack, buffer protocol)."""
+
+    @property
+    def shape(self) -> Tuple[int, ...]: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def ndim(self) -> int: ...
+    @property
+    def data_ptr(self) -> int: ...
+    def __dlpack__(self, *, stream: Optional[int] = None, max_version: Optional[Tuple[int, int]] = None,
+                   dl_device: Optional[Tuple[int, int]] = None, copy: Optional[bool] = None) -> Any: ...
+    def __dlpack_device__(self) -> Tuple[int, int]: ...
+    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> _NDArray: ...
+
+class Loader:
+    """Stream a dataset in batches: for batch in loader: {field: Array}."""
+
+    def __init__(
+        self,
+        paths: _Paths,
+        batch_size: int,
+        *,
+        fields: Optional[Sequence[str]] = None,
+        shuffle: Union[Literal["none", "chunks", "window", "full"], bool] = "none",
+        seed: int = 0,
+        epoch: int = 0,
+        rank: Optional[int] = None,
+        world: Optional[int] = None,
+        device: Any = "auto",
+        depth: int = 2,
+        pinned_bytes: int = 0,
+        drop_last: bool = True,
+        window: int = 0,
+        pinning: Literal["ring", "transient"] = "ring",
+        io_depth: int = 0,
+        direct: Optional[bool] = None,
+        decode_threads: int = 0,
+        verify: bool = True,
+        var_bytes: int = 0,
+        map: bool = False,
+        tokens: Literal["stored", "inputs_targets"] = "stored",
+        tensors: Literal["dlpack", "torch"] = "dlpack",
+    ) -> None: ...
+    # With tensors="torch", the values are torch tensors (pairs of them).
+    def __iter__(self) -> Iterator[Dict[str, Any]]: ...
+    def __len__(self) -> int: ...
+    def __enter__(self) -> "Loader": ...
+    def __exit__(self, exc_type: Optional[type], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> bool: ...
+    def close(self) -> None: ...
+    def set_epoch(self, epoch: int, /) -> None: ...
+    def stats(self) -> Dict[str, int]: ...
+    def state_dict(self) -> Dict[str, Any]: ...
+    def load_state_dict(self, state: Mapping[str, Any], /) -> None: ...
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def samples(self) -> int: ...
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def depth(self) -> int: ...
+    @property
+    def held(self) -> int: ...
+    @property
+    def order_id(self) -> int: ...
+
+class Dataset:
+    """A dataset opened by open(): len(ds), ds[i] -> {field: ndarray}."""
+
+    def __len__(self) -> int: ...
+    @overload
+    def __getitem__(self, i: int) -> Dict[str, _NDArray]: ...
+    @overload
+    def __getitem__(self, i: slice) -> Dict[str, Union[_NDArray, List[_NDArray]]]: ...
+    def take(self, indices: Iterable[int], /) -> Dict[str, Union[_NDArray, List[_NDArray]]]: ...
+    def __enter__(self) -> "Dataset": ...
+    def __exit__(self, exc_type: Optional[type], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> bool: ...
+    def close(self) -> None: ...
+    def chunk_info(self, c: int, /) -> Dict[str, Any]: ...
+    @property
+    def schema(self) -> Dict[str, Dict[str, Any]]: ...
+    @property
+    def shards(self) -> List[str]: ...
+    @property
+    def chunks(self) -> int: ...
+
+def open(paths: _Paths, verify: bool = True, cache_bytes: int = 268435456) -> Dataset:
+    """Open a dataset for random access."""
+
+def pack(path: _Path, columns: Mapping[str, Any], zstd: int = 0, chunk_bytes: int = 0,
+         shard_bytes: int = 0, shuffle: Optional[int] = None) -> int:
+    """Write a dataset from {name: array}; returns the samples written."""
+
+def version() -> str: ...
+def strerror(code: int, /) -> str: ...
+
+__all__: List[str]
