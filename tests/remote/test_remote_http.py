@@ -6,6 +6,7 @@
 # the local bytes; a missing shard, a non-shard, a list naming a missing
 # shard and an untrusted certificate fail with clear messages.
 import os
+import shutil
 
 from remotetest import (TempDir, check, finish, info_json, make_dataset, read, rf)
 from servers import Nginx
@@ -38,15 +39,21 @@ with TempDir() as tmp:
         rc, out, err = read("--xxh3", path)
         with open(path, "a") as f:
             f.write("xxh3 %s\n" % out.strip())
-    write_manifest(os.path.join(plain, "d.rfm"), shards)
-    write_manifest(os.path.join(plain, "bad.rfm"), shards)
-    with open(os.path.join(plain, "bad.rfm"), "r+b") as f:
+    # In directories of their own: a local directory's manifests are read
+    # with it, and these name no real pack.
+    for m in ("mf", "mfbad"):
+        os.makedirs(os.path.join(www, m))
+        for n in shards:
+            shutil.copy(os.path.join(plain, n), os.path.join(www, m, n))
+    write_manifest(os.path.join(www, "mf", "d.rfm"), shards)
+    write_manifest(os.path.join(www, "mfbad", "bad.rfm"), shards)
+    with open(os.path.join(www, "mfbad", "bad.rfm"), "r+b") as f:
         f.seek(len("ringfeed-manifest 1\npack 8"))
         f.write(b"9")
 
     with Nginx(www, tmp) as web, Nginx(www, tmp, tls=True) as tls:
-        check(info_json(web.url + "plain/d.rfm") == info_json(plain), "info of a pack manifest")
-        rc, out, err = rf("info", web.url + "plain/bad.rfm")
+        check(info_json(web.url + "mf/d.rfm") == info_json(plain), "info of a pack manifest")
+        rc, out, err = rf("info", web.url + "mfbad/bad.rfm")
         check(rc == 1 and "checksum" in err, "tampered manifest: %r" % err)
         for base, env in ((web.url, None), (tls.url, {"RINGFEED_CA_BUNDLE": tls.ca})):
             for ds in ("plain", "zstd"):
