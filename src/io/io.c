@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "io/http.h"
 #include "io/io_impl.h"
 
@@ -33,8 +34,6 @@ transient(int64_t res)
 	return res == -EIO || res == -EAGAIN || res == -ETIMEDOUT;
 }
 
-#define RF_IO_MAX_DEPTH 4096
-
 void
 rf_io_config_init(rf_io_config *cfg)
 {
@@ -44,6 +43,7 @@ rf_io_config_init(rf_io_config *cfg)
 	cfg->engine = 0;
 }
 
+#if RF_TEST_HOOKS
 static uint64_t
 env_u64(const char *name, uint64_t def)
 {
@@ -57,6 +57,7 @@ env_u64(const char *name, uint64_t def)
 		return def;
 	return v;
 }
+#endif
 
 int
 rf_io_open(rf_io **out, const rf_io_config *cfg, rf_diag *diag)
@@ -91,13 +92,16 @@ rf_io_open(rf_io **out, const rf_io_config *cfg, rf_diag *diag)
 		return rf_fail(diag, -ENOMEM, "io: out of memory");
 	io->diag = diag;
 	io->qd = cfg->queue_depth ? cfg->queue_depth : 32;
-	if (io->qd > RF_IO_MAX_DEPTH) {
-		rf_log(diag, RF_LOG_DEBUG, "io: queue depth %u capped at %u", io->qd, RF_IO_MAX_DEPTH);
-		io->qd = RF_IO_MAX_DEPTH;
+	if (io->qd > RF_IO_DEPTH_MAX) {
+		rf_log(diag, RF_LOG_DEBUG, "io: queue depth %u capped at %u", io->qd, RF_IO_DEPTH_MAX);
+		io->qd = RF_IO_DEPTH_MAX;
 	}
 	io->want_direct = cfg->direct != 0;
 	io->region = cfg->region;
 	io->region_bytes = cfg->region ? cfg->region_bytes : 0;
+#if RF_TEST_HOOKS
+	/* Test-only switches (-Dtest_hooks): injected faults, small pieces,
+	 * a simulated O_DIRECT refusal. */
 	io->fail_at = env_u64("RINGFEED_IO_FAIL_AT", UINT64_MAX);
 	/* Stored plus one: 1 marks the failures as spent, 0 "always". */
 	uint64_t times = env_u64("RINGFEED_IO_FAIL_TIMES", 0);
@@ -110,6 +114,10 @@ rf_io_open(rf_io **out, const rf_io_config *cfg, rf_diag *diag)
 	/* "1": every file; another string: the files whose path holds it. */
 	io->refuse_direct = rd && *rd && strcmp(rd, "0") != 0;
 	io->refuse_match = io->refuse_direct && strcmp(rd, "1") != 0 ? rd : NULL;
+#else
+	io->fail_at = UINT64_MAX;
+	io->max_piece = RF_IO_MAX_PIECE;
+#endif
 
 	io->reqs = calloc(io->qd, sizeof *io->reqs);
 	io->free_stack = calloc(io->qd, sizeof *io->free_stack);
@@ -150,10 +158,8 @@ rf_io_close(rf_io **iop)
 	/* Engines wait for reads still in flight: the memory they land in
 	 * belongs to the caller, who may unmap it as soon as this returns. */
 	rf_io_remote_close(io);
-	if (io->kind == RF_IO_URING)
-		rf_io_uring_teardown(io);
-	else if (io->kind == RF_IO_PREAD)
-		rf_io_pread_teardown(io);
+	if (io->ops)
+		io->ops->teardown(io);
 	for (unsigned i = 0; i < io->nfiles; i++) {
 		if (io->files[i].fd >= 0)
 			close(io->files[i].fd);
@@ -222,8 +228,8 @@ rf_io_add_file(rf_io *io, const char *path, int *file)
 	}
 	f->fd = fd;
 	unsigned index = io->nfiles++;
-	if (io->kind == RF_IO_URING)
-		rf_io_uring_add_file(io, f, index);
+	if (io->ops->add_file)
+		io->ops->add_file(io, f, index);
 	*file = (int)index;
 	return 0;
 }
@@ -263,12 +269,9 @@ rf_io_read(rf_io *io, int file, uint64_t offset, void *buf, size_t len, uint64_t
 	r->again = 0;
 	r->retries = 0;
 	io->outstanding++;
-	if (io->kind == RF_IO_URING) {
+	if (io->ops->kernel_writes)
 		RF_IO_POISON(buf, len);
-		rf_io_uring_queue(io, idx);
-	}
-	else
-		rf_io_pread_queue(io, idx);
+	io->ops->queue(io, idx);
 	return 0;
 }
 
@@ -277,9 +280,7 @@ rf_io_submit(rf_io *io)
 {
 	if (io->http && rf_io_remote_submit(io) < 0)
 		return -EIO;
-	if (io->kind == RF_IO_URING)
-		return rf_io_uring_submit(io);
-	return rf_io_pread_submit(io);
+	return io->ops->submit(io);
 }
 
 static void
@@ -291,7 +292,7 @@ complete(rf_io *io, unsigned idx, int64_t res)
 	rf_io_done *d = &io->ready[(io->ready_head + io->ready_count) % io->qd];
 	d->tag = r->tag;
 	d->res = res;
-	if (io->kind == RF_IO_URING)
+	if (io->ops->kernel_writes)
 		RF_IO_UNPOISON(r->buf, r->len);
 	io->ready_count++;
 	io->free_stack[io->nfree++] = idx;
@@ -355,11 +356,7 @@ rf_io_wait(rf_io *io, rf_io_done *done, unsigned max, unsigned min)
 		return rf_io_remote_wait(io, done, max, min);
 	if (min > io->outstanding)
 		min = io->outstanding;
-	int ret;
-	if (io->kind == RF_IO_URING)
-		ret = rf_io_uring_reap(io, min);
-	else
-		ret = rf_io_pread_reap(io, min);
+	int ret = io->ops->reap(io, min);
 	if (ret < 0)
 		return ret;
 	unsigned n = 0;

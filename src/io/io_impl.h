@@ -50,8 +50,33 @@ struct rf_io_req {
 	unsigned retries; /* transient errors retried with backoff (io.c) */
 };
 
+/*
+ * An engine: the parts of reading that differ, behind one table.  io.c owns
+ * files, request slots, the completion path (rf_io_finish_piece) and the
+ * caller's API; an engine queues requests, submits them and reaps their
+ * completions into rf_io_finish_piece.  Its setup function (chosen at
+ * rf_io_open) sets io->ops and io->engine, the name it reports, once it
+ * works.  A new engine is one file: a setup function and a table.
+ */
+struct rf_io_ops {
+	/* The kernel writes the buffers (not a system call ASan intercepts):
+	 * they are poisoned while a read is in flight (RF_IO_POISON). */
+	int kernel_writes;
+	void (*teardown)(rf_io *io); /* waits for reads in flight */
+	/* Optional: a file was added at `index` (register it). */
+	int (*add_file)(rf_io *io, struct rf_io_file *f, unsigned index);
+	void (*queue)(rf_io *io, unsigned idx);
+	int (*submit)(rf_io *io);
+	/* Wait until at least `min` requests have completed. */
+	int (*reap)(rf_io *io, unsigned min);
+};
+
+extern const struct rf_io_ops rf_io_uring_ops;
+extern const struct rf_io_ops rf_io_pread_ops;
+
 struct rf_io {
 	rf_diag *diag;
+	const struct rf_io_ops *ops; /* the engine in use (set by its setup) */
 	enum rf_io_kind kind;
 	const char *engine;
 	unsigned qd;

@@ -100,9 +100,7 @@ take_local(rf_io *io, rf_io_done *done, unsigned max)
 static int
 reap_local(rf_io *io, unsigned min)
 {
-	if (io->kind == RF_IO_URING)
-		return rf_io_uring_reap(io, min);
-	return rf_io_pread_reap(io, min);
+	return io->ops->reap(io, min);
 }
 
 int

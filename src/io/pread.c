@@ -55,6 +55,7 @@ int
 rf_io_pread_setup(rf_io *io)
 {
 	io->kind = RF_IO_PREAD;
+	io->ops = &rf_io_pread_ops;
 	io->engine = "pread";
 	io->pending = calloc(io->qd, sizeof *io->pending);
 	io->work = calloc(io->qd, sizeof *io->work);
@@ -164,3 +165,11 @@ rf_io_pread_teardown(rf_io *io)
 	free(io->work);
 	free(io->fin);
 }
+
+const struct rf_io_ops rf_io_pread_ops = {
+	.kernel_writes = 0,
+	.teardown = rf_io_pread_teardown,
+	.queue = rf_io_pread_queue,
+	.submit = rf_io_pread_submit,
+	.reap = rf_io_pread_reap,
+};

@@ -113,6 +113,7 @@ rf_io_uring_setup(rf_io *io, int forced)
 	}
 	io->ring_ok = 1;
 	io->kind = RF_IO_URING;
+	io->ops = &rf_io_uring_ops;
 	io->engine = "io_uring";
 	if (io->region && io->region_bytes)
 		register_buffers(io);
@@ -306,3 +307,12 @@ rf_io_uring_reap(rf_io *io, unsigned min)
 			return rf_fail(io->diag, ret, "io: io_uring_enter: %s", rf_strerror(ret));
 	}
 }
+
+const struct rf_io_ops rf_io_uring_ops = {
+	.kernel_writes = 1,
+	.teardown = rf_io_uring_teardown,
+	.add_file = rf_io_uring_add_file,
+	.queue = rf_io_uring_queue,
+	.submit = rf_io_uring_submit,
+	.reap = rf_io_uring_reap,
+};

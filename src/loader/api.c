@@ -370,7 +370,8 @@ rf_loader_rewind(rf_loader *ld, uint64_t epoch)
 {
 	if (!ld)
 		return -EINVAL;
-	if (ld->cfg.epochs && (epoch < ld->reader.epoch_last - ld->cfg.epochs || epoch >= ld->reader.epoch_last))
+	if (ld->cfg.epochs && (epoch < ld->reader.epoch_last - ld->cfg.epochs ||
+			       epoch >= ld->reader.epoch_last))
 		return rf_fail(&ld->diag, RF_EUSAGE, "loader: rewind to epoch %" PRIu64 ": this "
 			       "loader streams epochs %" PRIu64 "..%" PRIu64 " (rf_config.epoch + "
 			       "epochs - 1)", epoch, ld->reader.epoch_last - ld->cfg.epochs,

@@ -193,7 +193,8 @@ rf_ld_copy_main(void *arg)
 				continue;
 			}
 			b->state = DB_READY;
-			ld->delivery.rq[(ld->delivery.rq_head + ld->delivery.rq_len) % ld->resolved.depth] = (unsigned)s.dbuf;
+			unsigned at = (ld->delivery.rq_head + ld->delivery.rq_len) % ld->resolved.depth;
+			ld->delivery.rq[at] = (unsigned)s.dbuf;
 			ld->delivery.rq_len++;
 			rf_ld_note_max(&ld->stats.max_ready, ld->delivery.rq_len);
 			pthread_cond_signal(&ld->cons_cv);

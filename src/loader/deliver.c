@@ -207,7 +207,8 @@ rf_ld_zc_reclaim_locked(rf_loader *ld)
 			rf_ld_fail_locked(ld, rc, ld->copy_diag.msg);
 			if (!ld->delivery.final_code) {
 				ld->delivery.final_code = rc;
-				snprintf(ld->delivery.final_msg, sizeof(ld->delivery.final_msg), "%s", ld->copy_diag.msg);
+				snprintf(ld->delivery.final_msg, sizeof(ld->delivery.final_msg), "%s",
+					 ld->copy_diag.msg);
 			}
 			pthread_cond_broadcast(&ld->cons_cv);
 			continue;

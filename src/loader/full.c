@@ -236,7 +236,7 @@ rf_ld_full_main(void *arg)
 	/* Reads per sample: its values, then its checksum row when checked. */
 	const uint32_t npr = np + (ld->full.sums ? 1 : 0), nf = ld->schema->nfields;
 	const unsigned nfb = ld->mem.n_stage;
-	rf_io_done done[64];
+	rf_io_done done[RF_LD_REAP_MAX];
 	char msg[RF_ERRMSG_MAX + 128];
 	int err = 0;
 
@@ -262,7 +262,7 @@ rf_ld_full_main(void *arg)
 		sc.pending = calloc(np2, 1);
 		sc.last = calloc(np2 / FULL_SUMS_WAYS, 1);
 	}
-	unsigned bslots[64];
+	unsigned bslots[RF_MEMPLAN_BOUNCE_SLOTS_MAX];
 	unsigned nb = 0;
 
 	pthread_mutex_lock(&ld->mu);
@@ -274,7 +274,7 @@ rf_ld_full_main(void *arg)
 	}
 	/* The bounce slots: outside the staging count, held while this
 	 * thread runs. */
-	for (; nb < ld->mem.nbounce && nb < 64; nb++) {
+	for (; nb < ld->mem.nbounce && nb < RF_MEMPLAN_BOUNCE_SLOTS_MAX; nb++) {
 		int rc = rf_ring_acquire(ld->ring, &bslots[nb], 0);
 		if (rc < 0) {
 			rf_ld_fail_locked(ld, rc, "loader: no free ring slot for the bounce areas");
@@ -429,7 +429,7 @@ rf_ld_full_main(void *arg)
 			if (rf_io_file_direct(ld->io, ld->files[ci->shard]) &&
 			    ((off | vb | (uintptr_t)dst) & 4095)) {
 				roff = off & ~4095ull;
-				rlen = RF_ALIGN_UP(off + vb, 4096) - roff;
+				rlen = RF_ALIGN_UP(off + vb, RF_FMT_ALIGN) - roff;
 				target = r->area;
 				r->bounce = target + (off - roff);
 			}
@@ -507,7 +507,7 @@ rf_ld_full_main(void *arg)
 			continue;
 		}
 		pthread_mutex_unlock(&ld->mu);
-		int n = rf_ld_reads_wait(ld, done, 64);
+		int n = rf_ld_reads_wait(ld, done, RF_LD_REAP_MAX);
 		uint64_t bytes = 0;
 		for (int i = 0; i < n && !err; i++) {
 			struct fread_rec *r = &rec[done[i].tag];
@@ -555,7 +555,7 @@ out:
 	/* Reads still in flight land in ring memory: wait for them before the
 	 * ring can be unmapped. */
 	while (rf_io_inflight(ld->io) > 0) {
-		if (rf_io_wait(ld->io, done, 64, 1) < 0)
+		if (rf_io_wait(ld->io, done, RF_LD_REAP_MAX, 1) < 0)
 			break;
 	}
 	for (unsigned i = 0; i < nb; i++)

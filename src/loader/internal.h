@@ -58,13 +58,11 @@
 #include "device/device.h"
 #include "format/format.h"
 #include "io/io.h"
+#include "io/mmap.h"
+#include "loader/memplan.h"
 #include "plan/plan.h"
 #include "ring/ring.h"
 #include "xxh.h"
-
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22 /* Linux 5.14 */
-#endif
 
 /* ------------------------------------------------------------------ plan */
 
@@ -132,7 +130,7 @@ struct dbuf {               /* one device buffer and the batch it holds */
 	uint64_t plan_done; /* of the batch it holds (see struct staged) */
 	uint32_t plan_part;
 	/* Zero-copy (host device): the batch is its ring slot, given back
-	 * when the consumer has released it (see zc_recycle). */
+	 * when the consumer has released it (see rf_ld_zc_recycle_locked). */
 	int zc_src;         /* holds src's slot */
 	struct staged src;
 };
@@ -152,6 +150,21 @@ struct worker {
 	rf_decoder dec;
 	rf_diag diag;
 };
+
+/* One read chunk on its way through the chunk path (a decode worker's). */
+struct chunk_job {
+	const rf_chunk_info *info;
+	unsigned slot;          /* its read slot */
+	int64_t res;            /* the read's result: bytes or -errno */
+	rf_chunk_ctx ctx;       /* file, chunk and offset, for messages */
+	rf_chunk_sections sec;  /* set by the decode step */
+};
+
+/* A step of the chunk path: runs in a decode worker, in parallel with the
+ * others, before the chunk's turn to gather.  0, or an error with its
+ * message on the worker's diag. */
+typedef int (*rf_ld_chunk_step)(rf_loader *ld, struct worker *w, struct chunk_job *job);
+#define RF_LD_CHUNK_STEPS_MAX 4
 
 struct tcpu {               /* CPU time of a loader thread */
 	pthread_t thread;
@@ -196,21 +209,7 @@ struct rf_loader {
 	} resolved;
 
 	/* The memory plan (memplan.c): set at open, read-only after. */
-	struct {
-		uint64_t slot_bytes;
-		unsigned nslots, n_read, n_stage;
-		/* The ring's slots: all of nslots, but in map mode only the
-		 * staging ones, of ring_slot_bytes each (a batch): a read there
-		 * holds no bytes, and its slot number (n_stage and up) comes
-		 * from map.free instead. */
-		unsigned n_ring;
-		uint64_t ring_slot_bytes;
-		unsigned qd;         /* reads in flight at most */
-		int in_place;        /* host device: a batch is handed out in its
-		                        ring slot, no copy (see rf_ld_plan_memory) */
-		uint64_t bspan;      /* full: bounce bytes per read in flight; 0: none */
-		unsigned nbounce;    /* full: ring slots set aside for bounce areas */
-	} mem;
+	struct rf_memplan mem;
 
 	pthread_mutex_t mu;
 	pthread_cond_t reader_cv, work_cv, stage_cv, copy_cv, cons_cv;
@@ -295,9 +294,11 @@ struct rf_loader {
 		int sums;            /* check every sample against its format 2 checksums */
 	} full;
 
-	/* The decode workers (worker.c). */
+	/* The decode workers (worker.c) and the chunk path they run. */
 	struct worker *workers;
 	unsigned nworkers;
+	rf_ld_chunk_step chunk_steps[RF_LD_CHUNK_STEPS_MAX];
+	unsigned nchunk_steps;
 
 	/* The copy thread (copy.c). */
 	struct {
@@ -321,19 +322,14 @@ struct rf_loader {
 		uint32_t part;       /* ... and samples of the next plan batch handed out */
 	} delivery;
 
-	/* rf_config.map: every shard mapped whole, read-only.  A read slot then
-	 * holds no bytes: the reader faults its chunk in and rbase[slot] points
-	 * at the chunk in the map (the slot still counts, so the pipeline stays
-	 * bounded the same way). */
+	/* rf_config.map: every shard mapped whole by the mmap engine.  A read
+	 * slot then holds no bytes: the reader faults its chunk in and
+	 * rbase[slot] points at the chunk in the map (the slot still counts, so
+	 * the pipeline stays bounded the same way). */
 	struct {
 		int on;
-		int populate;        /* MADV_POPULATE_READ works (else MADV_WILLNEED) */
-		size_t page;
-		uint8_t **base;
-		uint64_t *len;
+		rf_io_map *m;
 		const uint8_t **rbase;
-		unsigned char *mvec; /* mincore's answer for the largest chunk */
-		size_t mvec_len;
 		unsigned *free, free_n;
 		unsigned char *free_is; /* nslots: 1 while the number is in free */
 	} map;
@@ -353,6 +349,9 @@ struct rf_loader {
 	} stats;
 };
 
+/* Completions taken from the reader engine at a time (reader, full). */
+#define RF_LD_REAP_MAX 64
+
 /* Wake-ups deferred to unlock_wake (sync.c). */
 enum { WAKE_CONS = 1u << 0, WAKE_STAGE = 1u << 1, WAKE_COPY = 1u << 2 };
 
@@ -365,10 +364,11 @@ void rf_ld_pipeline_stop(rf_loader *ld);
 void rf_ld_pipeline_reset(rf_loader *ld);
 void rf_ld_loader_free(rf_loader *ld);
 
-/* memplan.c */
-void rf_ld_choose_direct(rf_loader *ld);
+/* settings.c */
+int rf_ld_config_check(rf_loader *ld);
+int rf_ld_resolve_settings(rf_loader *ld);
+int rf_ld_select_fields(rf_loader *ld, uint32_t *sel, uint32_t *nselp);
 int rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel);
-uint32_t rf_ld_decode_threads_auto(int compressed);
 
 /* order.c */
 enum rf_shuffle rf_ld_shuffle_of_mode(enum rf_plan_mode m);
@@ -379,7 +379,6 @@ int rf_ld_open_plan(rf_loader *ld);
 uint64_t rf_ld_now_ns(void);
 uint64_t rf_ld_thread_cpu_ns(pthread_t t);
 void rf_ld_thread_exit_account(rf_loader *ld, unsigned cpu_index);
-void rf_ld_fmt_size(char *buf, size_t cap, uint64_t b);
 void rf_ld_note_max(unsigned *mx, unsigned v);
 void rf_ld_wake_locked(rf_loader *ld, unsigned which);
 void rf_ld_unlock_wake(rf_loader *ld);
@@ -395,6 +394,7 @@ int rf_ld_reads_wait(rf_loader *ld, rf_io_done *done, unsigned cap);
 void *rf_ld_reader_main(void *arg);
 
 /* worker.c */
+void rf_ld_chunk_steps_init(rf_loader *ld);
 void *rf_ld_worker_main(void *arg);
 
 /* gather.c */

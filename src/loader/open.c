@@ -26,7 +26,7 @@ rf_config_init(rf_config *cfg)
 	cfg->pinning = RF_PINNING_RING;
 	cfg->io_depth = 32;
 	cfg->direct = -1;
-	cfg->decode_threads = 0; /* auto: see rf_ld_decode_threads_auto */
+	cfg->decode_threads = 0; /* auto: see decode_threads_auto (settings.c) */
 	cfg->verify = 1;
 	cfg->var_bytes = 0;
 	cfg->shuffle = RF_SHUFFLE_NONE;
@@ -117,8 +117,8 @@ alloc_device_buffers(rf_loader *ld)
 		if (rc < 0) {
 			b->dptr = NULL;
 			char a[32], bb[32];
-			rf_ld_fmt_size(a, sizeof a, ld->layout.bytes * ld->resolved.depth);
-			rf_ld_fmt_size(bb, sizeof bb, ld->layout.bytes);
+			rf_memplan_fmt_size(a, sizeof a, ld->layout.bytes * ld->resolved.depth);
+			rf_memplan_fmt_size(bb, sizeof bb, ld->layout.bytes);
 			return rf_fail(&ld->diag, RF_EMEMPLAN,
 				       "memory plan: allocating device buffer %u of %u (%s each, %s "
 				       "in all for batch_size %u) failed on %s: %s; lower batch_size "
@@ -220,227 +220,25 @@ map_slots_reset(rf_loader *ld)
 	}
 }
 
-/* Map mode (rf_config.map): every shard mapped whole, read-only, shared
- * with the page cache; no reader engine. */
+/* Map mode (rf_config.map): every shard mapped whole by the mmap engine
+ * (src/io/mmap.c), read-only, shared with the page cache; no reader engine. */
 static int
 open_maps(rf_loader *ld)
 {
-	long pg = sysconf(_SC_PAGESIZE);
-	ld->map.page = pg > 0 ? (size_t)pg : 4096;
-	ld->map.populate = 1;
-	size_t n = ld->nshards ? ld->nshards : 1;
-	ld->map.base = calloc(n, sizeof(*ld->map.base));
-	ld->map.len = calloc(n, sizeof(*ld->map.len));
 	ld->map.rbase = calloc(ld->mem.nslots, sizeof(*ld->map.rbase));
 	ld->map.free = calloc(ld->mem.nslots, sizeof(*ld->map.free));
 	ld->map.free_is = calloc(ld->mem.nslots, 1);
-	ld->map.mvec_len = (size_t)(rf_dataset_max_stored_span(ld->ds) / ld->map.page) + 2;
-	ld->map.mvec = malloc(ld->map.mvec_len);
-	if (!ld->map.base || !ld->map.len || !ld->map.rbase || !ld->map.free || !ld->map.free_is || !ld->map.mvec)
+	if (!ld->map.rbase || !ld->map.free || !ld->map.free_is)
 		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
 	map_slots_reset(ld);
-	for (size_t i = 0; i < ld->nshards; i++) {
-		const char *path = rf_dataset_shard_path(ld->ds, i);
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0) {
-			int e = -errno;
-			return rf_fail(&ld->diag, e, "%s: cannot open: %s", path, rf_strerror(e));
-		}
-		struct stat st;
-		if (fstat(fd, &st) < 0) {
-			int e = -errno;
-			close(fd);
-			return rf_fail(&ld->diag, e, "%s: cannot map: %s", path, rf_strerror(e));
-		}
-		if (st.st_size <= 0) {
-			close(fd);
-			return rf_fail(&ld->diag, RF_ETRUNCATED, "%s: cannot map: the file is empty",
-				       path);
-		}
-		void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-		int e = m == MAP_FAILED ? -errno : 0;
-		close(fd);
-		if (e)
-			return rf_fail(&ld->diag, e, "%s: cannot map %" PRId64 " bytes: %s", path,
-				       (int64_t)st.st_size, rf_strerror(e));
-		ld->map.base[i] = m;
-		ld->map.len[i] = (uint64_t)st.st_size;
-	}
+	int rc = rf_io_map_open(&ld->map.m, ld->nshards, rf_dataset_max_stored_span(ld->ds),
+				&ld->diag);
+	for (size_t i = 0; rc == 0 && i < ld->nshards; i++)
+		rc = rf_io_map_add(ld->map.m, i, rf_dataset_shard_path(ld->ds, i));
+	if (rc < 0)
+		return rc;
 	snprintf(ld->stats.io_engine, sizeof(ld->stats.io_engine), "mmap");
 	ld->stats.io_direct = 0;
-	return 0;
-}
-
-/*
- * Every check of the user's settings that needs no dataset, before
- * anything is opened, allocated, page-locked or started; the settings that
- * need the dataset (fields, tokens, full shuffling's needs, the resume blob,
- * the memory plan) are checked right after it is opened, still before the
- * ring is page-locked (loader_open).  The config is never changed: what is
- * resolved from it goes to ld->resolved.
- */
-static int
-config_check(rf_loader *ld)
-{
-	const rf_config *cfg = &ld->cfg;
-	if (cfg->npaths == 0 || !cfg->paths)
-		return rf_fail(&ld->diag, RF_EUSAGE, "loader: no dataset paths given (paths %s, "
-			       "npaths %zu)", cfg->paths ? "set" : "NULL", cfg->npaths);
-	/* A count without its array is a mistake, not "the default". */
-	if (!cfg->fields && cfg->nfields)
-		return rf_fail(&ld->diag, RF_EUSAGE, "loader: nfields is %zu but fields is NULL "
-			       "(NULL with nfields 0 loads every field)", cfg->nfields);
-	if (!cfg->resume && cfg->resume_len)
-		return rf_fail(&ld->diag, RF_EUSAGE, "loader: resume_len is %zu but resume is NULL",
-			       cfg->resume_len);
-	if (cfg->batch_size == 0)
-		return rf_fail(&ld->diag, RF_EUSAGE, "loader: batch_size must be at least 1");
-	if (cfg->depth > RF_DEPTH_MAX)
-		return rf_fail(&ld->diag, RF_EUSAGE, "loader: depth %u is more than %d", cfg->depth,
-			       RF_DEPTH_MAX);
-	if (cfg->pinning != RF_PINNING_RING && cfg->pinning != RF_PINNING_TRANSIENT)
-		return rf_fail(&ld->diag, RF_EUSAGE, "loader: pinning %d is not ring or transient",
-			       (int)cfg->pinning);
-	if (cfg->epochs && cfg->epoch > UINT64_MAX - cfg->epochs)
-		return rf_fail(&ld->diag, RF_EUSAGE, "loader: epoch %" PRIu64 " + epochs %u "
-			       "overflows the epoch counter", cfg->epoch, cfg->epochs);
-	if (cfg->device != RF_DEVICE_AUTO && cfg->device != RF_DEVICE_HOST &&
-	    cfg->device != RF_DEVICE_CUDA)
-		return rf_fail(&ld->diag, RF_EUSAGE, "loader: device %d is not auto, host or cuda",
-			       (int)cfg->device);
-	if (cfg->tokens != RF_TOKENS_STORED && cfg->tokens != RF_TOKENS_INPUTS_TARGETS)
-		return rf_fail(&ld->diag, RF_EUSAGE, "loader: tokens = %d is not a token layout",
-			       (int)cfg->tokens);
-
-	/* A saved position continues in its own order: its shuffle mode (and
-	 * window, unless one is set) shape the loader, so they are taken
-	 * before it is laid out.  A blob that is not whole is refused when it
-	 * is loaded, with the reason. */
-	ld->resolved.shuffle = cfg->shuffle;
-	enum rf_plan_mode rmode;
-	uint32_t rwin;
-	if (cfg->resume && rf_plan_state_peek(cfg->resume, cfg->resume_len, &rmode, &rwin) == 0)
-		ld->resolved.shuffle = rf_ld_shuffle_of_mode(rmode);
-	if ((unsigned)ld->resolved.shuffle > RF_SHUFFLE_FULL)
-		return rf_fail(&ld->diag, RF_EUSAGE, "loader: shuffle %d is not none, chunks, window "
-			       "or full", (int)ld->resolved.shuffle);
-	int full = ld->resolved.shuffle == RF_SHUFFLE_FULL;
-	if (cfg->map && cfg->direct == 1)
-		return rf_fail(&ld->diag, RF_EUSAGE, "loader: map = 1 reads through the page "
-			       "cache: it cannot be combined with direct = 1");
-	if (full && cfg->tokens == RF_TOKENS_INPUTS_TARGETS)
-		return rf_fail(&ld->diag, RF_EUSAGE, "loader: the inputs/targets token layout is "
-			       "not available with shuffle full, which reads values straight into "
-			       "the batch: use shuffle window");
-
-	rf_diag_init(&ld->plan_diag, cfg->log, cfg->log_user);
-	ld->plan_diag.errors_quiet = 1; /* each failure is passed on through ld->diag */
-	ld->resolved.rank_source = "";
-	int rc = rf_plan_resolve_rank(cfg->rank, cfg->world, NULL, NULL, &ld->resolved.rank,
-				      &ld->resolved.world, &ld->resolved.rank_source,
-				      &ld->plan_diag);
-	if (rc < 0)
-		return rf_fail(&ld->diag, rc, "%s", ld->plan_diag.msg);
-
-	ld->resolved.depth = cfg->depth ? cfg->depth : 2;
-	ld->resolved.io_depth = cfg->io_depth == 0 ? 32 : cfg->io_depth;
-	if (ld->resolved.io_depth > RF_IO_DEPTH_MAX) /* what a ring is allocated for at open */
-		ld->resolved.io_depth = RF_IO_DEPTH_MAX;
-	ld->resolved.decode_threads = cfg->decode_threads > RF_DECODE_THREADS_MAX
-					      ? RF_DECODE_THREADS_MAX : cfg->decode_threads;
-	ld->resolved.seed = cfg->seed;
-	ld->resolved.epoch = cfg->epoch;
-	ld->full.on = full;
-	ld->map.on = cfg->map && !full;
-	ld->resolved.direct = ld->map.on ? 0 : cfg->direct;
-	return 0;
-}
-
-/* The settings that depend on the dataset: W, the read mode, the decode
- * threads. */
-static int
-resolve_settings(rf_loader *ld)
-{
-	const rf_config *cfg = &ld->cfg;
-	if (ld->resolved.shuffle == RF_SHUFFLE_WINDOW) {
-		/* The window is part of the order: a function of the dataset
-		 * (and of rf_config.window, or the resume blob's) alone, which
-		 * the ring must hold; never sized from the budget, which may
-		 * differ between ranks. */
-		uint32_t want = cfg->window;
-		enum rf_plan_mode rmode;
-		uint32_t rwin;
-		if (want == 0 && cfg->resume &&
-		    rf_plan_state_peek(cfg->resume, cfg->resume_len, &rmode, &rwin) == 0 &&
-		    rmode == RF_PLAN_WINDOW)
-			want = rwin;
-		uint64_t raw = 0;
-		for (uint64_t ci = 0; ci < ld->nchunks; ci++)
-			raw += ld->chunks[ci].raw_bytes;
-		uint32_t w = want ? want
-				  : rf_plan_default_window(ld->nchunks ? raw / ld->nchunks : 0);
-		uint32_t wnd = rf_plan_window_in_force(w, ld->nchunks);
-		if (wnd > RF_PLAN_WINDOW_MAX)
-			return rf_fail(&ld->diag, RF_EUSAGE, "loader: window %u: at most %u chunks",
-				       want, RF_PLAN_WINDOW_MAX);
-		ld->resolved.window = wnd;
-	}
-	rf_ld_choose_direct(ld);
-	/* Decode workers: a raw buffer each only when some chunk is compressed. */
-	int need_raw = 0;
-	for (uint64_t c = 0; c < ld->nchunks && !need_raw; c++)
-		need_raw = ld->chunks[c].codec != RF_CODEC_NONE;
-	if (ld->resolved.decode_threads == 0)
-		ld->resolved.decode_threads = rf_ld_decode_threads_auto(need_raw);
-	ld->nworkers = ld->full.on ? 0 : ld->resolved.decode_threads; /* full: nothing to decode */
-	return 0;
-}
-
-/* The fields, by name or all: their schema indices into sel. */
-static int
-select_fields(rf_loader *ld, uint32_t *sel, uint32_t *nselp)
-{
-	const rf_config *cfg = &ld->cfg;
-	uint32_t nsel = 0;
-	if (cfg->fields) {
-		if (cfg->nfields == 0 || cfg->nfields > RF_MAX_FIELDS)
-			return rf_fail(&ld->diag, RF_EUSAGE, "loader: %zu fields selected (1..%d)",
-				       cfg->nfields, RF_MAX_FIELDS);
-		for (size_t i = 0; i < cfg->nfields; i++) {
-			int k = cfg->fields[i] ? rf_schema_find(ld->schema, cfg->fields[i]) : -1;
-			if (k < 0) {
-				/* The names there are, so a typo shows at once. */
-				char have[256];
-				size_t o = 0;
-				have[0] = 0;
-				for (uint32_t f = 0; f < ld->schema->nfields; f++) {
-					int w = snprintf(have + o, sizeof(have) - o, "%s%s",
-							 f ? ", " : "", ld->schema->fields[f].name);
-					if (w < 0 || (size_t)w >= sizeof(have) - o) {
-						snprintf(have + (o < sizeof(have) - 6 ? o : sizeof(have) - 6),
-							 6, ", ...");
-						break;
-					}
-					o += (size_t)w;
-				}
-				return rf_fail(&ld->diag, RF_EUSAGE, "loader: no field named '%s' in %s; "
-					       "its fields are: %s",
-					       cfg->fields[i] ? cfg->fields[i] : "(null)",
-					       rf_dataset_shard_path(ld->ds, 0), have);
-			}
-			for (uint32_t j = 0; j < nsel; j++)
-				if (sel[j] == (uint32_t)k)
-					return rf_fail(&ld->diag, RF_EUSAGE,
-						       "loader: field '%s' selected twice", cfg->fields[i]);
-			sel[nsel++] = (uint32_t)k;
-		}
-	} else {
-		for (uint32_t i = 0; i < ld->schema->nfields; i++)
-			sel[nsel++] = i;
-	}
-	for (uint32_t i = 0; i < nsel; i++)
-		ld->nvar += ld->schema->fields[sel[i]].var_dim >= 0;
-	*nselp = nsel;
 	return 0;
 }
 
@@ -455,7 +253,7 @@ static int
 loader_open(rf_loader *ld)
 {
 	rf_config *cfg = &ld->cfg;
-	int rc = config_check(ld);
+	int rc = rf_ld_config_check(ld);
 	if (rc < 0)
 		return rc;
 
@@ -478,13 +276,13 @@ loader_open(rf_loader *ld)
 	rf_dataset_close_files(ld->ds);
 
 	uint32_t sel[RF_MAX_FIELDS], nsel = 0;
-	rc = select_fields(ld, sel, &nsel);
+	rc = rf_ld_select_fields(ld, sel, &nsel);
 	if (rc < 0)
 		return rc;
 	/* The strings and arrays are the caller's: keep no pointer to them. */
 	cfg->paths = NULL;
 	cfg->fields = NULL;
-	rc = resolve_settings(ld);
+	rc = rf_ld_resolve_settings(ld);
 	if (rc < 0)
 		return rc;
 	if (ld->full.on) {
@@ -511,9 +309,6 @@ loader_open(rf_loader *ld)
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc == -ENOMEM ? RF_EMEMPLAN : rc, "%s", ld->ring_diag.msg);
 
-	if (!ld->full.on) /* full mode: set by the memory plan */
-		ld->mem.qd = ld->resolved.io_depth < ld->mem.n_read ? ld->resolved.io_depth
-								    : ld->mem.n_read;
 	rc = ld->map.on ? open_maps(ld) : open_io(ld);
 	if (rc < 0)
 		return rc;
@@ -535,6 +330,8 @@ loader_open(rf_loader *ld)
 		if (rf_decoder_init(&w->dec, rf_dataset_max_raw_bytes(ld->ds), need_raw) < 0)
 			return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory for decode buffers");
 	}
+
+	rf_ld_chunk_steps_init(ld);
 
 	/* The pipeline window and the queues. */
 	ld->nwin = ld->mem.n_read + ld->nworkers + 1;
@@ -572,21 +369,11 @@ rf_loader_open(rf_loader **out, const rf_config *cfg)
 		snprintf(open_error, sizeof(open_error), "loader: config is NULL");
 		return RF_EUSAGE;
 	}
-	if (cfg->size != sizeof(rf_config)) {
-		snprintf(open_error, sizeof(open_error),
-			 "loader: config size %" PRIu32 ", expected %zu (call rf_config_init)",
-			 cfg->size, sizeof(rf_config));
+	rf_diag d0;
+	rf_diag_init(&d0, NULL, NULL);
+	if (RF_CONFIG_SIZE_CHECK(&d0, "loader", cfg, "rf_config_init") < 0) {
+		snprintf(open_error, sizeof(open_error), "%s", d0.msg);
 		return RF_EUSAGE;
-	}
-	for (size_t i = 0; i < sizeof(cfg->reserved); i++) {
-		/* A setting from a newer header, which this library would
-		 * otherwise ignore in silence. */
-		if (cfg->reserved[i]) {
-			snprintf(open_error, sizeof(open_error),
-				 "loader: config has settings this library (%s) does not know "
-				 "(reserved bytes are not 0)", rf_version_string());
-			return RF_EUSAGE;
-		}
 	}
 	rf_loader *ld = calloc(1, sizeof(*ld));
 	if (!ld)
@@ -740,15 +527,10 @@ rf_ld_loader_free(rf_loader *ld)
 	free(ld->delivery.dbufs);
 	free(ld->delivery.rq);
 	rf_io_close(&ld->io);
-	for (size_t i = 0; ld->map.base && i < ld->nshards; i++)
-		if (ld->map.base[i])
-			munmap(ld->map.base[i], (size_t)ld->map.len[i]);
-	free(ld->map.base);
-	free(ld->map.len);
+	rf_io_map_close(&ld->map.m);
 	free(ld->map.rbase);
 	free(ld->map.free);
 	free(ld->map.free_is);
-	free(ld->map.mvec);
 	rf_ring_close(&ld->ring);
 	rf_device_close(&ld->dev);
 	for (unsigned i = 0; ld->workers && i < ld->nworkers; i++)

@@ -50,7 +50,8 @@ rf_ld_plan_seek_blob(rf_loader *ld, const void *blob, size_t len)
 		return rf_fail(&ld->diag, RF_ESTATE, "loader: resume: the position was saved with "
 			       "a window of %u chunks, this loader holds %u: open it with window = "
 			       "%u (and pinned_bytes for it)", lp->window, ld->resolved.window, lp->window);
-	if (cfg->epochs && (lp->epoch < ld->reader.epoch_last - cfg->epochs || lp->epoch >= ld->reader.epoch_last))
+	if (cfg->epochs && (lp->epoch < ld->reader.epoch_last - cfg->epochs ||
+			    lp->epoch >= ld->reader.epoch_last))
 		return rf_fail(&ld->diag, RF_ESTATE, "loader: resume: the position lies in epoch %"
 			       PRIu64 ", outside this loader's epochs %" PRIu64 "..%" PRIu64 " (epoch + "
 			       "epochs - 1, counted from rf_config.epoch whether or not the run "
@@ -98,7 +99,6 @@ rf_ld_open_plan(rf_loader *ld)
 {
 	rf_config *cfg = &ld->cfg;
 	int rc;
-	static const char *const modes[] = {"none", "chunks", "window", "full"};
 
 	rf_plan_params pp;
 	rf_plan_params_init(&pp);
@@ -168,8 +168,9 @@ rf_ld_open_plan(rf_loader *ld)
 	if (op->mode == RF_PLAN_WINDOW)
 		snprintf(wdesc, sizeof wdesc, ", window W = %u chunks", op->window);
 	rf_log(&ld->diag, RF_LOG_INFO, "plan: shuffle %s%s, seed %" PRIu64 ", rank %u of %u (%s), "
-	       "%" PRIu64 " batches of %u per epoch, order id %016" PRIx64, modes[ld->resolved.shuffle],
-	       wdesc, ld->resolved.seed, pp.rank, pp.world, ld->resolved.rank_source, rf_plan_batches(ld->reader.plan),
+	       "%" PRIu64 " batches of %u per epoch, order id %016" PRIx64,
+	       rf_shuffle_name(ld->resolved.shuffle), wdesc, ld->resolved.seed, pp.rank, pp.world, ld->resolved.rank_source,
+	       rf_plan_batches(ld->reader.plan),
 	       cfg->batch_size, ld->order_id);
 	/* A batch larger than the data (with drop_last) streams nothing: a
 	 * training loop that silently does no step. */

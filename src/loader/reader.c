@@ -7,62 +7,13 @@
 
 /* ---------------------------------------------------------- the reader */
 
-/* 1 when every page of mincore's vector is resident. */
-static int
-all_resident(const unsigned char *v, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!(v[i] & 1))
-			return 0;
-	return 1;
-}
-
-/*
- * Map mode's read: fault chunk `c` in (MADV_POPULATE_READ reads what is not
- * in the page cache and maps it, here in the reader, ahead of the worker)
- * and point read slot `slot` at it.  Returns the bytes there, short when
- * the shard ends early, or a negative errno: a page that cannot be read
- * (I/O error, the file shrank) is EFAULT from the kernel, reported as EIO
- * here instead of the SIGBUS the worker would get touching it.  Kernels
- * before 5.14 lack the advice: MADV_WILLNEED starts the reads instead, and
- * the worker faults the pages in.
- */
+/* Map mode's read: fault chunk `c` in through the mmap engine and point
+ * read slot `slot` at it (rf_io_map_range). */
 static int64_t
 map_chunk(rf_loader *ld, const rf_chunk_info *c, unsigned slot)
 {
-	uint64_t len = ld->map.len[c->shard];
-	uint64_t n = c->offset < len ? len - c->offset : 0;
-	if (n > c->stored_bytes)
-		n = c->stored_bytes;
-	/* A shard shorter than its index: point at its end (n = 0). */
-	uint8_t *p = ld->map.base[c->shard] + (c->offset < len ? c->offset : len);
-	ld->map.rbase[slot] = p;
-	if (n == 0)
-		return 0;
-	uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(ld->map.page - 1);
-	size_t span = (size_t)((uintptr_t)p + n - lo);
-	/* Every page already in the page cache (a warm dataset, a later
-	 * epoch): nothing to read, and faulting in pages that are mapped
-	 * already costs more than this check. */
-	size_t np = (span + ld->map.page - 1) / ld->map.page;
-	if (np <= ld->map.mvec_len && mincore((void *)lo, span, ld->map.mvec) == 0 &&
-	    all_resident(ld->map.mvec, np))
-		return (int64_t)n;
-	for (;;) {
-		int adv = ld->map.populate ? MADV_POPULATE_READ : MADV_WILLNEED;
-		if (madvise((void *)lo, span, adv) == 0)
-			return (int64_t)n;
-		int e = errno;
-		if (e == EINTR || e == EAGAIN)
-			continue;
-		if (e == EINVAL && ld->map.populate) {
-			ld->map.populate = 0;
-			rf_log(&ld->diag, RF_LOG_WARN, "map: MADV_POPULATE_READ is not supported "
-			       "(kernel before 5.14): pages are faulted in by the decode workers");
-			continue;
-		}
-		return e == EFAULT ? -EIO : -e;
-	}
+	return rf_io_map_range(ld->map.m, c->shard, c->offset, c->stored_bytes,
+			       &ld->map.rbase[slot]);
 }
 
 /* The next read (mu held), or 0 after the last epoch. */
@@ -106,7 +57,7 @@ void *
 rf_ld_reader_main(void *arg)
 {
 	rf_loader *ld = arg;
-	rf_io_done done[64];
+	rf_io_done done[RF_LD_REAP_MAX];
 
 	pthread_mutex_lock(&ld->mu);
 	for (;;) {
@@ -154,7 +105,7 @@ rf_ld_reader_main(void *arg)
 			w->state = ST_READING;
 			w->res = 0;
 			const rf_chunk_info *c = &ld->chunks[st.chunk];
-			uint64_t span = RF_ALIGN_UP(c->stored_bytes, 4096);
+			uint64_t span = RF_ALIGN_UP(c->stored_bytes, RF_FMT_ALIGN);
 			/* The io queue belongs to this thread; only the window
 			 * bookkeeping needs the lock. */
 			pthread_mutex_unlock(&ld->mu);
@@ -191,7 +142,7 @@ rf_ld_reader_main(void *arg)
 			continue;
 		}
 		pthread_mutex_unlock(&ld->mu);
-		int n = rf_ld_reads_wait(ld, done, 64);
+		int n = rf_ld_reads_wait(ld, done, RF_LD_REAP_MAX);
 		pthread_mutex_lock(&ld->mu);
 		if (n < 0) {
 			char msg[RF_ERRMSG_MAX + 64];
@@ -217,7 +168,7 @@ rf_ld_reader_main(void *arg)
 	/* Reads still in flight land in ring memory: wait for them before the
 	 * ring can be unmapped. */
 	while (ld->io && rf_io_inflight(ld->io) > 0) {
-		if (rf_io_wait(ld->io, done, 64, 1) < 0)
+		if (rf_io_wait(ld->io, done, RF_LD_REAP_MAX, 1) < 0)
 			break;
 	}
 	rf_ld_thread_exit_account(ld, 0);

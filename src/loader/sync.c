@@ -38,19 +38,6 @@ rf_ld_thread_exit_account(rf_loader *ld, unsigned cpu_index)
 	pthread_mutex_unlock(&ld->mu);
 }
 
-void
-rf_ld_fmt_size(char *buf, size_t cap, uint64_t b)
-{
-	if (b >= (1ull << 30))
-		snprintf(buf, cap, "%.2f GiB", (double)b / (double)(1ull << 30));
-	else if (b >= (1ull << 20))
-		snprintf(buf, cap, "%.2f MiB", (double)b / (double)(1ull << 20));
-	else if (b >= (1ull << 10))
-		snprintf(buf, cap, "%.1f KiB", (double)b / 1024.0);
-	else
-		snprintf(buf, cap, "%" PRIu64 " B", b);
-}
-
 /* ------------------------------------------------------- queue helpers */
 
 void

@@ -1,11 +1,48 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The decode workers: verify and decompress in parallel, then gather in
- * plan order, one turn per read.
+ * The decode workers: the chunk path (a list of steps chosen at open:
+ * the read's result, verify and decompress) in parallel, then the gather
+ * in plan order, one turn per read.
  */
 #include "loader/internal.h"
 
-/* -------------------------------------------------------- decode workers */
+/* The read's result: an error, or fewer bytes than the chunk has. */
+static int
+step_read_result(rf_loader *ld, struct worker *w, struct chunk_job *job)
+{
+	(void)ld;
+	const rf_chunk_ctx *ctx = &job->ctx;
+	if (job->res < 0)
+		return rf_fail(&w->diag, (int)job->res,
+			       "%s: chunk %" PRIu64 " at offset %" PRIu64 ": read failed: %s",
+			       ctx->path, ctx->chunk, ctx->offset, rf_strerror((int)job->res));
+	if ((uint64_t)job->res < job->info->stored_bytes)
+		return rf_fail(&w->diag, RF_ETRUNCATED,
+			       "%s: chunk %" PRIu64 " at offset %" PRIu64 ": read %" PRId64
+			       " of its %" PRIu64 " bytes: the file is truncated",
+			       ctx->path, ctx->chunk, ctx->offset, job->res, job->info->stored_bytes);
+	return 0;
+}
+
+/* Verify (unless verify = 0), decompress and validate: the chunk's
+ * sections, in the read slot (uncompressed) or the worker's raw buffer. */
+static int
+step_decode(rf_loader *ld, struct worker *w, struct chunk_job *job)
+{
+	return rf_decoder_chunk(&w->dec, ld->schema, job->info, rf_ld_read_slot_bytes(ld, job->slot),
+				ld->cfg.verify, &job->sec, &job->ctx, &w->diag);
+}
+
+/* The chunk path, chosen once at open: the steps each read chunk goes
+ * through in a decode worker, in order, before its turn to gather.  A
+ * later step (image decoding, say) is one more entry. */
+void
+rf_ld_chunk_steps_init(rf_loader *ld)
+{
+	ld->nchunk_steps = 0;
+	ld->chunk_steps[ld->nchunk_steps++] = step_read_result;
+	ld->chunk_steps[ld->nchunk_steps++] = step_decode;
+}
 
 void *
 rf_ld_worker_main(void *arg)
@@ -35,23 +72,11 @@ rf_ld_worker_main(void *arg)
 
 		uint64_t t0 = rf_ld_now_ns();
 		const rf_chunk_info *info = &ld->chunks[step.s.chunk];
-		rf_chunk_ctx ctx;
-		rf_dataset_chunk_ctx(ld->ds, step.s.chunk, &ctx);
-		rf_chunk_sections sec;
-		int rc, slot_held = 1;
-		if (step.res < 0) {
-			rc = rf_fail(&w->diag, (int)step.res,
-				     "%s: chunk %" PRIu64 " at offset %" PRIu64 ": read failed: %s",
-				     ctx.path, ctx.chunk, ctx.offset, rf_strerror((int)step.res));
-		} else if ((uint64_t)step.res < info->stored_bytes) {
-			rc = rf_fail(&w->diag, RF_ETRUNCATED,
-				     "%s: chunk %" PRIu64 " at offset %" PRIu64 ": read %" PRId64
-				     " of its %" PRIu64 " bytes: the file is truncated",
-				     ctx.path, ctx.chunk, ctx.offset, step.res, info->stored_bytes);
-		} else {
-			rc = rf_decoder_chunk(&w->dec, ld->schema, info, rf_ld_read_slot_bytes(ld, step.slot),
-					      ld->cfg.verify, &sec, &ctx, &w->diag);
-		}
+		struct chunk_job job = {.info = info, .slot = step.slot, .res = step.res};
+		rf_dataset_chunk_ctx(ld->ds, step.s.chunk, &job.ctx);
+		int rc = 0, slot_held = 1;
+		for (unsigned i = 0; rc == 0 && i < ld->nchunk_steps; i++)
+			rc = ld->chunk_steps[i](ld, w, &job);
 		/* A compressed chunk was decoded into the worker's own buffer:
 		 * its read slot can go back at once. */
 		if (rc < 0 || info->codec != RF_CODEC_NONE) {
@@ -74,10 +99,11 @@ rf_ld_worker_main(void *arg)
 
 		uint64_t t2 = rf_ld_now_ns();
 		if (rc == 0 && ld->window.on)
-			rc = rf_ld_gather_step_window(ld, &step.s, &sec, &ctx, w, slot_held, step.slot,
+			rc = rf_ld_gather_step_window(ld, &step.s, &job.sec, &job.ctx, w, slot_held, step.slot,
 						      &w->diag);
 		else if (rc == 0)
-			rc = rf_ld_gather_step(ld, &step.s, &sec, &ctx, ld->gather.direct_ok && slot_held,
+			rc = rf_ld_gather_step(ld, &step.s, &job.sec, &job.ctx,
+					       ld->gather.direct_ok && slot_held,
 					       step.slot, &w->diag);
 		if (slot_held)
 			rf_ld_read_slot_unref(ld, step.slot);

@@ -82,6 +82,7 @@ read_with_fault(int engine, const char *path, char *buf, uint64_t size, const ch
 int
 main(void)
 {
+	RF_TEST_REQUIRE_HOOKS("injected read errors (RINGFEED_IO_FAIL_AT)");
 	const uint64_t size = 1024 * 1024;
 	const size_t block = 64 * 1024;
 	const uint64_t fail_at = 3 * block + 100;

@@ -77,6 +77,7 @@ run(uint8_t *out, char *msg, size_t msgcap)
 int
 main(void)
 {
+	RF_TEST_REQUIRE_HOOKS("injected read errors (RINGFEED_IO_FAIL_AT)");
 	dir = rf_test_tmpdir("rfretry");
 	if (asprintf(&shard, "%s/d.rfs", dir) < 0)
 		return 1;

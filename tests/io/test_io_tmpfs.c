@@ -23,6 +23,7 @@ main(void)
 	t_write_file(a, size, 11);
 	t_write_file(b, size, 12);
 	if (t_direct_ok(a)) {
+		RF_TEST_REQUIRE_HOOKS("the simulated O_DIRECT refusal");
 		printf("this tmpfs accepts O_DIRECT: simulating the refusal\n");
 		setenv("RINGFEED_IO_REFUSE_DIRECT", "1", 1);
 	} else {

@@ -1,0 +1,367 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The settings: every check of rf_config (config_check, before anything is
+ * opened; then what needs the dataset), the values resolved from it into
+ * ld->resolved (W, the read mode, decode threads), the batch layout, and the
+ * inputs of the memory plan (memplan.c), which is computed and logged here.
+ */
+#include "config.h"
+#include "loader/internal.h"
+
+/* The default capacity of a variable field's region per batch: twice B
+ * times the largest per-sample average of any chunk, so a batch of typical
+ * samples fits with room for variance (the raw chunk bytes bound every
+ * field's bytes in it). */
+static int
+default_var_bytes(rf_loader *ld, uint64_t *out)
+{
+	uint64_t per = 0;
+	for (uint64_t c = 0; c < ld->nchunks; c++) {
+		const rf_chunk_info *ci = &ld->chunks[c];
+		uint64_t a = (ci->raw_bytes + ci->samples - 1) / ci->samples;
+		if (a > per)
+			per = a;
+	}
+	uint64_t v;
+	if (rf_mul_u64(per, 2ull * ld->cfg.batch_size, &v))
+		return -1;
+	if (v < 4096)
+		v = 4096;
+	*out = RF_ALIGN_UP(v, RF_BATCH_ALIGN);
+	return 0;
+}
+
+/* Bytes the kernel reports as available for new work (MemAvailable), or 0
+ * when /proc/meminfo cannot be read. */
+static uint64_t
+mem_available(void)
+{
+	FILE *f = fopen("/proc/meminfo", "re");
+	if (!f)
+		return 0;
+	char line[256];
+	unsigned long long kib = 0;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+			break;
+	fclose(f);
+	return (uint64_t)kib << 10;
+}
+
+/*
+ * direct = -1 (the default) chooses per open: O_DIRECT unless the dataset's
+ * stored bytes are at most a quarter of the memory available now.  A
+ * dataset that large would push the training program's own memory out of
+ * the page cache, and every epoch would evict what the next one needs
+ * first; a small one stays cached after the first epoch, and reading it
+ * from the cache beats reading the disk every epoch.
+ */
+static void
+choose_direct(rf_loader *ld)
+{
+	if (ld->resolved.direct >= 0)
+		return;
+	uint64_t stored = 0;
+	for (uint64_t c = 0; c < ld->nchunks; c++)
+		stored += ld->chunks[c].stored_bytes;
+	uint64_t avail = mem_available();
+	ld->resolved.direct = !(avail && stored <= avail / 4);
+	char a[32], b[32];
+	rf_memplan_fmt_size(a, sizeof a, stored);
+	rf_memplan_fmt_size(b, sizeof b, avail);
+	rf_log(&ld->diag, RF_LOG_INFO, "reads: %s (dataset %s, memory available %s)",
+	       ld->resolved.direct ? "O_DIRECT" : "buffered, the dataset fits in the page cache",
+	       a, b);
+}
+
+/* rf_config.tokens: *tok is the selected field to split into int32 inputs
+ * and targets (UINT32_MAX: none), after the checks the header lists. */
+static int
+tokens_check(rf_loader *ld, const uint32_t *sel, uint32_t nsel, uint32_t *tok)
+{
+	const rf_config *cfg = &ld->cfg;
+	const char *ds = rf_dataset_shard_path(ld->ds, 0);
+	*tok = UINT32_MAX;
+	if (cfg->tokens == RF_TOKENS_STORED)
+		return 0;
+	/* The layout and its combination with full shuffling: config_check. */
+	for (uint32_t i = 0; i < nsel; i++) {
+		const char *name = ld->schema->fields[sel[i]].name;
+		if (!strcmp(name, "tokens"))
+			*tok = i;
+		else if (!strcmp(name, "inputs") || !strcmp(name, "targets"))
+			return rf_fail(&ld->diag, RF_EUSAGE, "loader: the inputs/targets token layout "
+				       "names two fields 'inputs' and 'targets', but %s has a field '%s' "
+				       "too: leave it out (rf_config.fields)", ds, name);
+	}
+	if (*tok == UINT32_MAX)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: the inputs/targets token layout needs "
+			       "a loaded field named 'tokens' (as `ringfeed pack --llmc` writes); %s "
+			       "has none%s", ds, nsel < ld->schema->nfields ? " among the fields loaded" : "");
+	const rf_field *f = &ld->schema->fields[sel[*tok]];
+	if (!rf_token_field_ok(f))
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: the inputs/targets token layout needs "
+			       "field 'tokens' of %s to hold T + 1 >= 2 tokens of u16, u32 or i32 per "
+			       "sample (one fixed dimension); it is %s of %u dimension(s)%s", ds,
+			       rf_dtype_name(f->dtype), f->rank, f->var_dim >= 0 ? ", variable" : "");
+	if (nsel >= RF_MAX_FIELDS)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: the inputs/targets token layout makes "
+			       "one field two: load at most %d fields", RF_MAX_FIELDS - 1);
+	return 0;
+}
+
+/* Decide the batch layout, then the memory plan (memplan.c) from it, the
+ * dataset, the settings and the device, and log it. */
+int
+rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
+{
+	const rf_config *cfg = &ld->cfg;
+	uint64_t var_cap = cfg->var_bytes;
+	int has_var = 0;
+	for (uint32_t i = 0; i < nsel; i++)
+		has_var |= ld->schema->fields[sel[i]].var_dim >= 0;
+	if (has_var && var_cap == 0 && default_var_bytes(ld, &var_cap) < 0)
+		return rf_fail(&ld->diag, RF_EMEMPLAN, "memory plan: the variable-size region of "
+			       "a batch overflows: lower batch_size or set var_bytes");
+	/* The batch is sized from its delivered layout: with token parts,
+	 * int32 inputs and targets rather than the stored tokens. */
+	uint32_t tok;
+	int rc = tokens_check(ld, sel, nsel, &tok);
+	if (rc < 0)
+		return rc;
+	rc = tok < nsel ? rf_batch_layout_init_tokens(&ld->layout, ld->schema, sel, nsel, tok,
+						      cfg->batch_size, var_cap, &ld->diag)
+			: rf_batch_layout_init(&ld->layout, ld->schema, sel, nsel, cfg->batch_size,
+					       var_cap, &ld->diag);
+	if (rc < 0)
+		return rc;
+	/* RINGFEED_HOST_COPY=1 copies into device buffers on a host-memory
+	 * device too, as the cuda path does (to compare the two): a test-only
+	 * switch (-Dtest_hooks). */
+#if RF_TEST_HOOKS
+	const char *hc = getenv("RINGFEED_HOST_COPY");
+#else
+	const char *hc = NULL;
+#endif
+	size_t fr = 0, tot = 0;
+	struct rf_memplan_in in = {
+		.layout = &ld->layout,
+		.nfields = ld->schema->nfields,
+		.max_span = rf_dataset_max_stored_span(ld->ds),
+		.nchunks = ld->nchunks,
+		.pinned_bytes = cfg->pinned_bytes,
+		.batch_size = cfg->batch_size,
+		.depth = ld->resolved.depth,
+		.io_depth = ld->resolved.io_depth,
+		.window = ld->resolved.window,
+		.full = ld->full.on,
+		.map = ld->map.on,
+		.direct = ld->resolved.direct,
+		.sums = ld->full.sums,
+		.host_memory = rf_device_has(ld->dev, RF_DEVICE_CAP_HOST_MEMORY) &&
+			       !(hc && strcmp(hc, "1") == 0),
+		.dev_desc = ld->dev->desc,
+	};
+	in.dev_free_known = ld->dev->ops->mem_info(ld->dev, &fr, &tot) == 0;
+	in.dev_free = fr;
+	rc = rf_memplan_compute(&in, &ld->mem, &ld->diag);
+	if (rc < 0)
+		return rc;
+	char line[512];
+	rf_memplan_describe(&in, &ld->mem, line, sizeof line);
+	rf_log(&ld->diag, RF_LOG_INFO, "%s", line);
+	return 0;
+}
+
+/* decode_threads = 0: a worker per CPU for compressed data (up to 8);
+ * uncompressed chunks need only checksums and gathers, memory-bound work
+ * where a second worker pays only from 4 CPUs (below, it takes the core the
+ * consumer needs). */
+static uint32_t
+decode_threads_auto(int compressed)
+{
+	cpu_set_t set;
+	long n = 0;
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		n = CPU_COUNT(&set);
+	if (n <= 0)
+		n = sysconf(_SC_NPROCESSORS_ONLN);
+	if (n <= 0)
+		n = 1;
+	if (compressed)
+		return n > 8 ? 8 : (uint32_t)n;
+	return n >= 4 ? 2 : 1;
+}
+
+/*
+ * Every check of the user's settings that needs no dataset, before
+ * anything is opened, allocated, page-locked or started; the settings that
+ * need the dataset (fields, tokens, full shuffling's needs, the resume blob,
+ * the memory plan) are checked right after it is opened, still before the
+ * ring is page-locked (loader_open).  The config is never changed: what is
+ * resolved from it goes to ld->resolved.
+ */
+int
+rf_ld_config_check(rf_loader *ld)
+{
+	const rf_config *cfg = &ld->cfg;
+	if (cfg->npaths == 0 || !cfg->paths)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: no dataset paths given (paths %s, "
+			       "npaths %zu)", cfg->paths ? "set" : "NULL", cfg->npaths);
+	/* A count without its array is a mistake, not "the default". */
+	if (!cfg->fields && cfg->nfields)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: nfields is %zu but fields is NULL "
+			       "(NULL with nfields 0 loads every field)", cfg->nfields);
+	if (!cfg->resume && cfg->resume_len)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: resume_len is %zu but resume is NULL",
+			       cfg->resume_len);
+	if (cfg->batch_size == 0)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: batch_size must be at least 1");
+	if (cfg->depth > RF_DEPTH_MAX)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: depth %u is more than %d", cfg->depth,
+			       RF_DEPTH_MAX);
+	if (cfg->pinning != RF_PINNING_RING && cfg->pinning != RF_PINNING_TRANSIENT)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: pinning %d is not ring or transient",
+			       (int)cfg->pinning);
+	if (cfg->epochs && cfg->epoch > UINT64_MAX - cfg->epochs)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: epoch %" PRIu64 " + epochs %u "
+			       "overflows the epoch counter", cfg->epoch, cfg->epochs);
+	if (cfg->device != RF_DEVICE_AUTO && cfg->device != RF_DEVICE_HOST &&
+	    cfg->device != RF_DEVICE_CUDA)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: device %d is not auto, host or cuda",
+			       (int)cfg->device);
+	if (cfg->tokens != RF_TOKENS_STORED && cfg->tokens != RF_TOKENS_INPUTS_TARGETS)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: tokens = %d is not a token layout",
+			       (int)cfg->tokens);
+
+	/* A saved position continues in its own order: its shuffle mode (and
+	 * window, unless one is set) shape the loader, so they are taken
+	 * before it is laid out.  A blob that is not whole is refused when it
+	 * is loaded, with the reason. */
+	ld->resolved.shuffle = cfg->shuffle;
+	enum rf_plan_mode rmode;
+	uint32_t rwin;
+	if (cfg->resume && rf_plan_state_peek(cfg->resume, cfg->resume_len, &rmode, &rwin) == 0)
+		ld->resolved.shuffle = rf_ld_shuffle_of_mode(rmode);
+	if ((unsigned)ld->resolved.shuffle > RF_SHUFFLE_FULL)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: shuffle %d is not none, chunks, window "
+			       "or full", (int)ld->resolved.shuffle);
+	int full = ld->resolved.shuffle == RF_SHUFFLE_FULL;
+	if (cfg->map && cfg->direct == 1)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: map = 1 reads through the page "
+			       "cache: it cannot be combined with direct = 1");
+	if (full && cfg->tokens == RF_TOKENS_INPUTS_TARGETS)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: the inputs/targets token layout is "
+			       "not available with shuffle full, which reads values straight into "
+			       "the batch: use shuffle window");
+
+	rf_diag_init(&ld->plan_diag, cfg->log, cfg->log_user);
+	ld->plan_diag.errors_quiet = 1; /* each failure is passed on through ld->diag */
+	ld->resolved.rank_source = "";
+	int rc = rf_plan_resolve_rank(cfg->rank, cfg->world, NULL, NULL, &ld->resolved.rank,
+				      &ld->resolved.world, &ld->resolved.rank_source,
+				      &ld->plan_diag);
+	if (rc < 0)
+		return rf_fail(&ld->diag, rc, "%s", ld->plan_diag.msg);
+
+	ld->resolved.depth = cfg->depth ? cfg->depth : 2;
+	ld->resolved.io_depth = cfg->io_depth == 0 ? 32 : cfg->io_depth;
+	if (ld->resolved.io_depth > RF_IO_DEPTH_MAX) /* what a ring is allocated for at open */
+		ld->resolved.io_depth = RF_IO_DEPTH_MAX;
+	ld->resolved.decode_threads = cfg->decode_threads > RF_DECODE_THREADS_MAX
+					      ? RF_DECODE_THREADS_MAX : cfg->decode_threads;
+	ld->resolved.seed = cfg->seed;
+	ld->resolved.epoch = cfg->epoch;
+	ld->full.on = full;
+	ld->map.on = cfg->map && !full;
+	ld->resolved.direct = ld->map.on ? 0 : cfg->direct;
+	return 0;
+}
+
+/* The settings that depend on the dataset: W, the read mode, the decode
+ * threads. */
+int
+rf_ld_resolve_settings(rf_loader *ld)
+{
+	const rf_config *cfg = &ld->cfg;
+	if (ld->resolved.shuffle == RF_SHUFFLE_WINDOW) {
+		/* The window is part of the order: a function of the dataset
+		 * (and of rf_config.window, or the resume blob's) alone, which
+		 * the ring must hold; never sized from the budget, which may
+		 * differ between ranks. */
+		uint32_t want = cfg->window;
+		enum rf_plan_mode rmode;
+		uint32_t rwin;
+		if (want == 0 && cfg->resume &&
+		    rf_plan_state_peek(cfg->resume, cfg->resume_len, &rmode, &rwin) == 0 &&
+		    rmode == RF_PLAN_WINDOW)
+			want = rwin;
+		uint64_t raw = 0;
+		for (uint64_t ci = 0; ci < ld->nchunks; ci++)
+			raw += ld->chunks[ci].raw_bytes;
+		uint32_t w = want ? want
+				  : rf_plan_default_window(ld->nchunks ? raw / ld->nchunks : 0);
+		uint32_t wnd = rf_plan_window_in_force(w, ld->nchunks);
+		if (wnd > RF_WINDOW_MAX)
+			return rf_fail(&ld->diag, RF_EUSAGE, "loader: window %u: at most %u chunks",
+				       want, RF_WINDOW_MAX);
+		ld->resolved.window = wnd;
+	}
+	choose_direct(ld);
+	/* Decode workers: a raw buffer each only when some chunk is compressed. */
+	int need_raw = 0;
+	for (uint64_t c = 0; c < ld->nchunks && !need_raw; c++)
+		need_raw = ld->chunks[c].codec != RF_CODEC_NONE;
+	if (ld->resolved.decode_threads == 0)
+		ld->resolved.decode_threads = decode_threads_auto(need_raw);
+	ld->nworkers = ld->full.on ? 0 : ld->resolved.decode_threads; /* full: nothing to decode */
+	return 0;
+}
+
+/* The fields, by name or all: their schema indices into sel. */
+int
+rf_ld_select_fields(rf_loader *ld, uint32_t *sel, uint32_t *nselp)
+{
+	const rf_config *cfg = &ld->cfg;
+	uint32_t nsel = 0;
+	if (cfg->fields) {
+		if (cfg->nfields == 0 || cfg->nfields > RF_MAX_FIELDS)
+			return rf_fail(&ld->diag, RF_EUSAGE, "loader: %zu fields selected (1..%d)",
+				       cfg->nfields, RF_MAX_FIELDS);
+		for (size_t i = 0; i < cfg->nfields; i++) {
+			int k = cfg->fields[i] ? rf_schema_find(ld->schema, cfg->fields[i]) : -1;
+			if (k < 0) {
+				/* The names there are, so a typo shows at once. */
+				char have[256];
+				size_t o = 0;
+				have[0] = 0;
+				for (uint32_t f = 0; f < ld->schema->nfields; f++) {
+					int w = snprintf(have + o, sizeof(have) - o, "%s%s",
+							 f ? ", " : "", ld->schema->fields[f].name);
+					if (w < 0 || (size_t)w >= sizeof(have) - o) {
+						snprintf(have + (o < sizeof(have) - 6 ? o : sizeof(have) - 6),
+							 6, ", ...");
+						break;
+					}
+					o += (size_t)w;
+				}
+				return rf_fail(&ld->diag, RF_EUSAGE, "loader: no field named '%s' in %s; "
+					       "its fields are: %s",
+					       cfg->fields[i] ? cfg->fields[i] : "(null)",
+					       rf_dataset_shard_path(ld->ds, 0), have);
+			}
+			for (uint32_t j = 0; j < nsel; j++)
+				if (sel[j] == (uint32_t)k)
+					return rf_fail(&ld->diag, RF_EUSAGE,
+						       "loader: field '%s' selected twice", cfg->fields[i]);
+			sel[nsel++] = (uint32_t)k;
+		}
+	} else {
+		for (uint32_t i = 0; i < ld->schema->nfields; i++)
+			sel[nsel++] = i;
+	}
+	for (uint32_t i = 0; i < nsel; i++)
+		ld->nvar += ld->schema->fields[sel[i]].var_dim >= 0;
+	*nselp = nsel;
+	return 0;
+}

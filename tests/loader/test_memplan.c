@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Description: the memory plan as a pure function, over a table of inputs:
+ * budgets (too small, enough, capped), devices (copy into device buffers,
+ * in-place host delivery, dropped when too small to lend depth slots, a
+ * device without the free memory), and modes (chunk reads, window, map,
+ * full with and without bounce areas); the slot size and counts, queue
+ * depth and device bytes of each plan, and the numbers each refusal names.
+ * The plan of the same inputs is the same every time, and a refusal leaves
+ * the output untouched.
+ */
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "loader/memplan.h"
+
+#define MIB (1ull << 20)
+
+struct row {
+	const char *what;
+	/* inputs: one fixed field of V bytes per sample, B per batch */
+	uint32_t B;
+	uint64_t V;
+	uint64_t span, nchunks, pinned;
+	uint32_t depth, io_depth, window;
+	int full, map, direct, sums, host;
+	int free_known;
+	uint64_t dev_free;
+	/* expected */
+	int rc;
+	const char *msg[3]; /* in the refusal's message */
+	uint64_t slot;
+	unsigned nslots, n_read, n_stage, n_ring;
+	uint64_t ring_slot;
+	unsigned qd;
+	int in_place;
+	uint64_t bspan;
+	unsigned nbounce;
+	uint64_t dev_bytes;
+};
+
+/* B = 32 x 784 bytes: a batch of 25088 bytes (98 x 256), 28672 aligned. */
+static const struct row rows[] = {
+	{"cuda, 64 MiB, 100 chunks of 1 MiB", 32, 784, MIB, 100, 64 * MIB, 2, 32, 0,
+	 0, 0, 1, 0, 0, 1, 8ull << 30,
+	 0, {0}, MIB, 64, 60, 4, 64, MIB, 32, 0, 0, 0, 2 * 25088},
+	{"host: in place, no device buffers", 32, 784, MIB, 100, 64 * MIB, 2, 32, 0,
+	 0, 0, 1, 0, 1, 1, 8ull << 30,
+	 0, {0}, MIB, 64, 60, 4, 64, MIB, 32, 1, 0, 0, 0},
+	{"spare reads go to staging (10 chunks)", 32, 784, MIB, 10, 64 * MIB, 2, 32, 0,
+	 0, 0, 1, 0, 0, 1, 8ull << 30,
+	 0, {0}, MIB, 30, 14, 16, 30, MIB, 14, 0, 0, 0, 2 * 25088},
+	{"host, ring too small to lend depth 8: copies", 32, 784, MIB, 100, 4 * MIB, 8, 32, 0,
+	 0, 0, 1, 0, 1, 1, 8ull << 30,
+	 0, {0}, MIB, 4, 2, 2, 4, MIB, 2, 0, 0, 0, 8 * 25088},
+	{"slots capped at 4096", 32, 784, MIB, 100000, 8192 * MIB, 2, 32, 0,
+	 0, 0, 1, 0, 0, 0, 0,
+	 0, {0}, MIB, 4096, 4092, 4, 4096, MIB, 32, 0, 0, 0, 2 * 25088},
+	{"pinned_bytes below two slots", 32, 784, MIB, 100, MIB, 2, 32, 0,
+	 0, 0, 1, 0, 0, 1, 8ull << 30,
+	 RF_EMEMPLAN, {"pinned_bytes 1.00 MiB holds 1 slot(s) of 1048576 bytes",
+		       "24.5 KiB for batch_size 32", "raise pinned_bytes to at least 2.00 MiB"}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+	{"window W = 20 in 16 MiB", 32, 784, MIB, 100, 16 * MIB, 2, 32, 20,
+	 0, 0, 1, 0, 0, 1, 8ull << 30,
+	 RF_EMEMPLAN, {"W = 20 chunks needs 22 read slots of 1.00 MiB besides 4 staging",
+		       "pinned_bytes 27262976 (26.00 MiB); pinned_bytes 16777216 (16.00 MiB) "
+		       "gives 12", "raise pinned_bytes to 27262976"}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+	{"window W = 20 in 32 MiB", 32, 784, MIB, 100, 32 * MIB, 2, 32, 20,
+	 0, 0, 1, 0, 0, 1, 8ull << 30,
+	 0, {0}, MIB, 32, 28, 4, 32, MIB, 28, 0, 0, 0, 2 * 25088},
+	{"device without the free memory", 32, 784, MIB, 100, 64 * MIB, 2, 32, 0,
+	 0, 0, 1, 0, 0, 1, 40000,
+	 RF_EMEMPLAN, {"device buffers need 49.0 KiB (depth 2 x batch 24.5 KiB for batch_size 32)",
+		       "test-device has only 39.1 KiB free", "lower batch_size or depth"}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+	{"device free memory unknown: not checked", 32, 784, MIB, 100, 64 * MIB, 2, 32, 0,
+	 0, 0, 1, 0, 0, 0, 40000,
+	 0, {0}, MIB, 64, 60, 4, 64, MIB, 32, 0, 0, 0, 2 * 25088},
+	{"map: the ring is the staging slots, a batch each", 32, 784, MIB, 100, 64 * MIB, 2, 32,
+	 0, 0, 1, 0, 0, 0, 1, 8ull << 30,
+	 0, {0}, MIB, 64, 60, 4, 4, 28672, 32, 0, 0, 0, 2 * 25088},
+	{"full, O_DIRECT, checksums: bounce areas", 32, 784, MIB, 100, MIB, 2, 32, 0,
+	 1, 0, 1, 1, 0, 1, 8ull << 30,
+	 0, {0}, 28672, 36, 0, 25, 36, 28672, 32, 0, 8192, 11, 2 * 25088},
+	{"full, buffered: no bounce", 32, 784, MIB, 100, MIB, 2, 32, 0,
+	 1, 0, 0, 1, 0, 1, 8ull << 30,
+	 0, {0}, 28672, 36, 0, 36, 36, 28672, 32, 0, 0, 0, 2 * 25088},
+	{"full, two slots: no room for bounce areas", 32, 784, MIB, 100, 2 * 28672, 2, 32, 0,
+	 1, 0, 1, 1, 0, 1, 8ull << 30,
+	 RF_EMEMPLAN, {"pinned_bytes 57344 holds 2 slots of 28672 bytes",
+		       "shuffle full needs at least 3", 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+	{"a batch too large to size", 32, 0, MIB, 100, 64 * MIB, 2, 32, 0,
+	 0, 0, 1, 0, 0, 1, 8ull << 30,
+	 RF_EMEMPLAN, {"a batch of 32 samples is too large: lower batch_size", 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+};
+
+static int failures;
+
+#define EXPECT(c, r)                                                                     \
+	do {                                                                             \
+		if (!(c)) {                                                              \
+			fprintf(stderr, "%s: check failed: %s\n", (r)->what, #c);       \
+			failures++;                                                      \
+		}                                                                        \
+	} while (0)
+
+static void
+layout_of(const struct row *r, rf_batch_layout *l)
+{
+	memset(l, 0, sizeof(*l));
+	l->batch = r->B;
+	l->nparts = 1;
+	l->part[0].field = 0;
+	l->part[0].kind = RF_PART_COPY;
+	l->part[0].value_bytes = r->V;
+	l->part[0].cap = r->V * r->B;
+	l->bytes = RF_ALIGN_UP(r->V * r->B, RF_BATCH_ALIGN);
+	if (r->V == 0) /* a batch whose slot size overflows */
+		l->bytes = UINT64_MAX - (RF_BATCH_ALIGN - 1);
+}
+
+static int
+same(const struct rf_memplan *a, const struct rf_memplan *b)
+{
+	return a->slot_bytes == b->slot_bytes && a->nslots == b->nslots &&
+	       a->n_read == b->n_read && a->n_stage == b->n_stage && a->n_ring == b->n_ring &&
+	       a->ring_slot_bytes == b->ring_slot_bytes && a->qd == b->qd &&
+	       a->in_place == b->in_place && a->bspan == b->bspan && a->nbounce == b->nbounce &&
+	       a->dev_bytes == b->dev_bytes;
+}
+
+static void
+run(const struct row *r)
+{
+	rf_batch_layout l;
+	layout_of(r, &l);
+	struct rf_memplan_in in = {
+		.layout = &l,
+		.nfields = 1,
+		.max_span = r->span,
+		.nchunks = r->nchunks,
+		.pinned_bytes = r->pinned,
+		.batch_size = r->B,
+		.depth = r->depth,
+		.io_depth = r->io_depth,
+		.window = r->window,
+		.full = r->full,
+		.map = r->map,
+		.direct = r->direct,
+		.sums = r->sums,
+		.host_memory = r->host,
+		.dev_free_known = r->free_known,
+		.dev_free = r->dev_free,
+		.dev_desc = "test-device",
+	};
+	rf_diag d;
+	rf_diag_init(&d, NULL, NULL);
+	struct rf_memplan mp, again;
+	memset(&mp, 0xa5, sizeof mp);
+	struct rf_memplan untouched = mp;
+	int before = failures;
+	int rc = rf_memplan_compute(&in, &mp, &d);
+	EXPECT(rc == r->rc, r);
+	if (rc != r->rc)
+		fprintf(stderr, "%s: rc %d (%s)\n", r->what, rc, d.msg);
+	if (r->rc) {
+		EXPECT(same(&mp, &untouched), r);
+		for (int i = 0; i < 3 && r->msg[i]; i++) {
+			EXPECT(strstr(d.msg, r->msg[i]) != NULL, r);
+			if (!strstr(d.msg, r->msg[i]))
+				fprintf(stderr, "%s: \"%s\" not in \"%s\"\n", r->what, r->msg[i], d.msg);
+		}
+		return;
+	}
+	EXPECT(mp.slot_bytes == r->slot, r);
+	EXPECT(mp.nslots == r->nslots, r);
+	EXPECT(mp.n_read == r->n_read, r);
+	EXPECT(mp.n_stage == r->n_stage, r);
+	EXPECT(mp.n_ring == r->n_ring, r);
+	EXPECT(mp.ring_slot_bytes == r->ring_slot, r);
+	EXPECT(mp.qd == r->qd, r);
+	EXPECT(mp.in_place == r->in_place, r);
+	EXPECT(mp.bspan == r->bspan, r);
+	EXPECT(mp.nbounce == r->nbounce, r);
+	EXPECT(mp.dev_bytes == r->dev_bytes, r);
+	/* Invariants of every plan. */
+	EXPECT(mp.n_ring * mp.ring_slot_bytes <= r->pinned, r);
+	EXPECT(mp.nslots <= RF_MEMPLAN_SLOTS_MAX, r);
+	EXPECT(r->full ? mp.n_read == 0 : mp.n_read + mp.n_stage == mp.nslots, r);
+	EXPECT(!mp.in_place || mp.n_stage >= r->depth + 1, r);
+	if (failures != before)
+		fprintf(stderr, "%s: slot %" PRIu64 " nslots %u read %u stage %u ring %u x %" PRIu64
+			" qd %u in_place %d bspan %" PRIu64 " nbounce %u dev %" PRIu64 "\n", r->what,
+			mp.slot_bytes, mp.nslots, mp.n_read, mp.n_stage, mp.n_ring,
+			mp.ring_slot_bytes, mp.qd, mp.in_place, mp.bspan, mp.nbounce, mp.dev_bytes);
+	/* Pure: the same inputs, the same plan. */
+	memset(&again, 0, sizeof again);
+	EXPECT(rf_memplan_compute(&in, &again, &d) == 0, r);
+	EXPECT(same(&mp, &again), r);
+}
+
+int
+main(void)
+{
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		run(&rows[i]);
+
+	/* The log line of the first plan. */
+	rf_batch_layout l;
+	layout_of(&rows[0], &l);
+	struct rf_memplan_in in = {.layout = &l, .nfields = 1, .max_span = MIB, .nchunks = 100,
+				   .pinned_bytes = 64 * MIB, .batch_size = 32, .depth = 2,
+				   .io_depth = 32, .direct = 1, .dev_desc = "test-device"};
+	rf_diag d;
+	rf_diag_init(&d, NULL, NULL);
+	struct rf_memplan mp;
+	char line[512];
+	if (rf_memplan_compute(&in, &mp, &d) == 0) {
+		rf_memplan_describe(&in, &mp, line, sizeof line);
+		const char *want = "memory plan: pinned 64.00 MiB = 64 slots of 1048576 bytes (60 read, "
+				   "4 staging); device 49.0 KiB = 2 x 25088 bytes";
+		if (strcmp(line, want)) {
+			fprintf(stderr, "describe: \"%s\"\n   want \"%s\"\n", line, want);
+			failures++;
+		}
+	} else {
+		failures++;
+	}
+	if (failures)
+		fprintf(stderr, "%d checks failed\n", failures);
+	return failures ? 1 : 0;
+}
