@@ -195,11 +195,8 @@ rf_cmd_info(int argc, char **argv)
 		if ((unsigned)ci.codec < 8)
 			t.codecs |= 1u << ci.codec;
 	}
-	for (size_t i = 0, n = rf_dataset_shards(ds); i < n; i++) {
-		struct stat st;
-		if (stat(rf_dataset_shard_path(ds, i), &st) == 0)
-			t.files += (uint64_t)st.st_size;
-	}
+	for (size_t i = 0, n = rf_dataset_shards(ds); i < n; i++)
+		t.files += rf_dataset_shard_bytes(ds, i);
 	if (json)
 		print_json(ds, &t);
 	else

@@ -102,6 +102,30 @@ expand_path(path_list *l, const char *p)
 {
 	struct stat st;
 
+	if (strstr(p, "://")) {
+		/* A remote shard is itself; a remote prefix or shard list is
+		 * expanded by the library, which lists it (and reads every
+		 * shard's footer: a broken one is reported here, whole). */
+		size_t len = strcspn(p, "?#"); /* a presigned URL's query follows */
+		rf_dataset *ds = NULL;
+		const char *one[1] = {p};
+		rf_dataset_config cfg;
+		if (len > 4 && strncmp(p + len - 4, ".rfs", 4) == 0)
+			return list_add(l, p) < 0 ? -1 : 0;
+		rf_dataset_config_init(&cfg);
+		cfg.verify = 0;
+		if (rf_dataset_open(&ds, one, 1, &cfg) < 0) {
+			rf_cli_error("%s", rf_dataset_last_open_error());
+			return -1;
+		}
+		for (size_t i = 0; i < rf_dataset_shards(ds); i++)
+			if (list_add(l, rf_dataset_shard_path(ds, i)) < 0) {
+				rf_dataset_close(&ds);
+				return -1;
+			}
+		rf_dataset_close(&ds);
+		return 0;
+	}
 	if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
 		DIR *d = opendir(p);
 		struct dirent *e;

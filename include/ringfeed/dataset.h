@@ -289,6 +289,16 @@ RF_API void rf_dataset_config_init(rf_dataset_config *cfg);
  * rf_dataset_last_open_error(). */
 RF_API int rf_dataset_open(rf_dataset **out, const char *const *paths, size_t npaths,
 			   const rf_dataset_config *cfg);
+/* Remote paths, in rf_dataset_open and everywhere a path is taken (when
+ * built with libcurl; -ENOTSUP otherwise): an http://, https:// or s3:// URL
+ * whose path ends in .rfs is a shard; s3://bucket/prefix/ is every .rfs
+ * object under the prefix (listed, sorted by byte value); any other URL is
+ * a shard list (a text file, one shard URL or name relative to it per
+ * line).  Every remote shard's head and tail are fetched concurrently;
+ * later reads are ranged GETs, retried on transient faults.  A 404 is
+ * -ENOENT, a 403 -EACCES, other failures -EIO, the message naming the URL,
+ * the HTTP status and the server's error code.  Settings come from the
+ * environment: docs/remote.md. */
 
 /* The message of the calling thread's last failed rf_dataset_open ("" when
  * none): thread-local, valid until that thread's next open. */
@@ -302,6 +312,8 @@ RF_API uint64_t rf_dataset_chunks(const rf_dataset *ds);
 RF_API size_t rf_dataset_shards(const rf_dataset *ds);
 /* Path of shard i as opened, or NULL past the end.  Owned by the dataset. */
 RF_API const char *rf_dataset_shard_path(const rf_dataset *ds, size_t i);
+/* Size in bytes of shard i (local or remote), or 0 past the end. */
+RF_API uint64_t rf_dataset_shard_bytes(const rf_dataset *ds, size_t i);
 
 /* A chunk as described by its shard's index (validated at open). */
 typedef struct rf_chunk_info {

@@ -23,6 +23,7 @@
 
 #include "format/format.h"
 #include "format/manifest.h"
+#include "io/http.h"
 
 /* A zstd block holds at most 128 KiB and takes at least 4 bytes (3 of header,
  * 1 of RLE payload), so one stored byte never decodes to more than 32 KiB:
@@ -32,6 +33,13 @@
 struct shard {
 	char *path;
 	int fd;
+	/* A remote shard (a URL): its handle in the dataset's rf_http, -1 for
+	 * a local file; and the head and tail fetched together at open, which
+	 * serve the footer, header and (usually) index reads. */
+	int hfile;
+	rf_http *http;
+	uint8_t *head, *tail;
+	size_t head_len, tail_len;
 	uint64_t file_size;
 	uint64_t header_end;
 	uint64_t index_offset;
@@ -64,6 +72,8 @@ struct rf_dataset {
 	uint64_t raw_cap;
 	ZSTD_DCtx *dctx;
 	rf_chunk_sections sec;
+
+	rf_http *http;         /* remote shards' reader, NULL when all are local */
 };
 
 static _Thread_local char last_open_error[RF_ERRMSG_MAX];
@@ -457,6 +467,79 @@ expand(struct pathlist *pl, const char *p, rf_diag *d)
 	return rc;
 }
 
+/* ------------------------------------------------------------- remote */
+
+static int
+pl_add_url(void *arg, const char *url)
+{
+	return pl_add(arg, url);
+}
+
+/* Bytes fetched from each remote shard's two ends at open: the tail holds
+ * the footer and, for a shard of up to ~1000 chunks, the whole index; the
+ * head the largest header (3 pages). */
+#define RF_REMOTE_TAIL (64 * 1024)
+#define RF_REMOTE_HEAD (3 * RF_FMT_ALIGN)
+
+/* Shards whose ends are fetched together: bounds the memory of an open
+ * (76 KiB a shard) whatever the number of shards. */
+#define RF_REMOTE_WINDOW 64
+
+/* Fetch the head and tail of remote shards [from, to) at once, as many
+ * requests in flight as the reader allows: opening a dataset of many shards
+ * costs a few round trips per window, not a few per shard. */
+static int
+remote_prefetch(rf_dataset *ds, size_t from, size_t to, rf_diag *d)
+{
+	rf_http *h = ds->http;
+	for (size_t i = from; i < to; i++) {
+		struct shard *sh = &ds->shards[i];
+		if (sh->hfile >= 0 && (!(sh->head = malloc(RF_REMOTE_HEAD)) ||
+				       !(sh->tail = malloc(RF_REMOTE_TAIL))))
+			return rf_fail(d, -ENOMEM, "rf_dataset_open: out of memory");
+	}
+	rf_io_done done[64];
+	size_t next = 2 * from;
+	for (;;) {
+		int rc = 0;
+		while (next < 2 * to) {
+			struct shard *sh = &ds->shards[next / 2];
+			if (sh->hfile < 0) {
+				next++;
+				continue;
+			}
+			rc = next % 2 ? rf_http_read(h, sh->hfile, 0, sh->head, RF_REMOTE_HEAD, next)
+				      : rf_http_read_tail(h, sh->hfile, sh->tail, RF_REMOTE_TAIL, next);
+			if (rc == -EAGAIN)
+				break;
+			if (rc < 0)
+				return rc;
+			next++;
+		}
+		if (!rf_http_inflight(h))
+			return 0;
+		int n = rf_http_wait(h, done, 64, 1);
+		if (n < 0)
+			return n;
+		for (int k = 0; k < n; k++) {
+			struct shard *sh = &ds->shards[done[k].tag / 2];
+			if (done[k].res < 0)
+				return (int)done[k].res; /* the message names URL and status */
+			if (done[k].tag % 2) {
+				sh->head_len = (size_t)done[k].res;
+			} else {
+				sh->tail_len = (size_t)done[k].res;
+				uint64_t size = 0;
+				/* An empty object answers 416 and may not say
+				 * its size: 0 it is. */
+				if (rf_http_file_size(h, sh->hfile, &size) < 0)
+					size = sh->tail_len;
+				sh->file_size = size;
+			}
+		}
+	}
+}
+
 /* ------------------------------------------------------------- validation */
 
 /* Transient read errors (what NFS, Lustre and FUSE return for a moment):
@@ -499,6 +582,35 @@ pread_full(int fd, void *buf, uint64_t len, uint64_t off, const char *path, cons
 	return 0;
 }
 
+/* pread_full for a shard wherever it is: a remote one's reads come from
+ * the head or tail fetched at open when they lie inside, else as a ranged
+ * GET. */
+static int
+shard_read(struct shard *sh, void *buf, uint64_t len, uint64_t off, const char *what, rf_diag *d)
+{
+	if (sh->hfile < 0)
+		return pread_full(sh->fd, buf, len, off, sh->path, what, d);
+	if (off + len <= sh->head_len) {
+		memcpy(buf, sh->head + off, (size_t)len);
+		return 0;
+	}
+	if (sh->tail_len && off >= sh->file_size - sh->tail_len && off + len <= sh->file_size) {
+		memcpy(buf, sh->tail + (off - (sh->file_size - sh->tail_len)), (size_t)len);
+		return 0;
+	}
+	if (len > SIZE_MAX)
+		return rf_fail(d, -ENOMEM, "%s: a %llu-byte read", sh->path, (unsigned long long)len);
+	rf_http_set_diag(sh->http, d);
+	size_t got = 0;
+	int rc = rf_http_pread(sh->http, sh->hfile, buf, (size_t)len, off, &got);
+	if (rc == RF_ETRUNCATED)
+		return rf_fail(d, RF_ETRUNCATED,
+			       "%s: file ends at %llu, inside %s (%llu bytes at offset %llu)", sh->path,
+			       (unsigned long long)(off + got), what, (unsigned long long)len,
+			       (unsigned long long)off);
+	return rc; /* the message, naming the URL and the range, is on d */
+}
+
 static int
 all_zero(const uint8_t *p, size_t n)
 {
@@ -515,33 +627,37 @@ shard_load(struct shard *sh, rf_schema *schema, int have_schema, rf_chunk_info *
 	   uint64_t *nchunks, uint64_t *chunks_cap, uint32_t shard_no, rf_diag *d)
 {
 	const char *path = sh->path;
-	/* O_NONBLOCK: a pipe named as a shard must fail below, not block the
-	 * open until a writer comes.  Cleared once it is a regular file. */
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0)
-		return rf_fail(d, -errno, "%s: cannot open: %s", path, rf_strerror(-errno));
-	sh->fd = fd;
-	struct stat st;
-	if (fstat(fd, &st) < 0)
-		return rf_fail(d, -errno, "%s: fstat: %s", path, rf_strerror(-errno));
-	if (!S_ISREG(st.st_mode))
-		return rf_fail(d, RF_EFORMAT, "%s: not a regular file", path);
-	int fl = fcntl(fd, F_GETFL);
-	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
-		return rf_fail(d, -errno, "%s: fcntl: %s", path, rf_strerror(-errno));
-	uint64_t size = (uint64_t)st.st_size;
-	sh->file_size = size;
+	uint64_t size = sh->file_size; /* a remote shard's, known from its tail */
+	if (sh->hfile < 0) {
+		/* O_NONBLOCK: a pipe named as a shard must fail below, not
+		 * block the open until a writer comes.  Cleared once it is a
+		 * regular file. */
+		int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+		if (fd < 0)
+			return rf_fail(d, -errno, "%s: cannot open: %s", path, rf_strerror(-errno));
+		sh->fd = fd;
+		struct stat st;
+		if (fstat(fd, &st) < 0)
+			return rf_fail(d, -errno, "%s: fstat: %s", path, rf_strerror(-errno));
+		if (!S_ISREG(st.st_mode))
+			return rf_fail(d, RF_EFORMAT, "%s: not a regular file", path);
+		int fl = fcntl(fd, F_GETFL);
+		if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
+			return rf_fail(d, -errno, "%s: fcntl: %s", path, rf_strerror(-errno));
+		size = (uint64_t)st.st_size;
+		sh->file_size = size;
+	}
 
 	/* 1. The footer.  A file whose start is a shard header but whose end
 	 * is not a footer was cut short (or never finished). */
 	uint8_t head[RF_FMT_MAGIC_LEN];
 	int head_ok = size >= RF_FMT_MAGIC_LEN &&
-		      pread_full(fd, head, sizeof head, 0, path, "header magic", d) == 0 &&
+		      shard_read(sh, head, sizeof head, 0, "header magic", d) == 0 &&
 		      memcmp(head, RF_FMT_MAGIC, RF_FMT_MAGIC_LEN) == 0;
 	uint8_t f[RF_FMT_FOOTER_SIZE];
 	int foot_ok = 0;
 	if (size >= RF_FMT_FOOTER_SIZE) {
-		int rc = pread_full(fd, f, sizeof f, size - RF_FMT_FOOTER_SIZE, path, "footer", d);
+		int rc = shard_read(sh, f, sizeof f, size - RF_FMT_FOOTER_SIZE, "footer", d);
 		if (rc < 0)
 			return rc;
 		foot_ok = memcmp(f + 56, RF_FMT_MAGIC, RF_FMT_MAGIC_LEN) == 0;
@@ -590,7 +706,7 @@ shard_load(struct shard *sh, rf_schema *schema, int have_schema, rf_chunk_info *
 	/* 2. The header: the fixed part from its first page, then all its
 	 * pages (at most 3) once header_size is known to be sane. */
 	uint8_t page[RF_FMT_ALIGN];
-	int rc = pread_full(fd, page, sizeof page, 0, path, "header", d);
+	int rc = shard_read(sh, page, sizeof page, 0, "header", d);
 	if (rc < 0)
 		return rc;
 	if (memcmp(page, RF_FMT_MAGIC, RF_FMT_MAGIC_LEN) != 0)
@@ -631,8 +747,8 @@ shard_load(struct shard *sh, rf_schema *schema, int have_schema, rf_chunk_info *
 		       "header buffer too small");
 	memcpy(hbuf, page, sizeof page);
 	if (hend > sizeof page &&
-	    (rc = pread_full(fd, hbuf + sizeof page, hend - sizeof page, sizeof page, path,
-			     "header", d)) < 0)
+	    (rc = shard_read(sh, hbuf + sizeof page, hend - sizeof page, sizeof page, "header",
+			     d)) < 0)
 		return rc;
 	uint64_t hx = rf_le64(hbuf + hsize - 8);
 	if (XXH3_64bits(hbuf, hsize - 8) != hx)
@@ -677,7 +793,7 @@ shard_load(struct shard *sh, rf_schema *schema, int have_schema, rf_chunk_info *
 	if (!idx)
 		return rf_fail(d, -ENOMEM, "%s: out of memory for a %llu-byte index", path,
 			       (unsigned long long)isize);
-	if ((rc = pread_full(fd, idx, isize, index_offset, path, "index", d)) < 0)
+	if ((rc = shard_read(sh, idx, isize, index_offset, "index", d)) < 0)
 		goto out;
 	if (XXH3_64bits(idx, isize) != rf_le64(f + 24)) {
 		rc = rf_fail(d, RF_ECORRUPT, "%s: index at offset %llu: checksum mismatch", path,
@@ -921,6 +1037,7 @@ rf_dataset_open(rf_dataset **out, const char *const *paths, size_t npaths,
 	int rc;
 	rf_dataset *ds = NULL;
 	struct pathlist pl = {0};
+	rf_http *http = NULL;
 	if (!out) {
 		rc = rf_fail(&d, -EINVAL, "rf_dataset_open: out is NULL");
 		goto fail;
@@ -941,6 +1058,12 @@ rf_dataset_open(rf_dataset **out, const char *const *paths, size_t npaths,
 			rc = rf_fail(&d, RF_EUSAGE, "rf_dataset_open: path %zu is NULL", i);
 			goto fail;
 		}
+		if (rf_is_url(paths[i])) {
+			if ((!http && (rc = rf_http_open(&http, NULL, &d)) < 0) ||
+			    (rc = rf_http_expand(http, paths[i], pl_add_url, &pl)) < 0)
+				goto fail;
+			continue;
+		}
 		if ((rc = expand(&pl, paths[i], &d)) < 0)
 			goto fail;
 	}
@@ -955,18 +1078,35 @@ rf_dataset_open(rf_dataset **out, const char *const *paths, size_t npaths,
 	}
 	ds->cached = UINT64_MAX;
 	ds->verify = cfg ? cfg->verify != 0 : 1;
+	ds->http = http;
+	http = NULL;
 	for (size_t i = 0; i < pl.n; i++) {
 		ds->shards[i].fd = -1;
+		ds->shards[i].hfile = -1;
 		ds->shards[i].path = pl.v[i];
 		pl.v[i] = NULL;
 	}
 	ds->nshards = pl.n;
+	for (size_t i = 0; ds->http && i < ds->nshards; i++) {
+		struct shard *sh = &ds->shards[i];
+		if (rf_is_url(sh->path)) {
+			sh->http = ds->http;
+			if ((rc = rf_http_add_file(ds->http, sh->path, &sh->hfile)) < 0)
+				goto fail;
+		}
+	}
+
 	if ((rc = rf_fd_reserve(ds->nshards, "rf_dataset_open", &d)) < 0)
 		goto fail;
 	uint64_t cap = 0;
-	for (size_t i = 0; i < ds->nshards; i++) {
+	for (size_t i = 0, fetched = 0; i < ds->nshards; i++) {
 		struct shard *sh = &ds->shards[i];
 		uint64_t before = ds->nchunks;
+		if (ds->http && i == fetched) {
+			fetched = ds->nshards - i < RF_REMOTE_WINDOW ? ds->nshards : i + RF_REMOTE_WINDOW;
+			if ((rc = remote_prefetch(ds, i, fetched, &d)) < 0)
+				goto fail;
+		}
 		rc = shard_load(sh, &ds->schema, i > 0, &ds->chunks, &ds->nchunks, &cap,
 				(uint32_t)i, &d);
 		if (rc == -ENOENT && pl.ex[i].final) {
@@ -980,6 +1120,11 @@ rf_dataset_open(rf_dataset **out, const char *const *paths, size_t npaths,
 			rc = shard_load(sh, &ds->schema, i > 0, &ds->chunks, &ds->nchunks, &cap,
 					(uint32_t)i, &d);
 		}
+		/* Later reads are chunks and index entries: ranged GETs. */
+		free(sh->head);
+		free(sh->tail);
+		sh->head = sh->tail = NULL;
+		sh->head_len = sh->tail_len = 0;
 		if (rc < 0)
 			goto fail;
 		sh->first_chunk = before;
@@ -1003,12 +1148,15 @@ rf_dataset_open(rf_dataset **out, const char *const *paths, size_t npaths,
 		goto fail;
 	ds->diag = d;
 	ds->diag.msg[0] = '\0';
+	if (ds->http)
+		rf_http_set_diag(ds->http, &ds->diag);
 	pl_free(&pl);
 	*out = ds;
 	return 0;
 fail:
 	snprintf(last_open_error, sizeof last_open_error, "%s", d.msg);
 	pl_free(&pl);
+	rf_http_close(&http);
 	rf_dataset_close(&ds);
 	return rc;
 }
@@ -1032,8 +1180,12 @@ rf_dataset_close(rf_dataset **pds)
 	*pds = NULL;
 	if (ds->shards)
 		rf_dataset_close_files(ds);
-	for (size_t i = 0; ds->shards && i < ds->nshards; i++)
+	rf_http_close(&ds->http);
+	for (size_t i = 0; ds->shards && i < ds->nshards; i++) {
 		free(ds->shards[i].path);
+		free(ds->shards[i].head);
+		free(ds->shards[i].tail);
+	}
 	free(ds->shards);
 	free(ds->chunks);
 	free(ds->stored);
@@ -1072,6 +1224,12 @@ RF_API const char *
 rf_dataset_shard_path(const rf_dataset *ds, size_t i)
 {
 	return i < ds->nshards ? ds->shards[i].path : NULL;
+}
+
+RF_API uint64_t
+rf_dataset_shard_bytes(const rf_dataset *ds, size_t i)
+{
+	return i < ds->nshards ? ds->shards[i].file_size : 0;
 }
 
 RF_API int
@@ -1188,12 +1346,11 @@ load_chunk(rf_dataset *ds, uint64_t chunk, int verify)
 	if (rc < 0)
 		return rc;
 	struct shard *sh = &ds->shards[ci->shard];
-	if (sh->fd < 0 && (sh->fd = open(sh->path, O_RDONLY | O_CLOEXEC)) < 0) {
+	if (sh->hfile < 0 && sh->fd < 0 && (sh->fd = open(sh->path, O_RDONLY | O_CLOEXEC)) < 0) {
 		int e = -errno;
 		return rf_fail(&ds->diag, e, "%s: cannot open: %s", sh->path, rf_strerror(e));
 	}
-	rc = pread_full(sh->fd, ds->stored, ci->stored_bytes, ci->offset,
-			ctx.path, "a chunk", &ds->diag);
+	rc = shard_read(sh, ds->stored, ci->stored_bytes, ci->offset, "a chunk", &ds->diag);
 	if (rc < 0) {
 		/* The index was checked against the file size at open: a short
 		 * read now means the file shrank underneath us. */
@@ -1262,7 +1419,7 @@ static int
 verify_sums(rf_dataset *ds, uint64_t chunk)
 {
 	const rf_chunk_info *ci = &ds->chunks[chunk];
-	const struct shard *sh = &ds->shards[ci->shard];
+	struct shard *sh = &ds->shards[ci->shard];
 	rf_chunk_ctx ctx = {0};
 	rf_dataset_chunk_ctx(ds, chunk, &ctx);
 	uint32_t nf = ds->schema.nfields;
@@ -1270,7 +1427,7 @@ verify_sums(rf_dataset *ds, uint64_t chunk)
 	 * does not keep in memory (8 bytes a chunk is all it would cost, but
 	 * only this check needs it). */
 	uint8_t e[RF_FMT_INDEX_ENTRY_SIZE];
-	int rc = pread_full(sh->fd, e, sizeof e, sh->index_offset + ctx.chunk * sizeof e, ctx.path,
+	int rc = shard_read(sh, e, sizeof e, sh->index_offset + ctx.chunk * sizeof e,
 			    "an index entry", &ds->diag);
 	if (rc < 0)
 		return rc;
@@ -1285,8 +1442,8 @@ verify_sums(rf_dataset *ds, uint64_t chunk)
 	uint32_t bad_k = 0;
 	for (uint64_t done = 0; done < total && rc == 0;) {
 		uint64_t len = total - done < sizeof buf ? total - done : sizeof buf;
-		if ((rc = pread_full(sh->fd, buf, len, at + done, ctx.path,
-				     "a per-sample checksum table", &ds->diag)) < 0)
+		if ((rc = shard_read(sh, buf, len, at + done, "a per-sample checksum table",
+				     &ds->diag)) < 0)
 			break;
 		XXH3_64bits_update(st, buf, (size_t)len);
 		for (uint64_t x = 0; x < len / 8 && bad_i == UINT64_MAX; x++) {

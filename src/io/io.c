@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "io/http.h"
 #include "io/io_impl.h"
 
 /* Consecutive -EAGAIN/-EINTR results of one request before it is failed:
@@ -156,6 +157,7 @@ rf_io_close(rf_io **iop)
 	rf_io *io = *iop;
 	/* Engines wait for reads still in flight: the memory they land in
 	 * belongs to the caller, who may unmap it as soon as this returns. */
+	rf_io_remote_close(io);
 	if (io->ops)
 		io->ops->teardown(io);
 	for (unsigned i = 0; i < io->nfiles; i++) {
@@ -174,6 +176,8 @@ rf_io_close(rf_io **iop)
 int
 rf_io_add_file(rf_io *io, const char *path, int *file)
 {
+	if (rf_is_url(path))
+		return rf_io_remote_add(io, path, file);
 	if (io->nfiles == io->files_cap) {
 		unsigned cap = io->files_cap ? io->files_cap * 2 : 16;
 		struct rf_io_file *nf = realloc(io->files, cap * sizeof *nf);
@@ -236,6 +240,8 @@ rf_io_read(rf_io *io, int file, uint64_t offset, void *buf, size_t len, uint64_t
 	if (RF_UNLIKELY(file < 0 || (unsigned)file >= io->nfiles))
 		return rf_fail(io->diag, -EBADF, "io: read of unknown file handle %d", file);
 	const struct rf_io_file *f = &io->files[file];
+	if (f->remote)
+		return rf_io_remote_read(io, f, offset, buf, len, tag);
 	if (RF_UNLIKELY(!buf || len == 0))
 		return rf_fail(io->diag, -EINVAL, "io: empty read of %s at offset %" PRIu64, f->path,
 			       offset);
@@ -272,6 +278,8 @@ rf_io_read(rf_io *io, int file, uint64_t offset, void *buf, size_t len, uint64_t
 int
 rf_io_submit(rf_io *io)
 {
+	if (io->http && rf_io_remote_submit(io) < 0)
+		return -EIO;
 	return io->ops->submit(io);
 }
 
@@ -344,6 +352,8 @@ rf_io_finish_piece(rf_io *io, unsigned idx, int64_t res)
 int
 rf_io_wait(rf_io *io, rf_io_done *done, unsigned max, unsigned min)
 {
+	if (io->http)
+		return rf_io_remote_wait(io, done, max, min);
 	if (min > io->outstanding)
 		min = io->outstanding;
 	int ret = io->ops->reap(io, min);
@@ -374,6 +384,8 @@ rf_io_inflight(const rf_io *io)
 const char *
 rf_io_engine(const rf_io *io)
 {
+	if (io->http) /* the name is built in the reader's own buffer */
+		return rf_io_remote_engine((rf_io *)io);
 	return io->engine;
 }
 

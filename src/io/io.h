@@ -8,6 +8,8 @@
  *    (RLIMIT_MEMLOCK), plain READ into the same memory;
  *  - "pread": a small pool of threads doing pread(2), when io_uring cannot
  *    be set up (old kernel, seccomp, kernel.io_uring_disabled).
+ *  - "http": every file is a URL (io_remote.c); "io_uring+http" (or
+ *    "pread+http") when local files and URLs are mixed.
  * O_DIRECT refused by a file system (tmpfs, some FUSE) falls back to
  * buffered reads for that file.  Each fallback is logged once (RF_LOG_WARN)
  * and visible through rf_io_engine() / rf_io_direct().
@@ -67,7 +69,10 @@ void rf_io_config_init(rf_io_config *cfg);
 int rf_io_open(rf_io **out, const rf_io_config *cfg, rf_diag *diag);
 void rf_io_close(rf_io **io);
 
-/* Open `path` read-only and register it; *file is its handle for reads. */
+/* Open `path` read-only and register it; *file is its handle for reads.
+ * An http://, https:// or s3:// URL is read by the remote reader (http.h,
+ * io_remote.c): its reads are ranged GETs, never O_DIRECT, counted against
+ * queue_depth with the local ones and returned by rf_io_wait like them. */
 int rf_io_add_file(rf_io *io, const char *path, int *file);
 
 /* Queue a read of [offset, offset+len) of `file` into buf.  With O_DIRECT,

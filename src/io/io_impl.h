@@ -32,6 +32,7 @@ struct rf_io_file {
 	int direct;  /* opened with O_DIRECT */
 	int fixed;   /* index in io_uring's registered file table, or -1 */
 	char *path;
+	int remote;  /* a URL: 1 + its handle in io->http (io_remote.c); 0 local */
 };
 
 struct rf_io_req {
@@ -135,6 +136,12 @@ struct rf_io {
 	unsigned *fin;         /* ring of qd, under lock */
 	unsigned fin_head, fin_count;
 	unsigned busy;         /* requests handed to the pool, not yet reaped */
+
+	/* URL files (io_remote.c): the remote reader, made at the first one,
+	 * and its reads among `outstanding`. */
+	struct rf_http *http;
+	unsigned remote_out;
+	char engine_name[64];  /* rf_io_engine() once a URL file is added */
 };
 
 /* Common completion path (io.c): a request finished with `res` for its last
@@ -156,6 +163,15 @@ void rf_io_pread_teardown(rf_io *io);
 void rf_io_pread_queue(rf_io *io, unsigned idx);
 int rf_io_pread_submit(rf_io *io);
 int rf_io_pread_reap(rf_io *io, unsigned min);
+
+/* URL files (io_remote.c), called from io.c's one hook per operation. */
+int rf_io_remote_add(rf_io *io, const char *path, int *file);
+int rf_io_remote_read(rf_io *io, const struct rf_io_file *f, uint64_t offset, void *buf,
+		      size_t len, uint64_t tag);
+int rf_io_remote_submit(rf_io *io);
+int rf_io_remote_wait(rf_io *io, rf_io_done *done, unsigned max, unsigned min);
+void rf_io_remote_close(rf_io *io);
+const char *rf_io_remote_engine(rf_io *io);
 
 /* AddressSanitizer does not see the kernel's writes: under it, memory a
  * read is landing in is poisoned from submission to completion, so code that
