@@ -764,6 +764,34 @@ rf_image_decode(const void *data, size_t len, uint8_t *rgb, size_t cap, rf_image
 	return 0;
 }
 
+int
+rf_image_check(const void *data, size_t len, int full, rf_image_info *info, rf_image_scratch *s)
+{
+	static const uint8_t iend[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xae, 0x42, 0x60, 0x82};
+	rf_image_info tmp;
+	const uint8_t *p = data;
+	uint32_t w, h;
+	int rc;
+
+	if (!info)
+		info = &tmp;
+	if ((rc = rf_image_probe(data, len, info, s)) < 0)
+		return rc;
+	if (!full) {
+		if (info->format == RF_IMAGE_JPEG && !jpeg_ends(p, len))
+			return img_fail(s, RF_ETRUNCATED, "truncated JPEG (%zu bytes, no end "
+					"marker)", len);
+		if (info->format == RF_IMAGE_PNG &&
+		    (len < 8 + 25 + 12 || memcmp(p + len - 12, iend, 12) != 0))
+			return img_fail(s, RF_ETRUNCATED, "truncated PNG (%zu bytes, it does not "
+					"end with an IEND chunk)", len);
+		return 0;
+	}
+	if (info->format == RF_IMAGE_JPEG)
+		return jpeg_decode(p, len, info, 1, 8, &w, &h, s);
+	return png_decode(p, len, info, s);
+}
+
 /* The smallest of libjpeg-turbo's factors at most 1/2 that keeps a region
  * of rw x rh source pixels at least need_w x need_h; 1/1 when none. */
 static void

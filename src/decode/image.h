@@ -144,6 +144,13 @@ enum rf_image_format rf_image_sniff(const void *data, size_t len);
 /* Parse the headers only: format, size, channels.  0 or an error. */
 int rf_image_probe(const void *data, size_t len, rf_image_info *info, rf_image_scratch *s);
 
+/* Check an image without keeping its pixels, as packing does: the headers
+ * and that the data ends where the format says (a JPEG's end marker, a PNG's
+ * IEND chunk) when full is 0; a whole decode (a JPEG at 1/8 scale, which
+ * still reads all its data) when full is 1.  0 or an error. */
+int rf_image_check(const void *data, size_t len, int full, rf_image_info *info,
+		   rf_image_scratch *s);
+
 /* Decode at full size into rgb (info->width x info->height x 3 bytes, at
  * most `cap`; -ENOSPC with the size needed in the message otherwise).  For
  * tests and tools; the pipeline uses rf_image_load. */

@@ -19,7 +19,7 @@ HELPER = sys.argv[1]
 JPEG_TOL = 1
 # DCT-domain scaling against PIL's full decode + resize: the mean absolute
 # difference per channel value.
-DCT_MEAN_TOL = 2.5
+DCT_MEAN_TOL = 1.0
 
 RF_EFORMAT, RF_ECORRUPT, RF_ETRUNCATED = -1000, -1001, -1004
 failures = []
