@@ -538,16 +538,83 @@ jpeg_ends(const uint8_t *p, size_t len)
 }
 
 static int
+jpeg_error_code(const char *m, const uint8_t *p, size_t len)
+{
+	if (!jpeg_ends(p, len) || strstr(m, "Premature end"))
+		return RF_ETRUNCATED;
+	if (strstr(m, "Unsupported"))
+		return RF_EFORMAT;
+	return RF_ECORRUPT;
+}
+
+/* A failed call can leave the handle's libjpeg state unusable (the next
+ * header then reads as 0 x 0): it is made anew on next use.  Errors are
+ * rare, so the cost does not matter. */
+static void
+tj_reset(rf_image_scratch *s)
+{
+	if (s->tj)
+		tjDestroy(s->tj);
+	s->tj = NULL;
+}
+
+static int
 jpeg_error(rf_image_scratch *s, tjhandle tj, const uint8_t *p, size_t len, const char *what)
 {
-	const char *m = tjGetErrorStr2(tj);
+	char m[200];
+	int rc;
 
-	if (!jpeg_ends(p, len) || (m && strstr(m, "Premature end")))
-		return img_fail(s, RF_ETRUNCATED, "truncated JPEG (%zu bytes, no end marker): %s",
-				len, m ? m : "?");
-	if (m && strstr(m, "Unsupported"))
-		return img_fail(s, RF_EFORMAT, "unsupported JPEG: %s", m);
-	return img_fail(s, RF_ECORRUPT, "corrupt JPEG (%s): %s", what, m ? m : "?");
+	snprintf(m, sizeof m, "%s", tjGetErrorStr2(tj) ? tjGetErrorStr2(tj) : "?");
+	tj_reset(s);
+	rc = jpeg_error_code(m, p, len);
+	if (rc == RF_ETRUNCATED)
+		return img_fail(s, rc, "truncated JPEG (%zu bytes, no end marker): %s", len, m);
+	if (rc == RF_EFORMAT)
+		return img_fail(s, rc, "unsupported JPEG: %s", m);
+	return img_fail(s, rc, "corrupt JPEG (%s): %s", what, m);
+}
+
+/*
+ * The frame size from the SOF segment, found by walking the markers from
+ * SOI.  TurboJPEG's header call cannot be trusted alone: on data that ends
+ * before its frame header, libjpeg suspends without an error and the
+ * handle reports the previous image's size.  0, RF_ETRUNCATED (the data
+ * ends first) or RF_ECORRUPT (no frame header before the scan).
+ */
+static int
+jpeg_sof(const uint8_t *p, size_t len, uint32_t *w, uint32_t *h)
+{
+	size_t i = 2;
+
+	while (i + 4 <= len) {
+		uint8_t m = p[i + 1];
+		if (p[i] != 0xff)
+			return RF_ECORRUPT;
+		if (m == 0xff) { /* fill byte */
+			i++;
+			continue;
+		}
+		if (m == 0x01 || (m >= 0xd0 && m <= 0xd8)) {
+			i += 2;
+			continue;
+		}
+		if (m == 0xd9 || m == 0xda)
+			return RF_ECORRUPT;
+		size_t seg = ((size_t)p[i + 2] << 8) | p[i + 3];
+		if (seg < 2)
+			return RF_ECORRUPT;
+		if (m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc) {
+			if (i + 9 > len)
+				return RF_ETRUNCATED;
+			if (seg < 8)
+				return RF_ECORRUPT;
+			*h = ((uint32_t)p[i + 5] << 8) | p[i + 6];
+			*w = ((uint32_t)p[i + 7] << 8) | p[i + 8];
+			return 0;
+		}
+		i += 2 + seg;
+	}
+	return RF_ETRUNCATED;
 }
 
 static int
@@ -558,15 +625,24 @@ jpeg_probe(const uint8_t *p, size_t len, rf_image_info *info, int *cs, rf_image_
 
 	if (!tj)
 		return img_fail(s, -ENOMEM, "cannot set up a TurboJPEG decoder");
+	uint32_t fw = 0, fh = 0;
+	int rc;
+
 	if (len > ULONG_MAX)
 		return img_fail(s, RF_EFORMAT, "JPEG too large");
+	if ((rc = jpeg_sof(p, len, &fw, &fh)) == RF_ETRUNCATED)
+		return img_fail(s, rc, "truncated JPEG (%zu bytes): the data ends before the "
+				"frame header", len);
+	if (rc < 0)
+		return img_fail(s, rc, "corrupt JPEG: no frame header before the image data");
 	if (tjDecompressHeader3(tj, p, (unsigned long)len, &w, &h, &sub, &colorspace) < 0)
 		return jpeg_error(s, tj, p, len, "header");
-	if (w <= 0 || h <= 0) {
+	if (w <= 0 || h <= 0 || (uint32_t)w != fw || (uint32_t)h != fh) {
+		tj_reset(s);
 		if (!jpeg_ends(p, len))
 			return img_fail(s, RF_ETRUNCATED, "truncated JPEG (%zu bytes): the data "
 					"ends in the header", len);
-		return img_fail(s, RF_ECORRUPT, "corrupt JPEG: size %d x %d", w, h);
+		return img_fail(s, RF_ECORRUPT, "corrupt JPEG: frame size %u x %u", fw, fh);
 	}
 	info->format = RF_IMAGE_JPEG;
 	info->width = (uint32_t)w;

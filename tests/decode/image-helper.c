@@ -7,6 +7,9 @@
  *   image-helper load FILE OUT.rgb center|train OW OH RESIZE DCT SEED EPOCH INDEX
  *   image-helper resize FILE OUT.rgb X0 Y0 X1 Y1 OW OH     (PNG in, PIL's box resize)
  *   image-helper crops W H SEED EPOCH FIRST N [SCALE_MIN SCALE_MAX RATIO_MIN RATIO_MAX]
+ *   image-helper seq OUTDIR FILE...   (one scratch for all: decode each to
+ *                                      OUTDIR/I.rgb and a 64x48 train load to
+ *                                      OUTDIR/I.load; a line per file)
  *
  * Prints "ok W H ..." (decode: the image's size, channels, bit depth;
  * load: the crop x y w h flip and the DCT scale num/den) or "error CODE
@@ -77,6 +80,44 @@ main(int argc, char **argv)
 			rf_image_crop_for(&t, w, h, seed, epoch, i, &c);
 			printf("%u %u %u %u %d\n", c.x, c.y, c.w, c.h, c.flip);
 		}
+		return 0;
+	}
+	if (argc >= 3 && strcmp(argv[1], "seq") == 0) {
+		/* One worker's scratch over many images, good and bad mixed:
+		 * each must give what it gives alone. */
+		rf_image_transform t;
+		char path[4096];
+		rf_image_scratch_init(&s);
+		rf_image_transform_train(&t, 64, 48);
+		out = malloc(64 * 48 * 3);
+		for (int i = 3; i < argc; i++) {
+			uint8_t *rgb = NULL;
+			if (!(data = slurp(argv[i], &len)))
+				return 2;
+			rc = rf_image_probe(data, len, &info, &s);
+			size_t need = rc == 0 ? (size_t)info.width * info.height * 3 : 0;
+			if (rc == 0 && !(rgb = malloc(need)))
+				return 2;
+			if (rc == 0)
+				rc = rf_image_decode(data, len, rgb, need, &info, &s);
+			if (rc == 0) {
+				snprintf(path, sizeof path, "%s/%d.rgb", argv[2], i - 3);
+				if (spit(path, rgb, need) < 0)
+					return 2;
+				rc = rf_image_load(data, len, &t, 1, 2, (uint64_t)i, out, &info, &s);
+				snprintf(path, sizeof path, "%s/%d.load", argv[2], i - 3);
+				if (rc == 0 && spit(path, out, 64 * 48 * 3) < 0)
+					return 2;
+			}
+			if (rc == 0)
+				printf("ok %u %u\n", info.width, info.height);
+			else
+				printf("error %d\n", rc);
+			free(rgb);
+			free(data);
+		}
+		free(out);
+		rf_image_scratch_fini(&s);
 		return 0;
 	}
 	if (argc < 4)

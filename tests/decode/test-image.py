@@ -332,6 +332,45 @@ def test_random(tmp, files):
         fail("the same sample gave different pixels")
 
 
+def test_sequence(tmp, files):
+    """One scratch over every file, bad ones in between: each file gives
+    what it gives in a process of its own (a failed JPEG must not spoil the
+    decoder for the next one; buffers grown for a large image serve small
+    ones)."""
+    bad = sorted(os.path.join(tmp, f) for f in os.listdir(tmp)
+                 if f.startswith(("truncated", "corrupt", "text", "gif", "empty")))
+    good = [files[n][0] for n in sorted(files)]
+    seq = []
+    for i, g in enumerate(good):
+        seq.append(g)
+        if i < len(bad):
+            seq.append(bad[i])
+    outdir = os.path.join(tmp, "seq")
+    os.makedirs(outdir, exist_ok=True)
+    p = subprocess.run([HELPER, "seq", outdir] + seq, stdout=subprocess.PIPE, text=True,
+                       timeout=300)
+    lines = p.stdout.splitlines()
+    if p.returncode != 0 or len(lines) != len(seq):
+        fail("seq: exit %d, %d lines for %d files" % (p.returncode, len(lines), len(seq)))
+        return
+    for i, (path, line) in enumerate(zip(seq, lines)):
+        alone, r = decode(tmp, path)
+        if alone is None:
+            if line.split()[:2] != r[:2]:
+                fail("seq %s: '%s', alone '%s'" % (path, line, " ".join(r[:2])))
+            continue
+        if not line.startswith("ok"):
+            fail("seq %s: '%s' after other files, decodes alone" % (path, line))
+            continue
+        got = np.fromfile(os.path.join(outdir, "%d.rgb" % i), np.uint8)
+        if not np.array_equal(got, alone.reshape(-1)):
+            fail("seq %s: pixels differ from a decode alone" % path)
+        one, _ = load(tmp, path, "train", 64, 48, 0, 1, 1, 2, i + 3)
+        got = np.fromfile(os.path.join(outdir, "%d.load" % i), np.uint8)
+        if one is not None and not np.array_equal(got, one.reshape(-1)):
+            fail("seq %s: transform differs from one alone" % path)
+
+
 def main():
     imgs, _ = mnist(40)
     tmp = tempfile.mkdtemp(prefix="rf-image-test-")
@@ -340,6 +379,7 @@ def main():
         # 16-bit RGB: PIL reads it as 8-bit RGB (high bytes), nothing to fix.
         test_decode(tmp, files)
         test_errors(tmp, files)
+        test_sequence(tmp, files)
         test_transforms(tmp, files)
         test_random(tmp, files)
     finally:
