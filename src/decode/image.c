@@ -536,17 +536,29 @@ tj_handle(rf_image_scratch *s)
 	return s->tj;
 }
 
-/* A JPEG that does not end in an EOI marker was cut short (libjpeg would
- * pad it with grey and only warn). */
+/* The data holds an end marker (a JPEG's EOI, FF D9; a PNG's IEND chunk)
+ * in its last 4 KiB: data past it (a camera's trailer, padding) is
+ * tolerated, as decoders do, but a file without one was cut short (libjpeg
+ * would pad it with grey and only warn).  FF D9 cannot occur inside a JPEG's
+ * entropy-coded data (an FF there is followed by 00 or a restart marker). */
+#define END_WINDOW 4096
+
+static int
+ends_with_marker(const uint8_t *p, size_t len, const uint8_t *m, size_t mlen)
+{
+	size_t stop = len > END_WINDOW ? len - END_WINDOW : 0;
+
+	for (size_t i = len; i >= mlen && i - mlen >= stop; i--)
+		if (memcmp(p + i - mlen, m, mlen) == 0)
+			return 1;
+	return 0;
+}
+
 static int
 jpeg_ends(const uint8_t *p, size_t len)
 {
-	/* Tolerate trailing zeros and a few bytes of junk after EOI. */
-	size_t stop = len > 64 ? len - 64 : 0;
-	for (size_t i = len; i >= 2 && i - 2 >= stop; i--)
-		if (p[i - 2] == 0xff && p[i - 1] == 0xd9)
-			return 1;
-	return 0;
+	static const uint8_t eoi[2] = {0xff, 0xd9};
+	return ends_with_marker(p, len, eoi, 2);
 }
 
 static int
@@ -869,8 +881,7 @@ rf_image_check(const void *data, size_t len, int full, rf_image_info *info, rf_i
 		if (info->format == RF_IMAGE_JPEG && !jpeg_ends(p, len))
 			return img_fail(s, RF_ETRUNCATED, "truncated JPEG (%zu bytes, no end "
 					"marker)", len);
-		if (info->format == RF_IMAGE_PNG &&
-		    (len < 8 + 25 + 12 || memcmp(p + len - 12, iend, 12) != 0))
+		if (info->format == RF_IMAGE_PNG && !ends_with_marker(p, len, iend, sizeof iend))
 			return img_fail(s, RF_ETRUNCATED, "truncated PNG (%zu bytes, it does not "
 					"end with an IEND chunk)", len);
 		return 0;

@@ -110,6 +110,15 @@ def make_images(tmp, imgs):
     exif = Image.Exif()
     exif[0x0112] = 6
     add("exif6.jpg", photo(imgs, 18, 120, 80), JPEG_TOL, quality=90, exif=exif.tobytes())
+    # Data after the end marker (a camera's trailer): decoded as PIL does.
+    for name in ("p2-q75-s2.jpg", "p2.png"):
+        path, tol = files[name]
+        with open(path, "rb") as f:
+            data = f.read()
+        trailer = os.path.join(tmp, "trailer-" + name)
+        with open(trailer, "wb") as f:
+            f.write(data + bytes(1500) + b"TRAILER")
+        files["trailer-" + name] = (trailer, tol)
     return files
 
 

@@ -43,6 +43,10 @@ def make_folder(root, imgs, labels, n):
         os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
         photo(imgs, i, 40 + i, 30 + (i % 5)).save(os.path.join(root, rel),
                                                   "JPEG" if ext != "png" else "PNG")
+        if i in (4, 5):
+            # Bytes after the end marker (a camera's trailer) are kept.
+            with open(os.path.join(root, rel), "ab") as f:
+                f.write(bytes(700) + b"TRAILER")
         files.append(rel)
     # Hidden files and files outside a class folder are not samples.
     open(os.path.join(root, CLASSES[labels[0]], ".hidden.jpg"), "w").write("x")
