@@ -33,8 +33,9 @@ img_fail(rf_image_scratch *s, int code, const char *fmt, ...)
 	return code;
 }
 
-/* Grow one of the scratch's buffers to at least `need` bytes.  Buffers only
- * grow: a worker's steady state allocates nothing. */
+/* Grow one of the scratch's buffers to `need` bytes.  Buffers only grow,
+ * to exactly what the largest image needs (rf_image_scratch_bound): a
+ * worker's steady state allocates nothing. */
 static int
 grow(void **buf, size_t *cap, size_t need)
 {
@@ -42,7 +43,6 @@ grow(void **buf, size_t *cap, size_t need)
 
 	if (need <= *cap)
 		return 0;
-	need += need / 4; /* room for slightly larger images to come */
 	p = realloc(*buf, need);
 	if (!p)
 		return -ENOMEM;
@@ -66,6 +66,34 @@ rf_image_scratch_fini(rf_image_scratch *s)
 	free(s->tmp);
 	free(s->coef);
 	memset(s, 0, sizeof *s);
+}
+
+/* Bytes of the resampler's buffers for an output of ow x oh from any
+ * region of at most RF_IMAGE_MAX_SIDE pixels a side (resample()). */
+static size_t
+resample_bound(uint32_t ow, uint32_t oh)
+{
+	size_t kx = 2 * (((size_t)RF_IMAGE_MAX_SIDE + ow - 1) / ow) + 1;
+	size_t ky = 2 * (((size_t)RF_IMAGE_MAX_SIDE + oh - 1) / oh) + 1;
+	size_t kmax = kx > ky ? kx : ky;
+	size_t coef = kmax * sizeof(double) + ((size_t)ow * kx + (size_t)oh * ky) * 4 +
+		      2 * ((size_t)ow + oh) * sizeof(int) + 16;
+	size_t rows = (((size_t)RF_IMAGE_MAX_SIDE * ow * 3 + 63) & ~(size_t)63) + (size_t)ow * 12;
+	return coef + rows;
+}
+
+size_t
+rf_image_scratch_bound(const rf_image_transform *t, uint64_t max_pix)
+{
+	if (!max_pix)
+		max_pix = RF_IMAGE_MAX_PIXELS;
+	return (size_t)max_pix * 4 + resample_bound(t->out_w, t->out_h);
+}
+
+size_t
+rf_image_scratch_bytes(const rf_image_scratch *s)
+{
+	return s->pix_cap + s->tmp_cap + s->coef_cap;
 }
 
 static uint64_t
@@ -761,6 +789,8 @@ png_error(rf_image_scratch *s, int err, const char *what, size_t len)
 				"the %s", len, what);
 	if (err == SPNG_ESIGNATURE)
 		return img_fail(s, RF_EFORMAT, "not a PNG: %s", spng_strerror(err));
+	if (err == SPNG_EUSER_WIDTH || err == SPNG_EUSER_HEIGHT)
+		return img_fail(s, -E2BIG, "PNG larger than %u pixels on a side", RF_IMAGE_MAX_SIDE);
 	if (err == SPNG_EMEM)
 		return img_fail(s, -ENOMEM, "out of memory decoding a PNG");
 	return img_fail(s, RF_ECORRUPT, "corrupt PNG (%s): %s", what, spng_strerror(err));
@@ -780,7 +810,7 @@ png_open(spng_ctx **out, const uint8_t *p, size_t len, rf_image_info *info,
 	/* Ancillary chunks are not needed: bound what a hostile file can make
 	 * libspng hold. */
 	spng_set_chunk_limits(ctx, 1u << 26, 1u << 26);
-	spng_set_image_limits(ctx, 1u << 30, 1u << 30);
+	spng_set_image_limits(ctx, RF_IMAGE_MAX_SIDE, RF_IMAGE_MAX_SIDE);
 	if ((err = spng_set_png_buffer(ctx, p, len)) != 0 || (err = spng_get_ihdr(ctx, &ih)) != 0) {
 		spng_ctx_free(ctx);
 		return png_error(s, err, "header", len);

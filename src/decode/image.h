@@ -125,6 +125,16 @@ typedef struct rf_image_scratch {
  * 8192 x 8192, 256 MiB of decoded CMYK in the worst case. */
 #define RF_IMAGE_MAX_PIXELS (1ull << 26)
 
+/* The longest side of an image accepted (JPEG's own limit is 65500). */
+#define RF_IMAGE_MAX_SIDE 65535u
+
+/* The most memory a scratch grows to with transform t (rf_image_load) and
+ * max_pixels (0 = the default), libjpeg's and libspng's own working memory
+ * aside: for a memory plan of decode_threads x this.  And what a scratch
+ * holds now. */
+size_t rf_image_scratch_bound(const rf_image_transform *t, uint64_t max_pixels);
+size_t rf_image_scratch_bytes(const rf_image_scratch *s);
+
 void rf_image_scratch_init(rf_image_scratch *s);
 void rf_image_scratch_fini(rf_image_scratch *s);
 

@@ -116,6 +116,9 @@ main(int argc, char **argv)
 			free(rgb);
 			free(data);
 		}
+		/* The scratch never grows past its documented bound. */
+		printf("scratch %zu %zu\n", rf_image_scratch_bytes(&s),
+		       rf_image_scratch_bound(&t, 0));
 		free(out);
 		rf_image_scratch_fini(&s);
 		return 0;

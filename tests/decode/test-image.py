@@ -359,6 +359,12 @@ def test_sequence(tmp, files):
     p = subprocess.run([HELPER, "seq", outdir] + seq, stdout=subprocess.PIPE, text=True,
                        timeout=300)
     lines = p.stdout.splitlines()
+    if lines and lines[-1].startswith("scratch"):
+        used, bound = (int(v) for v in lines.pop().split()[1:])
+        if used > bound:
+            fail("scratch holds %d bytes, more than its bound %d" % (used, bound))
+    else:
+        fail("seq: no scratch line")
     if p.returncode != 0 or len(lines) != len(seq):
         fail("seq: exit %d, %d lines for %d files" % (p.returncode, len(lines), len(seq)))
         return
