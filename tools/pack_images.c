@@ -178,6 +178,10 @@ read_file(const char *path, size_t *len)
 		errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
 		goto fail;
 	}
+	if ((uint64_t)st.st_size > (1ull << 32)) {
+		errno = EFBIG; /* more than a chunk holds */
+		goto fail;
+	}
 	if (!(buf = malloc(st.st_size ? (size_t)st.st_size : 1)))
 		goto fail;
 	while (got < (size_t)st.st_size) {
@@ -473,7 +477,7 @@ out:
 /* Append DIR/rel's regular files (recursively, hidden ones skipped) to
  * *list as paths relative to the class directory's parent. */
 static int
-walk(const char *root, const char *rel, char ***list, size_t *n, size_t *cap)
+walk(const char *root, const char *rel, char ***list, size_t *n, size_t *cap, int depth)
 {
 	char *dir = xasprintf("%s/%s", root, rel);
 	DIR *d;
@@ -482,6 +486,12 @@ walk(const char *root, const char *rel, char ***list, size_t *n, size_t *cap)
 
 	if (!dir)
 		return oom();
+	if (depth > 64) {
+		/* Links are followed, as ImageFolder does: a loop ends here. */
+		rf_cli_error("%s: more than 64 folders deep (a symbolic link loop?)", dir);
+		free(dir);
+		return -1;
+	}
 	if (!(d = opendir(dir))) {
 		rf_cli_error("%s: %s", dir, strerror(errno));
 		free(dir);
@@ -500,7 +510,7 @@ walk(const char *root, const char *rel, char ***list, size_t *n, size_t *cap)
 		}
 		if (stat(full, &st) == 0 && S_ISDIR(st.st_mode)) {
 			free(full);
-			ret = walk(root, r, list, n, cap);
+			ret = walk(root, r, list, n, cap, depth + 1);
 			free(r);
 			if (ret < 0)
 				break;
@@ -588,7 +598,7 @@ scan_images(ipack *p)
 	for (size_t c = 0; c < p->nclasses; c++) {
 		char **files = NULL;
 		size_t n = 0, fcap = 0;
-		if (walk(root, p->classes[c], &files, &n, &fcap) < 0) {
+		if (walk(root, p->classes[c], &files, &n, &fcap, 0) < 0) {
 			for (size_t i = 0; i < n; i++)
 				free(files[i]);
 			free(files);

@@ -161,6 +161,13 @@ def main():
             check(p in err and "cannot read" in err, "unreadable file: %s" % err)
             os.chmod(p, 0o644)
 
+        # A symbolic link loop ends with an error, not a crash.
+        loop = os.path.join(d, "loop")
+        os.makedirs(os.path.join(loop, "a"))
+        os.symlink("..", os.path.join(loop, "a", "up"))
+        rc, _, err = run("pack", "-o", os.path.join(d, "loop.rfs"), "--images", loop, expect=1)
+        check("symbolic link loop" in err, "a link loop: %s" % err)
+
         # --tar: WebDataset shards.
         tars, want = [], []
         for t in range(3):
