@@ -27,6 +27,7 @@
 #include <ringfeed/dataset.h>
 
 #include "cmd.h"
+#include "images.h"
 #include "util.h"
 
 #define INFO_USAGE "ringfeed info [--json] [-q|-v] PATH..."
@@ -117,7 +118,9 @@ print_json(rf_dataset *ds, const info_totals *t)
 		printf("], \"var_dim\": %d, \"item_bytes\": %" PRIu64 "}", (int)f->var_dim,
 		       rf_field_item_bytes(f));
 	}
-	printf("]}\n");
+	printf("]");
+	rf_classes_print(ds, 1);
+	printf("}\n");
 }
 
 static void
@@ -155,6 +158,7 @@ print_text(rf_dataset *ds, const info_totals *t)
 		printf("  %-*s  %-5s  %s%s\n", (int)wname, f->name, rf_dtype_name(f->dtype), shape,
 		       f->var_dim >= 0 ? "  (variable)" : "");
 	}
+	rf_classes_print(ds, 0);
 }
 
 int

@@ -31,6 +31,7 @@
 #include <ringfeed/dataset.h>
 
 #include "cmd.h"
+#include "images.h"
 #include "llmc.h"
 #include "npy.h"
 #include "util.h"
@@ -47,7 +48,7 @@
 	"ringfeed pack -o OUT.rfs [--zstd LEVEL] [--chunk-bytes SIZE] [--shard-bytes SIZE]\n" \
 	"                     [--shuffle SEED] [-j THREADS] [-q|-v] (NAME=FILE.npy... | --raw FILE --field "  \
 	"NAME:DTYPE[D0,...]... |\n"                                                           \
-	"                     --llmc GLOB --seq-len T)"
+	"                     --llmc GLOB --seq-len T | --images DIR | --tar GLOB)"
 
 enum pack_mode { MODE_NONE, MODE_NPY, MODE_RAW, MODE_LLMC };
 
@@ -187,7 +188,8 @@ pack_help(void)
 		"  -h, --help             this help\n"
 		"\n"
 		"SIZE takes a suffix K, M, G, T (or KiB, MB, ...: all powers of 1024).\n"
-		"Exit status: 0 success, 1 failure, 2 bad usage, 130 interrupted.\n");
+		"Exit status: 0 success, 1 failure, 2 bad usage, 130 interrupted.\n\n");
+	rf_pack_images_help(stdout);
 }
 
 /* ------------------------------------------------------------- options */
@@ -1010,6 +1012,8 @@ rf_cmd_pack(int argc, char **argv)
 	double t0;
 	char a[24], b[24], c[24];
 
+	if (rf_pack_images_wanted(argc, argv))
+		return rf_cmd_pack_images(argc, argv);
 	memset(j, 0, sizeof *j);
 	j->opt.inputs = calloc((size_t)argc, sizeof *j->opt.inputs);
 	j->opt.specs = calloc((size_t)argc, sizeof *j->opt.specs);
