@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Inside the image module (image.h), shared by
+ *   image.c            the scratch, decoding (TurboJPEG, libspng) and
+ *                      rf_image_load, which joins decode and transform
+ *   image_transform.c  the transforms' parameters and crops, and the
+ *                      resampler (PIL's bilinear resize)
+ *
+ * Threads: everything works on the caller's scratch, one per thread.
+ */
+#ifndef RF_IMAGE_IMPL_H
+#define RF_IMAGE_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "decode/image.h"
+
+/* One resample: a region of a decoded image to (part of) an output. */
+typedef struct resample_job {
+	const uint8_t *src;     /* RGB, packed rows */
+	size_t stride;          /* bytes per source row */
+	uint32_t rx, ry, rw, rh; /* the region taken as the image */
+	float box[4];           /* in the region's pixels */
+	uint32_t vw, vh;        /* the size of the whole resize */
+	uint32_t fx, fy;        /* first output column and row */
+	uint32_t ow, oh;        /* outputs computed */
+	int flip;
+} resample_job;
+
+/* image.c */
+/* Set the scratch's message; returns `code`. */
+int rf_img_fail(rf_image_scratch *s, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Grow one of the scratch's buffers to at least `need` bytes: 0 or -ENOMEM. */
+int rf_img_grow(void **buf, size_t *cap, size_t need);
+
+/* image_transform.c */
+/* Python's round(). */
+long rf_img_py_round(double x);
+/* torchvision's Resize(int) output size. */
+void rf_img_eval_size(uint32_t w, uint32_t h, uint32_t size, uint32_t *nw, uint32_t *nh);
+/* Run one resample into out (RGB, j->ow x j->oh). */
+int rf_img_resample(const resample_job *j, uint8_t *out, rf_image_scratch *s);
+
+#endif
