@@ -167,6 +167,63 @@ parse_shuffle(PyObject *arg, enum rf_shuffle *out)
 	return -1;
 }
 
+/* True when module `mod` is imported and its `fn`() returns true (a job's
+ * communication set up); never imports anything. */
+static int
+module_says(const char *mod, const char *fn)
+{
+	PyObject *mods = PyImport_GetModuleDict(); /* borrowed */
+	PyObject *m = mods ? PyDict_GetItemString(mods, mod) : NULL; /* borrowed */
+	if (!m)
+		return 0;
+	PyObject *r = PyObject_CallMethod(m, fn, NULL);
+	int yes = r ? PyObject_IsTrue(r) > 0 : 0;
+	Py_XDECREF(r);
+	PyErr_Clear();
+	return yes;
+}
+
+/* A world above 1 taken from a batch system's variables (Slurm, Open MPI,
+ * PMI) rather than the arguments reads 1/world of the data, and those
+ * variables are inherited by whatever the job starts: a notebook kernel in
+ * a Slurm allocation is rank 0 of SLURM_NTASKS without knowing it.  Warn
+ * then, unless the process is visibly part of a distributed job
+ * (torch.distributed or mpi4py's MPI initialised).  RANK/WORLD_SIZE are
+ * set by torchrun and its kind for the one process they start: no
+ * warning.  0, or -1 when the warning was made an error. */
+static int
+warn_batch_system_rank(LoaderObject *self)
+{
+	const char *src = self->rank_source;
+	if (self->world <= 1 || !src)
+		return 0;
+	if (!strstr(src, "SLURM_") && !strstr(src, "OMPI_") && !strstr(src, "PMI_"))
+		return 0;
+	if (module_says("torch.distributed", "is_initialized") ||
+	    module_says("mpi4py.MPI", "Is_initialized"))
+		return 0;
+	return PyErr_WarnFormat(rfpy_Warning, 1,
+				"this Loader reads 1/%u of the dataset: rank %u of world %u came "
+				"from %s in the environment (inherited from a batch system or "
+				"mpirun?); pass rank=0, world=1 to read all of it, or rank= and "
+				"world= to confirm the split",
+				self->world, self->rank, self->world,
+				strncmp(src, "config+", 7) ? src : src + 7);
+}
+
+PyObject *
+rfpy_rank_source(const char *src)
+{
+	/* The library's "config" is what the Python caller passed. */
+	if (!src)
+		src = "default";
+	if (!strcmp(src, "config"))
+		return PyUnicode_FromString("arguments");
+	if (!strncmp(src, "config+", 7))
+		return PyUnicode_FromFormat("arguments+%s", src + 7);
+	return PyUnicode_FromString(src);
+}
+
 int
 rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -329,7 +386,8 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	if (world_arg != Py_None && rfpy_arg_int(world_arg, "world", 1, RF_WORLD_MAX, &world) < 0)
 		return -1;
 	if (rank >= 0 && world >= 1 && rank >= world) {
-		PyErr_SetString(PyExc_ValueError, "need 0 <= rank < world");
+		PyErr_Format(PyExc_ValueError, "rank=%lld, world=%lld: need 0 <= rank < world",
+			     rank, world);
 		return -1;
 	}
 	cfg->rank = (int32_t)rank;
@@ -341,13 +399,15 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	 * is opened, as the library's error. */
 	uint32_t r, w;
 	char rmsg[512];
-	int rrc = rf_rank_resolve(cfg->rank, cfg->world, &r, &w, NULL, rmsg, sizeof(rmsg));
+	const char *rsrc = "default";
+	int rrc = rf_rank_resolve(cfg->rank, cfg->world, &r, &w, &rsrc, rmsg, sizeof(rmsg));
 	if (rrc < 0) {
 		rfpy_raise(rrc, "Loader", rmsg);
 		return -1;
 	}
 	self->rank = r;
 	self->world = w;
+	self->rank_source = rsrc;
 
 	/* The strings the config points to, kept for reopening. */
 	if (rfpy_paths(paths_arg, &self->keep, &self->paths, &npaths) < 0)
@@ -422,5 +482,7 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 			     drop_last ? " or pass drop_last=False" : "");
 		return -1;
 	}
+	if (cfg->world < 0 && warn_batch_system_rank(self) < 0)
+		return -1;
 	return rfpy_loader_open_core(self, epoch, NULL, 0);
 }

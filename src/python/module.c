@@ -16,6 +16,7 @@
 #include <strings.h>
 
 PyObject *rfpy_Error;
+PyObject *rfpy_Warning;
 
 /* fork() copies the module's objects into the child; a loader's threads
  * stay in the parent.  A pthread_atfork handler counts the forks, so an
@@ -434,6 +435,14 @@ PyInit__ringfeed(void)
 		".name its name; the message names the file, chunk and offset.",
 		PyExc_RuntimeError, NULL);
 	if (!rfpy_Error || PyModule_AddObjectRef(m, "Error", rfpy_Error) < 0)
+		goto fail;
+	rfpy_Warning = PyErr_NewExceptionWithDoc("ringfeed.RingfeedWarning",
+		"A setting the Loader took from the environment, or changed by itself,\n"
+		"that a program may not expect (a rank and world from a batch system's\n"
+		"variables, a fallback to the host).  A RuntimeWarning: shown once per\n"
+		"place by default; warnings.filterwarnings silences it.",
+		PyExc_RuntimeWarning, NULL);
+	if (!rfpy_Warning || PyModule_AddObjectRef(m, "RingfeedWarning", rfpy_Warning) < 0)
 		goto fail;
 	if (PyModule_AddStringConstant(m, "__version__", rf_version_string()) < 0)
 		goto fail;

@@ -34,6 +34,9 @@ class Error(RuntimeError):
     code: int
     name: str
 
+class RingfeedWarning(RuntimeWarning):
+    """A setting the Loader took from the environment or changed by itself."""
+
 class Array:
     """A field of a batch in the loader's buffer (DLPack, buffer protocol)."""
 
@@ -108,6 +111,12 @@ class Loader:
     def held(self) -> int: ...
     @property
     def order_id(self) -> int: ...
+    @property
+    def rank(self) -> int: ...
+    @property
+    def world(self) -> int: ...
+    @property
+    def rank_source(self) -> str: ...
 
 class Dataset:
     """A dataset opened by open(): len(ds), ds[i] -> {field: ndarray}."""
