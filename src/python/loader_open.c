@@ -224,6 +224,24 @@ rfpy_rank_source(const char *src)
 	return PyUnicode_FromString(src);
 }
 
+/* torch.cuda.is_available(): 1 or 0, -1 with an exception.  A CPU-only
+ * PyTorch (what `pip install torch` often gets) says 0 on a machine whose
+ * CUDA devices the library itself can use. */
+static int
+torch_has_cuda(void)
+{
+	PyObject *cuda = PyImport_ImportModule("torch.cuda");
+	if (!cuda)
+		return -1;
+	PyObject *r = PyObject_CallMethod(cuda, "is_available", NULL);
+	Py_DECREF(cuda);
+	if (!r)
+		return -1;
+	int yes = PyObject_IsTrue(r);
+	Py_DECREF(r);
+	return yes;
+}
+
 int
 rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -374,6 +392,23 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	}
 	if (device_arg && parse_device(device_arg, cfg) < 0)
 		return -1;
+	/* torch.from_dlpack of a CUDA array fails at the first batch, with
+	 * torch's "Torch not compiled with CUDA enabled", when PyTorch has no
+	 * CUDA: an explicit CUDA device is refused here, by name.  ("auto" is
+	 * checked once the library has chosen, below.) */
+	int torch_cuda = -2; /* not asked yet */
+	if (self->to_tensor && cfg->device == RF_DEVICE_CUDA) {
+		if ((torch_cuda = torch_has_cuda()) < 0)
+			return -1;
+		if (!torch_cuda) {
+			PyErr_SetString(PyExc_ValueError,
+					"tensors=\"torch\" with a CUDA device, but this PyTorch cannot "
+					"use CUDA (torch.cuda.is_available() is False: a CPU-only "
+					"build, or no driver it can use): pass device=\"cpu\", or "
+					"install a CUDA build of PyTorch");
+			return -1;
+		}
+	}
 
 	self->shuffle = shuffle;
 	cfg->shuffle = shuffle;
@@ -484,5 +519,25 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	}
 	if (cfg->world < 0 && warn_batch_system_rank(self) < 0)
 		return -1;
-	return rfpy_loader_open_core(self, epoch, NULL, 0);
+	if (rfpy_loader_open_core(self, epoch, NULL, 0) < 0)
+		return -1;
+	/* device="auto" chose a CUDA device that this PyTorch cannot use:
+	 * deliver on the host instead, and say so. */
+	if (self->to_tensor && self->core->device.device_type == kDLCUDA && torch_cuda == -2) {
+		if ((torch_cuda = torch_has_cuda()) < 0)
+			return -1;
+		if (!torch_cuda) {
+			if (PyErr_WarnFormat(rfpy_Warning, 1,
+					     "device=\"auto\" found CUDA device %d, but this PyTorch "
+					     "cannot use CUDA (torch.cuda.is_available() is False): "
+					     "tensors=\"torch\" batches are delivered on the host "
+					     "(device=\"cpu\" says so without this warning)",
+					     (int)self->core->device.device_id) < 0)
+				return -1;
+			cfg->device = RF_DEVICE_HOST;
+			cfg->device_index = -1;
+			return rfpy_loader_open_core(self, epoch, NULL, 0);
+		}
+	}
+	return 0;
 }
