@@ -242,6 +242,70 @@ torch_has_cuda(void)
 	return yes;
 }
 
+/* The torch dtype a ringfeed dtype becomes through torch.from_dlpack. */
+static const char *
+torch_dtype_name(enum rf_dtype dt)
+{
+	switch (dt) {
+	case RF_DTYPE_U8: case RF_DTYPE_BYTES: return "uint8";
+	case RF_DTYPE_I8: return "int8";
+	case RF_DTYPE_U16: return "uint16";
+	case RF_DTYPE_I16: return "int16";
+	case RF_DTYPE_U32: return "uint32";
+	case RF_DTYPE_I32: return "int32";
+	case RF_DTYPE_U64: return "uint64";
+	case RF_DTYPE_I64: return "int64";
+	case RF_DTYPE_F16: return "float16";
+	case RF_DTYPE_BF16: return "bfloat16";
+	case RF_DTYPE_F32: return "float32";
+	case RF_DTYPE_F64: return "float64";
+	}
+	return NULL;
+}
+
+/* tensors="torch": every field delivered must have a dtype in the
+ * installed PyTorch (1.13 has no uint16, uint32 or uint64), or the first
+ * batch fails in torch.from_dlpack with "Unsupported kUInt bits 16",
+ * naming no field.  Checked against the torch module itself (torch.uint16
+ * exists from 2.3 on) rather than a list of versions.  0, or -1 with a
+ * ValueError naming the field. */
+static int
+check_torch_dtypes(const LoaderObject *self, const rf_schema *schema)
+{
+	PyObject *torch = PyImport_ImportModule("torch");
+	if (!torch)
+		return -1;
+	int rc = 0;
+	for (uint32_t i = 0; i < schema->nfields && rc == 0; i++) {
+		const rf_field *f = &schema->fields[i];
+		if (self->cfg.fields) {
+			size_t k;
+			for (k = 0; k < self->cfg.nfields; k++)
+				if (!strcmp(self->cfg.fields[k], f->name))
+					break;
+			if (k == self->cfg.nfields)
+				continue;
+		}
+		/* Delivered as int32 inputs and targets. */
+		if (self->cfg.tokens == RF_TOKENS_INPUTS_TARGETS && !strcmp(f->name, "tokens"))
+			continue;
+		const char *tname = torch_dtype_name(f->dtype);
+		if (!tname || PyObject_HasAttrString(torch, tname))
+			continue;
+		PyObject *ver = PyObject_GetAttrString(torch, "__version__");
+		PyErr_Clear();
+		PyErr_Format(PyExc_ValueError,
+			     "field '%s' is %s, which this PyTorch (%S) cannot hold (it has no "
+			     "torch.%s): leave the field out with fields=, or pass tensors=\"dlpack\" "
+			     "and read it with numpy.asarray or numpy.from_dlpack",
+			     f->name, rf_dtype_name(f->dtype), ver ? ver : Py_None, tname);
+		Py_XDECREF(ver);
+		rc = -1;
+	}
+	Py_DECREF(torch);
+	return rc;
+}
+
 int
 rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -500,6 +564,10 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 		return -1;
 	}
 	self->samples = rf_dataset_samples(ds);
+	if (self->to_tensor && check_torch_dtypes(self, rf_dataset_schema(ds)) < 0) {
+		rf_dataset_close(&ds);
+		return -1;
+	}
 	rf_dataset_close(&ds);
 	if (rf_epoch_batches(self->samples, (uint32_t)batch_size, self->rank, self->world,
 			     drop_last, &self->nbatches) < 0) {
