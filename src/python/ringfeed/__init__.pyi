@@ -144,7 +144,12 @@ def open(paths: _Paths, verify: bool = True, cache_bytes: int = 268435456) -> Da
 
 def pack(path: _Path, columns: Mapping[str, Any], zstd: int = 0, chunk_bytes: int = 0,
          shard_bytes: int = 0, shuffle: Optional[int] = None) -> int:
-    """Write a dataset from {name: array}; returns the samples written."""
+    """Write a dataset from {name: array}; returns the samples written.
+
+    An array is anything with the buffer protocol (NumPy) or a torch tensor
+    (packed as its values; bf16 stays bf16).  A bool array is stored as u8
+    0/1 and read back as uint8.  Arrays of strings or objects are refused.
+    """
 
 def version() -> str: ...
 def strerror(code: int, /) -> str: ...
