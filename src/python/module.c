@@ -43,6 +43,40 @@ rfpy_forks(void)
 	return atomic_load_explicit(&fork_count, memory_order_relaxed);
 }
 
+/* The library's error codes by their names, the module's constants. */
+static const struct { const char *name; int code; } codes[] = {
+	{"EFORMAT", RF_EFORMAT}, {"ECORRUPT", RF_ECORRUPT},
+	{"ECHECKSUM", RF_ECHECKSUM}, {"ESCHEMA", RF_ESCHEMA},
+	{"ETRUNCATED", RF_ETRUNCATED}, {"ECODEC", RF_ECODEC},
+	{"ENODEVICE", RF_ENODEVICE}, {"ECUDA", RF_ECUDA},
+	{"EMEMPLAN", RF_EMEMPLAN}, {"EHELD", RF_EHELD},
+	{"ESTATE", RF_ESTATE}, {"ENPY", RF_ENPY}, {"EUSAGE", RF_EUSAGE},
+	{"EFORK", RF_EFORK},
+};
+
+/* Error.name: the symbolic name of a code, "EHELD" beside ringfeed.EHELD,
+ * or for a negated errno value Python's (errno.errorcode: "ENOENT").  A new
+ * reference, NULL with an exception. */
+static PyObject *
+code_name(int code)
+{
+	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+		if (codes[i].code == code)
+			return PyUnicode_FromString(codes[i].name);
+	PyObject *errno_mod = PyImport_ImportModule("errno");
+	PyObject *table = errno_mod ? PyObject_GetAttrString(errno_mod, "errorcode") : NULL;
+	PyObject *key = table ? PyLong_FromLong(-(long)code) : NULL;
+	PyObject *name = key ? PyObject_GetItem(table, key) : NULL;
+	Py_XDECREF(key);
+	Py_XDECREF(table);
+	Py_XDECREF(errno_mod);
+	if (name && PyUnicode_Check(name))
+		return name;
+	Py_XDECREF(name);
+	PyErr_Clear();
+	return PyUnicode_FromFormat("E%d", -code);
+}
+
 PyObject *
 rfpy_raise(int code, const char *what, const char *detail)
 {
@@ -80,12 +114,15 @@ rfpy_raise(int code, const char *what, const char *detail)
 	if (!exc)
 		return NULL;
 	PyObject *pcode = PyLong_FromLong(code);
-	PyObject *pname = PyUnicode_FromString(name);
-	if (pcode && pname && PyObject_SetAttrString(exc, "code", pcode) == 0 &&
-	    PyObject_SetAttrString(exc, "name", pname) == 0)
+	PyObject *pname = code_name(code);
+	PyObject *pdesc = PyUnicode_FromString(name);
+	if (pcode && pname && pdesc && PyObject_SetAttrString(exc, "code", pcode) == 0 &&
+	    PyObject_SetAttrString(exc, "name", pname) == 0 &&
+	    PyObject_SetAttrString(exc, "description", pdesc) == 0)
 		PyErr_SetObject(rfpy_Error, exc);
 	Py_XDECREF(pcode);
 	Py_XDECREF(pname);
+	Py_XDECREF(pdesc);
 	Py_DECREF(exc);
 	return NULL;
 }
@@ -435,7 +472,9 @@ PyInit__ringfeed(void)
 	rfpy_Error = PyErr_NewExceptionWithDoc("ringfeed.Error",
 		"A failure reported by the ringfeed library.  .code is the library's\n"
 		"negative error code (a negated errno value or one of the RF_E* codes),\n"
-		".name its name; the message names the file, chunk and offset.",
+		".name its symbolic name (\"EHELD\", as ringfeed.EHELD; \"ENOENT\" for\n"
+		"an errno value), .description what the code means (ringfeed.strerror);\n"
+		"the message, str(e), names the file, chunk and offset.",
 		PyExc_RuntimeError, NULL);
 	if (!rfpy_Error || PyModule_AddObjectRef(m, "Error", rfpy_Error) < 0)
 		goto fail;
@@ -450,15 +489,6 @@ PyInit__ringfeed(void)
 	if (PyModule_AddStringConstant(m, "__version__", rf_version_string()) < 0)
 		goto fail;
 	/* The library's error codes, for comparing with Error.code. */
-	static const struct { const char *name; int code; } codes[] = {
-		{"EFORMAT", RF_EFORMAT}, {"ECORRUPT", RF_ECORRUPT},
-		{"ECHECKSUM", RF_ECHECKSUM}, {"ESCHEMA", RF_ESCHEMA},
-		{"ETRUNCATED", RF_ETRUNCATED}, {"ECODEC", RF_ECODEC},
-		{"ENODEVICE", RF_ENODEVICE}, {"ECUDA", RF_ECUDA},
-		{"EMEMPLAN", RF_EMEMPLAN}, {"EHELD", RF_EHELD},
-		{"ESTATE", RF_ESTATE}, {"ENPY", RF_ENPY}, {"EUSAGE", RF_EUSAGE},
-		{"EFORK", RF_EFORK},
-	};
 	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
 		if (PyModule_AddIntConstant(m, codes[i].name, codes[i].code) < 0)
 			goto fail;

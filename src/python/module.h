@@ -24,7 +24,8 @@
 #include "dlpack.h"
 
 /* ringfeed.Error, a RuntimeError subclass with .code (the library's negative
- * code) and .name (rf_strerror of it). */
+ * code), .name (its symbolic name: "EHELD", "ENOENT") and .description
+ * (rf_strerror of it). */
 extern PyObject *rfpy_Error;
 /* ringfeed.RingfeedWarning, a RuntimeWarning subclass: a setting the module
  * took or changed by itself that the user may not expect. */

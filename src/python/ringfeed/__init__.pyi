@@ -29,10 +29,11 @@ EUSAGE: int
 EFORK: int
 
 class Error(RuntimeError):
-    """A failure reported by the library: .code (negative), .name."""
+    """A failure reported by the library: .code (negative), .name ("EHELD")."""
 
     code: int
     name: str
+    description: str
 
 class RingfeedWarning(RuntimeWarning):
     """A setting the Loader took from the environment or changed by itself."""
