@@ -399,10 +399,20 @@ out:
 static int
 sample_index(DatasetObject *self, Py_ssize_t i, uint64_t *out)
 {
+	Py_ssize_t given = i;
 	if (i < 0)
 		i += (Py_ssize_t)self->samples;
 	if (i < 0 || (uint64_t)i >= self->samples) {
-		PyErr_SetString(PyExc_IndexError, "sample index out of range");
+		if (!self->samples) {
+			PyErr_Format(PyExc_IndexError, "sample index %zd: the dataset has no samples",
+				     given);
+			return -1;
+		}
+		PyErr_Format(PyExc_IndexError,
+			     "sample index %zd out of range for a dataset of %llu samples "
+			     "(valid: -%llu .. %llu)", given, (unsigned long long)self->samples,
+			     (unsigned long long)self->samples,
+			     (unsigned long long)(self->samples - 1));
 		return -1;
 	}
 	*out = (uint64_t)i;
@@ -661,7 +671,8 @@ dataset_chunk_info(DatasetObject *self, PyObject *arg)
 	if (dataset_check(self) < 0)
 		return NULL;
 	if (rf_dataset_chunk_info(self->ds, c, &ci) < 0) {
-		PyErr_SetString(PyExc_IndexError, "chunk index out of range");
+		PyErr_Format(PyExc_IndexError, "chunk index %llu out of range for a dataset of "
+			     "%llu chunks", c, (unsigned long long)rf_dataset_chunks(self->ds));
 		return NULL;
 	}
 	return Py_BuildValue("{s:I,s:K,s:K,s:K,s:K,s:I,s:s,s:K}", "shard", ci.shard,

@@ -384,7 +384,7 @@ loader_stats(LoaderObject *self, PyObject *unused)
 	return Py_BuildValue(
 		"{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:d,s:N,"
 		"s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-		"s:N,s:N,s:N,s:N,s:N,s:N,s:s,s:O,s:s,s:O,s:I,s:I,s:I}",
+		"s:N,s:N,s:N,s:N,s:N,s:N,s:s,s:O,s:s,s:O,s:I,s:I,s:I,s:I,s:I,s:N}",
 		"bytes_read", u64(st.bytes_read), "bytes_delivered", u64(st.bytes_delivered),
 		"batches", u64(st.batches), "samples", u64(st.samples), "chunks", u64(st.chunks),
 		"wall_ns", u64(st.wall_ns), "read_ns", u64(st.read_ns),
@@ -405,7 +405,10 @@ loader_stats(LoaderObject *self, PyObject *unused)
 		 * the spare (device_bytes is buffers x batch_bytes when
 		 * batches are copied to the device). */
 		"depth", self->cfg.depth, "buffers", self->cfg.depth + RFPY_SPARE_BUFFERS,
-		"decode_threads", st.decode_threads);
+		"decode_threads", st.decode_threads,
+		/* This process's share (rf_rank_resolve at creation). */
+		"rank", self->rank, "world", self->world,
+		"rank_source", rfpy_rank_source(self->rank_source));
 }
 
 
@@ -470,17 +473,39 @@ loader_get_order_id(LoaderObject *self, void *unused)
 }
 
 static PyObject *
+loader_get_rank(LoaderObject *self, void *unused)
+{
+	return PyLong_FromUnsignedLong(self->rank);
+}
+
+static PyObject *
+loader_get_world(LoaderObject *self, void *unused)
+{
+	return PyLong_FromUnsignedLong(self->world);
+}
+
+static PyObject *
+loader_get_rank_source(LoaderObject *self, void *unused)
+{
+	return rfpy_rank_source(self->rank_source);
+}
+
+static PyObject *
 loader_repr(LoaderObject *self)
 {
 	if (self->closed || !self->core)
 		return PyUnicode_FromString("<ringfeed.Loader (closed)>");
 	PyObject *dev = loader_get_device(self, NULL);
-	PyObject *r = dev ? PyUnicode_FromFormat(
+	PyObject *src = dev ? rfpy_rank_source(self->rank_source) : NULL;
+	PyObject *r = src ? PyUnicode_FromFormat(
 		"<ringfeed.Loader samples=%llu batch_size=%u batches=%llu epoch=%llu "
-		"device=%U depth=%u held=%u>", (unsigned long long)self->samples,
+		"device=%U depth=%u held=%u rank=%u world=%u rank_source=%R>",
+		(unsigned long long)self->samples,
 		self->cfg.batch_size, (unsigned long long)self->nbatches,
 		(unsigned long long)self->epoch, dev, self->cfg.depth,
-		self->core->held - (self->core->stash ? 1u : 0u)) : NULL;
+		self->core->held - (self->core->stash ? 1u : 0u), self->rank, self->world,
+		src) : NULL;
+	Py_XDECREF(src);
 	Py_XDECREF(dev);
 	return r;
 }
@@ -525,6 +550,15 @@ static PyGetSetDef loader_getset[] = {
 	 "A 64-bit hash of every input of the order (dataset, shuffle, seed, window,\n"
 	 "batch_size, world, drop_last; not the rank or the epoch): equal on every\n"
 	 "rank of a job that agrees on the order (rf_stats.order_id).", NULL},
+	{"rank", (getter)loader_get_rank, NULL,
+	 "This process's rank: it reads its share of each global batch.", NULL},
+	{"world", (getter)loader_get_world, NULL,
+	 "Processes sharing each epoch (world x batch_size samples a global batch).", NULL},
+	{"rank_source", (getter)loader_get_rank_source, NULL,
+	 "Where rank and world came from: \"arguments\", \"default\" (0 of 1), a\n"
+	 "launcher's variables (\"RANK/WORLD_SIZE\", \"SLURM_PROCID/SLURM_NTASKS\",\n"
+	 "\"OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE\", \"PMI_RANK/PMI_SIZE\"), or\n"
+	 "\"arguments+...\" when one came from each.", NULL},
 	{NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -553,7 +587,11 @@ static const char loader_doc[] =
 	"  epoch           the first pass's epoch (each epoch has its own order).\n"
 	"  rank, world     this process's share of each global batch of\n"
 	"                  world x batch_size samples; None: from the launcher's\n"
-	"                  environment (RANK/WORLD_SIZE, ...), else 0 of 1.\n"
+	"                  environment (RANK/WORLD_SIZE, ...), else 0 of 1;\n"
+	"                  loader.rank, .world and .rank_source say which.  A world\n"
+	"                  above 1 from Slurm, Open MPI or PMI variables warns\n"
+	"                  (ringfeed.RingfeedWarning) unless torch.distributed\n"
+	"                  or mpi4py is initialised.\n"
 	"  device          'auto' (a CUDA device when there is one, else host),\n"
 	"                  'cpu', 'cuda' or 'cuda:N' (or a torch.device).\n"
 	"  depth           batches that may be alive at once (one more raises\n"
@@ -576,7 +614,9 @@ static const char loader_doc[] =
 	"                  tokens (ringfeed pack --llmc) delivered as int32 \"inputs\"\n"
 	"                  and \"targets\" of shape [B, T].\n"
 	"  tensors         'dlpack' (batches of ringfeed.Array), or 'torch': torch\n"
-	"                  tensors (torch.from_dlpack of each, no copy).\n\n"
+	"                  tensors (torch.from_dlpack of each, no copy); with a\n"
+	"                  PyTorch without CUDA, 'auto' delivers on the host (a\n"
+	"                  warning) and 'cuda' raises ValueError.\n\n"
 	"A batch's buffer is reused once every array and tensor made from it is\n"
 	"gone.  The loader keeps depth + 1 device buffers of the batch size: a for\n"
 	"loop still holds its previous batch while it asks for the next, and the\n"

@@ -93,6 +93,7 @@ typedef struct {
 	enum rf_shuffle shuffle;
 	uint64_t seed;
 	uint32_t rank, world;
+	const char *rank_source; /* rf_rank_resolve's source (a static string) */
 	uint64_t epoch;          /* the epoch being (or about to be) iterated */
 	uint64_t in_epoch;       /* batches yielded in it */
 	int fresh;               /* nothing yielded since the epoch's start or a restore */
@@ -136,6 +137,9 @@ void rfpy_loader_free_config(LoaderObject *self);
  * (resume, of len bytes) from rf_loader_state_save, at that position. */
 int rfpy_loader_open_core(LoaderObject *self, uint64_t epoch, const void *resume, size_t len);
 int rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs);
+/* Where the rank and world came from, as Python shows it (rf_rank_resolve's
+ * source with "config" spelled "arguments"). */
+PyObject *rfpy_rank_source(const char *src);
 
 /* loader.c */
 /* 0, or -1 with an exception: the loader is closed, busy or forked. */

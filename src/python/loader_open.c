@@ -167,6 +167,145 @@ parse_shuffle(PyObject *arg, enum rf_shuffle *out)
 	return -1;
 }
 
+/* True when module `mod` is imported and its `fn`() returns true (a job's
+ * communication set up); never imports anything. */
+static int
+module_says(const char *mod, const char *fn)
+{
+	PyObject *mods = PyImport_GetModuleDict(); /* borrowed */
+	PyObject *m = mods ? PyDict_GetItemString(mods, mod) : NULL; /* borrowed */
+	if (!m)
+		return 0;
+	PyObject *r = PyObject_CallMethod(m, fn, NULL);
+	int yes = r ? PyObject_IsTrue(r) > 0 : 0;
+	Py_XDECREF(r);
+	PyErr_Clear();
+	return yes;
+}
+
+/* A world above 1 taken from a batch system's variables (Slurm, Open MPI,
+ * PMI) rather than the arguments reads 1/world of the data, and those
+ * variables are inherited by whatever the job starts: a notebook kernel in
+ * a Slurm allocation is rank 0 of SLURM_NTASKS without knowing it.  Warn
+ * then, unless the process is visibly part of a distributed job
+ * (torch.distributed or mpi4py's MPI initialised).  RANK/WORLD_SIZE are
+ * set by torchrun and its kind for the one process they start: no
+ * warning.  0, or -1 when the warning was made an error. */
+static int
+warn_batch_system_rank(LoaderObject *self)
+{
+	const char *src = self->rank_source;
+	if (self->world <= 1 || !src)
+		return 0;
+	if (!strstr(src, "SLURM_") && !strstr(src, "OMPI_") && !strstr(src, "PMI_"))
+		return 0;
+	if (module_says("torch.distributed", "is_initialized") ||
+	    module_says("mpi4py.MPI", "Is_initialized"))
+		return 0;
+	return PyErr_WarnFormat(rfpy_Warning, 1,
+				"this Loader reads 1/%u of the dataset: rank %u of world %u came "
+				"from %s in the environment (inherited from a batch system or "
+				"mpirun?); pass rank=0, world=1 to read all of it, or rank= and "
+				"world= to confirm the split",
+				self->world, self->rank, self->world,
+				strncmp(src, "config+", 7) ? src : src + 7);
+}
+
+PyObject *
+rfpy_rank_source(const char *src)
+{
+	/* The library's "config" is what the Python caller passed. */
+	if (!src)
+		src = "default";
+	if (!strcmp(src, "config"))
+		return PyUnicode_FromString("arguments");
+	if (!strncmp(src, "config+", 7))
+		return PyUnicode_FromFormat("arguments+%s", src + 7);
+	return PyUnicode_FromString(src);
+}
+
+/* torch.cuda.is_available(): 1 or 0, -1 with an exception.  A CPU-only
+ * PyTorch (what `pip install torch` often gets) says 0 on a machine whose
+ * CUDA devices the library itself can use. */
+static int
+torch_has_cuda(void)
+{
+	PyObject *cuda = PyImport_ImportModule("torch.cuda");
+	if (!cuda)
+		return -1;
+	PyObject *r = PyObject_CallMethod(cuda, "is_available", NULL);
+	Py_DECREF(cuda);
+	if (!r)
+		return -1;
+	int yes = PyObject_IsTrue(r);
+	Py_DECREF(r);
+	return yes;
+}
+
+/* The torch dtype a ringfeed dtype becomes through torch.from_dlpack. */
+static const char *
+torch_dtype_name(enum rf_dtype dt)
+{
+	switch (dt) {
+	case RF_DTYPE_U8: case RF_DTYPE_BYTES: return "uint8";
+	case RF_DTYPE_I8: return "int8";
+	case RF_DTYPE_U16: return "uint16";
+	case RF_DTYPE_I16: return "int16";
+	case RF_DTYPE_U32: return "uint32";
+	case RF_DTYPE_I32: return "int32";
+	case RF_DTYPE_U64: return "uint64";
+	case RF_DTYPE_I64: return "int64";
+	case RF_DTYPE_F16: return "float16";
+	case RF_DTYPE_BF16: return "bfloat16";
+	case RF_DTYPE_F32: return "float32";
+	case RF_DTYPE_F64: return "float64";
+	}
+	return NULL;
+}
+
+/* tensors="torch": every field delivered must have a dtype in the
+ * installed PyTorch (1.13 has no uint16, uint32 or uint64), or the first
+ * batch fails in torch.from_dlpack with "Unsupported kUInt bits 16",
+ * naming no field.  Checked against the torch module itself (torch.uint16
+ * exists from 2.3 on) rather than a list of versions.  0, or -1 with a
+ * ValueError naming the field. */
+static int
+check_torch_dtypes(const LoaderObject *self, const rf_schema *schema)
+{
+	PyObject *torch = PyImport_ImportModule("torch");
+	if (!torch)
+		return -1;
+	int rc = 0;
+	for (uint32_t i = 0; i < schema->nfields && rc == 0; i++) {
+		const rf_field *f = &schema->fields[i];
+		if (self->cfg.fields) {
+			size_t k;
+			for (k = 0; k < self->cfg.nfields; k++)
+				if (!strcmp(self->cfg.fields[k], f->name))
+					break;
+			if (k == self->cfg.nfields)
+				continue;
+		}
+		/* Delivered as int32 inputs and targets. */
+		if (self->cfg.tokens == RF_TOKENS_INPUTS_TARGETS && !strcmp(f->name, "tokens"))
+			continue;
+		const char *tname = torch_dtype_name(f->dtype);
+		if (!tname || PyObject_HasAttrString(torch, tname))
+			continue;
+		PyObject *ver = PyObject_GetAttrString(torch, "__version__");
+		PyErr_Clear();
+		PyErr_Format(PyExc_ValueError,
+			     "field '%s' is %s, which this PyTorch (%S) cannot hold (it has no "
+			     "torch.%s): leave the field out with fields=, or pass tensors=\"dlpack\" "
+			     "and read it with numpy.asarray or numpy.from_dlpack",
+			     f->name, rf_dtype_name(f->dtype), ver ? ver : Py_None, tname);
+		Py_XDECREF(ver);
+		rc = -1;
+	}
+	Py_DECREF(torch);
+	return rc;
+}
+
 int
 rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -317,6 +456,23 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	}
 	if (device_arg && parse_device(device_arg, cfg) < 0)
 		return -1;
+	/* torch.from_dlpack of a CUDA array fails at the first batch, with
+	 * torch's "Torch not compiled with CUDA enabled", when PyTorch has no
+	 * CUDA: an explicit CUDA device is refused here, by name.  ("auto" is
+	 * checked once the library has chosen, below.) */
+	int torch_cuda = -2; /* not asked yet */
+	if (self->to_tensor && cfg->device == RF_DEVICE_CUDA) {
+		if ((torch_cuda = torch_has_cuda()) < 0)
+			return -1;
+		if (!torch_cuda) {
+			PyErr_SetString(PyExc_ValueError,
+					"tensors=\"torch\" with a CUDA device, but this PyTorch cannot "
+					"use CUDA (torch.cuda.is_available() is False: a CPU-only "
+					"build, or no driver it can use): pass device=\"cpu\", or "
+					"install a CUDA build of PyTorch");
+			return -1;
+		}
+	}
 
 	self->shuffle = shuffle;
 	cfg->shuffle = shuffle;
@@ -329,7 +485,8 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	if (world_arg != Py_None && rfpy_arg_int(world_arg, "world", 1, RF_WORLD_MAX, &world) < 0)
 		return -1;
 	if (rank >= 0 && world >= 1 && rank >= world) {
-		PyErr_SetString(PyExc_ValueError, "need 0 <= rank < world");
+		PyErr_Format(PyExc_ValueError, "rank=%lld, world=%lld: need 0 <= rank < world",
+			     rank, world);
 		return -1;
 	}
 	cfg->rank = (int32_t)rank;
@@ -341,13 +498,15 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	 * is opened, as the library's error. */
 	uint32_t r, w;
 	char rmsg[512];
-	int rrc = rf_rank_resolve(cfg->rank, cfg->world, &r, &w, NULL, rmsg, sizeof(rmsg));
+	const char *rsrc = "default";
+	int rrc = rf_rank_resolve(cfg->rank, cfg->world, &r, &w, &rsrc, rmsg, sizeof(rmsg));
 	if (rrc < 0) {
 		rfpy_raise(rrc, "Loader", rmsg);
 		return -1;
 	}
 	self->rank = r;
 	self->world = w;
+	self->rank_source = rsrc;
 
 	/* The strings the config points to, kept for reopening. */
 	if (rfpy_paths(paths_arg, &self->keep, &self->paths, &npaths) < 0)
@@ -405,6 +564,10 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 		return -1;
 	}
 	self->samples = rf_dataset_samples(ds);
+	if (self->to_tensor && check_torch_dtypes(self, rf_dataset_schema(ds)) < 0) {
+		rf_dataset_close(&ds);
+		return -1;
+	}
 	rf_dataset_close(&ds);
 	if (rf_epoch_batches(self->samples, (uint32_t)batch_size, self->rank, self->world,
 			     drop_last, &self->nbatches) < 0) {
@@ -422,5 +585,27 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 			     drop_last ? " or pass drop_last=False" : "");
 		return -1;
 	}
-	return rfpy_loader_open_core(self, epoch, NULL, 0);
+	if (cfg->world < 0 && warn_batch_system_rank(self) < 0)
+		return -1;
+	if (rfpy_loader_open_core(self, epoch, NULL, 0) < 0)
+		return -1;
+	/* device="auto" chose a CUDA device that this PyTorch cannot use:
+	 * deliver on the host instead, and say so. */
+	if (self->to_tensor && self->core->device.device_type == kDLCUDA && torch_cuda == -2) {
+		if ((torch_cuda = torch_has_cuda()) < 0)
+			return -1;
+		if (!torch_cuda) {
+			if (PyErr_WarnFormat(rfpy_Warning, 1,
+					     "device=\"auto\" found CUDA device %d, but this PyTorch "
+					     "cannot use CUDA (torch.cuda.is_available() is False): "
+					     "tensors=\"torch\" batches are delivered on the host "
+					     "(device=\"cpu\" says so without this warning)",
+					     (int)self->core->device.device_id) < 0)
+				return -1;
+			cfg->device = RF_DEVICE_HOST;
+			cfg->device_index = -1;
+			return rfpy_loader_open_core(self, epoch, NULL, 0);
+		}
+	}
+	return 0;
 }

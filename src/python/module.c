@@ -16,6 +16,7 @@
 #include <strings.h>
 
 PyObject *rfpy_Error;
+PyObject *rfpy_Warning;
 
 /* fork() copies the module's objects into the child; a loader's threads
  * stay in the parent.  A pthread_atfork handler counts the forks, so an
@@ -40,6 +41,40 @@ unsigned
 rfpy_forks(void)
 {
 	return atomic_load_explicit(&fork_count, memory_order_relaxed);
+}
+
+/* The library's error codes by their names, the module's constants. */
+static const struct { const char *name; int code; } codes[] = {
+	{"EFORMAT", RF_EFORMAT}, {"ECORRUPT", RF_ECORRUPT},
+	{"ECHECKSUM", RF_ECHECKSUM}, {"ESCHEMA", RF_ESCHEMA},
+	{"ETRUNCATED", RF_ETRUNCATED}, {"ECODEC", RF_ECODEC},
+	{"ENODEVICE", RF_ENODEVICE}, {"ECUDA", RF_ECUDA},
+	{"EMEMPLAN", RF_EMEMPLAN}, {"EHELD", RF_EHELD},
+	{"ESTATE", RF_ESTATE}, {"ENPY", RF_ENPY}, {"EUSAGE", RF_EUSAGE},
+	{"EFORK", RF_EFORK},
+};
+
+/* Error.name: the symbolic name of a code, "EHELD" beside ringfeed.EHELD,
+ * or for a negated errno value Python's (errno.errorcode: "ENOENT").  A new
+ * reference, NULL with an exception. */
+static PyObject *
+code_name(int code)
+{
+	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+		if (codes[i].code == code)
+			return PyUnicode_FromString(codes[i].name);
+	PyObject *errno_mod = PyImport_ImportModule("errno");
+	PyObject *table = errno_mod ? PyObject_GetAttrString(errno_mod, "errorcode") : NULL;
+	PyObject *key = table ? PyLong_FromLong(-(long)code) : NULL;
+	PyObject *name = key ? PyObject_GetItem(table, key) : NULL;
+	Py_XDECREF(key);
+	Py_XDECREF(table);
+	Py_XDECREF(errno_mod);
+	if (name && PyUnicode_Check(name))
+		return name;
+	Py_XDECREF(name);
+	PyErr_Clear();
+	return PyUnicode_FromFormat("E%d", -code);
 }
 
 PyObject *
@@ -79,12 +114,15 @@ rfpy_raise(int code, const char *what, const char *detail)
 	if (!exc)
 		return NULL;
 	PyObject *pcode = PyLong_FromLong(code);
-	PyObject *pname = PyUnicode_FromString(name);
-	if (pcode && pname && PyObject_SetAttrString(exc, "code", pcode) == 0 &&
-	    PyObject_SetAttrString(exc, "name", pname) == 0)
+	PyObject *pname = code_name(code);
+	PyObject *pdesc = PyUnicode_FromString(name);
+	if (pcode && pname && pdesc && PyObject_SetAttrString(exc, "code", pcode) == 0 &&
+	    PyObject_SetAttrString(exc, "name", pname) == 0 &&
+	    PyObject_SetAttrString(exc, "description", pdesc) == 0)
 		PyErr_SetObject(rfpy_Error, exc);
 	Py_XDECREF(pcode);
 	Py_XDECREF(pname);
+	Py_XDECREF(pdesc);
 	Py_DECREF(exc);
 	return NULL;
 }
@@ -388,6 +426,9 @@ static PyMethodDef rfpy_methods[] = {
 	 "with the buffer protocol, such as a NumPy array), {name: (array, dtype)} to\n"
 	 "name the dtype (\"bf16\" from uint16 bits, \"bytes\"), or {name: [array, ...]}\n"
 	 "for a variable-length field (one array per sample, varying along axis 0).\n"
+	 "A torch tensor is packed as its values (detached, on the host; bf16 kept\n"
+	 "bf16); a bool array is stored as u8 0/1 (read back as uint8); arrays of\n"
+	 "strings or objects are refused (store text as a bytes field).\n"
 	 "path is a .rfs file (or, with shard_bytes, the shards' base name); zstd is\n"
 	 "a zstd level (0: stored uncompressed); chunk_bytes the chunk size (0: the\n"
 	 "default, 4 MiB); shard_bytes splits the output into shards of about that\n"
@@ -431,22 +472,23 @@ PyInit__ringfeed(void)
 	rfpy_Error = PyErr_NewExceptionWithDoc("ringfeed.Error",
 		"A failure reported by the ringfeed library.  .code is the library's\n"
 		"negative error code (a negated errno value or one of the RF_E* codes),\n"
-		".name its name; the message names the file, chunk and offset.",
+		".name its symbolic name (\"EHELD\", as ringfeed.EHELD; \"ENOENT\" for\n"
+		"an errno value), .description what the code means (ringfeed.strerror);\n"
+		"the message, str(e), names the file, chunk and offset.",
 		PyExc_RuntimeError, NULL);
 	if (!rfpy_Error || PyModule_AddObjectRef(m, "Error", rfpy_Error) < 0)
+		goto fail;
+	rfpy_Warning = PyErr_NewExceptionWithDoc("ringfeed.RingfeedWarning",
+		"A setting the Loader took from the environment, or changed by itself,\n"
+		"that a program may not expect (a rank and world from a batch system's\n"
+		"variables, a fallback to the host).  A RuntimeWarning: shown once per\n"
+		"place by default; warnings.filterwarnings silences it.",
+		PyExc_RuntimeWarning, NULL);
+	if (!rfpy_Warning || PyModule_AddObjectRef(m, "RingfeedWarning", rfpy_Warning) < 0)
 		goto fail;
 	if (PyModule_AddStringConstant(m, "__version__", rf_version_string()) < 0)
 		goto fail;
 	/* The library's error codes, for comparing with Error.code. */
-	static const struct { const char *name; int code; } codes[] = {
-		{"EFORMAT", RF_EFORMAT}, {"ECORRUPT", RF_ECORRUPT},
-		{"ECHECKSUM", RF_ECHECKSUM}, {"ESCHEMA", RF_ESCHEMA},
-		{"ETRUNCATED", RF_ETRUNCATED}, {"ECODEC", RF_ECODEC},
-		{"ENODEVICE", RF_ENODEVICE}, {"ECUDA", RF_ECUDA},
-		{"EMEMPLAN", RF_EMEMPLAN}, {"EHELD", RF_EHELD},
-		{"ESTATE", RF_ESTATE}, {"ENPY", RF_ENPY}, {"EUSAGE", RF_EUSAGE},
-		{"EFORK", RF_EFORK},
-	};
 	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
 		if (PyModule_AddIntConstant(m, codes[i].name, codes[i].code) < 0)
 			goto fail;

@@ -24,8 +24,12 @@
 #include "dlpack.h"
 
 /* ringfeed.Error, a RuntimeError subclass with .code (the library's negative
- * code) and .name (rf_strerror of it). */
+ * code), .name (its symbolic name: "EHELD", "ENOENT") and .description
+ * (rf_strerror of it). */
 extern PyObject *rfpy_Error;
+/* ringfeed.RingfeedWarning, a RuntimeWarning subclass: a setting the module
+ * took or changed by itself that the user may not expect. */
+extern PyObject *rfpy_Warning;
 
 /* Raise ringfeed.Error for `code` with the library's message `detail` (may
  * be NULL or empty: the code's name is used).  Returns NULL. */

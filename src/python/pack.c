@@ -18,23 +18,44 @@ struct pack_col {
 	uint64_t value_bytes;    /* fixed field: bytes of one sample's value */
 };
 
+/* What a field can hold, for the messages refusing what it cannot. */
+#define PACK_DTYPES "numbers (int8 ... int64, uint8 ... uint64, float16/32/64; bool is stored " \
+	"as u8 0/1) or raw bytes"
+
+/* An array format the module cannot pack: a TypeError naming the field,
+ * what fields hold and, for strings and objects, how to store text. */
+static int
+unsupported_format(PyObject *name, const char *format)
+{
+	if (strpbrk(format, "wsOpU"))
+		PyErr_Format(PyExc_TypeError,
+			     "field %R: an array of strings or Python objects (format '%s') "
+			     "cannot be packed: fields hold " PACK_DTYPES "; store text as a "
+			     "variable-length bytes field: ([numpy.frombuffer(s.encode(), "
+			     "numpy.uint8) for s in texts], \"bytes\")", name, format);
+	else
+		PyErr_Format(PyExc_TypeError,
+			     "field %R: unsupported array format '%s': fields hold " PACK_DTYPES,
+			     name, format);
+	return -1;
+}
+
 /* The dtype of a buffer from its struct-module format and item size. */
 static int
-dtype_of_format(const Py_buffer *v, enum rf_dtype *out)
+dtype_of_format(PyObject *name, const Py_buffer *v, enum rf_dtype *out)
 {
 	const char *f = v->format ? v->format : "B";
 
 	if (*f == '>' || *f == '!') {
-		PyErr_SetString(PyExc_TypeError,
-				"big-endian arrays are not supported: convert with .astype('<...')");
+		PyErr_Format(PyExc_TypeError,
+			     "field %R: big-endian arrays are not supported: convert with "
+			     ".astype('<...')", name);
 		return -1;
 	}
 	if (*f == '@' || *f == '=' || *f == '<')
 		f++;
-	if (!f[0] || f[1]) {
-		PyErr_Format(PyExc_TypeError, "unsupported array format '%s'", v->format);
-		return -1;
-	}
+	if (!f[0] || f[1])
+		return unsupported_format(name, v->format);
 	Py_ssize_t sz = v->itemsize;
 	switch (*f) {
 	case 'b': case 'h': case 'i': case 'l': case 'q':
@@ -55,12 +76,11 @@ dtype_of_format(const Py_buffer *v, enum rf_dtype *out)
 		*out = RF_DTYPE_F64;
 		break;
 	default:
-		PyErr_Format(PyExc_TypeError, "unsupported array format '%s'", v->format);
-		return -1;
+		return unsupported_format(name, v->format);
 	}
 	if (rf_dtype_size(*out) != (size_t)sz) {
-		PyErr_Format(PyExc_TypeError, "unsupported item size %zd for format '%s'",
-			     sz, v->format);
+		PyErr_Format(PyExc_TypeError, "field %R: unsupported item size %zd for format '%s'",
+			     name, sz, v->format);
 		return -1;
 	}
 	return 0;
@@ -72,7 +92,7 @@ static int
 column_dtype(PyObject *name, const Py_buffer *v, PyObject *override, enum rf_dtype *out)
 {
 	if (!override)
-		return dtype_of_format(v, out);
+		return dtype_of_format(name, v, out);
 	const char *s = PyUnicode_AsUTF8AndSize(override, NULL);
 	if (!s)
 		return -1;
@@ -119,22 +139,95 @@ pack_log_fn(void *user, enum rf_log_level level, const char *msg)
 		rfpy_log(NULL, level, msg);
 }
 
+/* A torch.Tensor (an object without the buffer protocol that has .detach,
+ * .cpu and .numpy) as a host NumPy array, which is what a PyTorch user has
+ * to pack: a new reference.  A bf16 tensor, which NumPy cannot hold, comes
+ * as its 16-bit pattern with *bf16 = 1.  Anything else: a new reference to
+ * value itself.  NULL with an exception. */
+static PyObject *
+host_array(PyObject *value, int *bf16)
+{
+	*bf16 = 0;
+	if (PyObject_CheckBuffer(value) || !PyObject_HasAttrString(value, "detach") ||
+	    !PyObject_HasAttrString(value, "cpu") || !PyObject_HasAttrString(value, "numpy")) {
+		Py_INCREF(value);
+		return value;
+	}
+	PyObject *t = PyObject_CallMethod(value, "detach", NULL);
+	PyObject *u = t ? PyObject_CallMethod(t, "cpu", NULL) : NULL;
+	Py_XDECREF(t);
+	t = u ? PyObject_CallMethod(u, "contiguous", NULL) : NULL;
+	Py_XDECREF(u);
+	if (!t)
+		return NULL;
+	PyObject *dtype = PyObject_GetAttrString(t, "dtype");
+	PyObject *dname = dtype ? PyObject_Str(dtype) : NULL;
+	const char *dn = dname ? PyUnicode_AsUTF8AndSize(dname, NULL) : NULL;
+	if (dn && !strcmp(dn, "torch.bfloat16")) {
+		PyObject *torch = PyImport_ImportModule("torch");
+		PyObject *i16 = torch ? PyObject_GetAttrString(torch, "int16") : NULL;
+		u = i16 ? PyObject_CallMethod(t, "view", "O", i16) : NULL;
+		Py_XDECREF(i16);
+		Py_XDECREF(torch);
+		Py_DECREF(t);
+		t = u;
+		*bf16 = 1;
+	}
+	Py_XDECREF(dname);
+	Py_XDECREF(dtype);
+	if (!t || PyErr_Occurred()) {
+		Py_XDECREF(t);
+		return NULL;
+	}
+	u = PyObject_CallMethod(t, "numpy", NULL);
+	Py_DECREF(t);
+	return u;
+}
+
+/* The buffer of `value` (an array, or a tensor through host_array) into
+ * *view; a bf16 tensor sets *bf16.  0, or -1 with a TypeError naming the
+ * field (and the sample of a variable field: sample >= 0). */
+static int
+get_view(PyObject *name, Py_ssize_t sample, PyObject *value, Py_buffer *view, int *bf16)
+{
+	PyObject *arr = host_array(value, bf16);
+	if (!arr)
+		return -1;
+	int rc = PyObject_GetBuffer(arr, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT);
+	if (rc < 0) {
+		PyErr_Clear();
+		char where[64] = "";
+		if (sample >= 0)
+			snprintf(where, sizeof(where), ", sample %zd", sample);
+		if (PyObject_CheckBuffer(arr))
+			PyErr_Format(PyExc_TypeError,
+				     "field %R%s: the array is not C-contiguous "
+				     "(numpy.ascontiguousarray makes a contiguous copy)", name, where);
+		else
+			PyErr_Format(PyExc_TypeError,
+				     "field %R%s: expected an array (a NumPy array, a torch "
+				     "tensor or another object with the buffer protocol), an "
+				     "(array, dtype) pair or a list of arrays; got %.100s "
+				     "(numpy.asarray converts a sequence)",
+				     name, where, rfpy_type_name(value));
+	}
+	/* The view holds its own reference to the array. */
+	Py_DECREF(arr);
+	return rc;
+}
+
 static int
 add_fixed(struct pack_col *c, rf_schema *schema, PyObject *value, PyObject *override,
 	  Py_ssize_t *nsamples)
 {
-	if (PyObject_GetBuffer(value, &c->view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-		PyErr_Clear();
-		PyErr_Format(PyExc_TypeError,
-			     "field %R: expected a C-contiguous array (buffer protocol), "
-			     "a (array, dtype) pair or a list of arrays; got %.100s "
-			     "(numpy.ascontiguousarray makes a contiguous copy)",
-			     c->name, rfpy_type_name(value));
+	int bf16;
+	if (get_view(c->name, -1, value, &c->view, &bf16) < 0)
 		return -1;
-	}
 	c->have_view = 1;
 	enum rf_dtype dt;
-	if (column_dtype(c->name, &c->view, override, &dt) < 0)
+	if (bf16 && !override)
+		dt = RF_DTYPE_BF16;
+	else if (column_dtype(c->name, &c->view, override, &dt) < 0)
 		return -1;
 	if (c->view.ndim < 1 || c->view.ndim - 1 > RF_MAX_RANK) {
 		PyErr_Format(PyExc_ValueError,
@@ -184,17 +277,14 @@ add_var(struct pack_col *c, rf_schema *schema, PyObject *list, PyObject *overrid
 	}
 	for (Py_ssize_t i = 0; i < n; i++) {
 		Py_buffer *v = &c->items[i];
-		if (PyObject_GetBuffer(PyList_GetItem(list, i), v,
-				       PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-			PyErr_Clear();
-			PyErr_Format(PyExc_TypeError,
-				     "field %R, sample %zd: expected a C-contiguous array",
-				     c->name, i);
+		int bf16;
+		if (get_view(c->name, i, PyList_GetItem(list, i), v, &bf16) < 0)
 			return -1;
-		}
 		c->nitems++;
 		enum rf_dtype idt;
-		if (column_dtype(c->name, v, override, &idt) < 0)
+		if (bf16 && !override)
+			idt = RF_DTYPE_BF16;
+		else if (column_dtype(c->name, v, override, &idt) < 0)
 			return -1;
 		int nd = v->ndim < 1 ? 1 : v->ndim;
 		if (i == 0) {

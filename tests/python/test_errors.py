@@ -91,7 +91,8 @@ except ringfeed.Error as e:
     err = e
 check(err is not None, "the corrupt chunk went unnoticed")
 check(err.code == ringfeed.ECHECKSUM, "code %d (%s)" % (err.code, err.name))
-check(isinstance(err, RuntimeError) and err.name == ringfeed.strerror(err.code), "name")
+check(isinstance(err, RuntimeError) and err.name == "ECHECKSUM", "name: %r" % err.name)
+check(err.description == ringfeed.strerror(err.code), "description: %r" % err.description)
 check("data.rfs" in str(err) and "2" in str(err), "message names shard and chunk: %s" % err)
 check(seen == ci["first_sample"] // B * B, "batches before the chunk delivered: %d" % seen)
 try:

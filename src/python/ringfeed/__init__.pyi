@@ -29,10 +29,14 @@ EUSAGE: int
 EFORK: int
 
 class Error(RuntimeError):
-    """A failure reported by the library: .code (negative), .name."""
+    """A failure reported by the library: .code (negative), .name ("EHELD")."""
 
     code: int
     name: str
+    description: str
+
+class RingfeedWarning(RuntimeWarning):
+    """A setting the Loader took from the environment or changed by itself."""
 
 class Array:
     """A field of a batch in the loader's buffer (DLPack, buffer protocol)."""
@@ -108,6 +112,12 @@ class Loader:
     def held(self) -> int: ...
     @property
     def order_id(self) -> int: ...
+    @property
+    def rank(self) -> int: ...
+    @property
+    def world(self) -> int: ...
+    @property
+    def rank_source(self) -> str: ...
 
 class Dataset:
     """A dataset opened by open(): len(ds), ds[i] -> {field: ndarray}."""
@@ -135,7 +145,12 @@ def open(paths: _Paths, verify: bool = True, cache_bytes: int = 268435456) -> Da
 
 def pack(path: _Path, columns: Mapping[str, Any], zstd: int = 0, chunk_bytes: int = 0,
          shard_bytes: int = 0, shuffle: Optional[int] = None) -> int:
-    """Write a dataset from {name: array}; returns the samples written."""
+    """Write a dataset from {name: array}; returns the samples written.
+
+    An array is anything with the buffer protocol (NumPy) or a torch tensor
+    (packed as its values; bf16 stays bf16).  A bool array is stored as u8
+    0/1 and read back as uint8.  Arrays of strings or objects are refused.
+    """
 
 def version() -> str: ...
 def strerror(code: int, /) -> str: ...
