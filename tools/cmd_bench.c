@@ -41,7 +41,11 @@
 	"                      [--cold] [--json] [--step-us U] [--io-depth Q] "                  \
 	"[--decode-threads T]\n"                                                                 \
 	"                      [--buffered] [--map] [--no-verify] [--touch] [--seed N]\n"            \
-	"                      [--timings FILE] [-q|-v] PATH..."
+	"                      [--timings FILE] [--on-error raise|skip] [-q|-v] PATH..."
+
+/* --on-error (rf_config.on_error): kept here rather than in bench_opts,
+ * which the report shares. */
+static enum rf_on_error bench_on_error = RF_ON_ERROR_RAISE;
 
 /* Progress redraws per second at most. */
 #define PROGRESS_HZ 6.0
@@ -77,6 +81,9 @@ bench_help(void)
 	       "                      (rf_config.map; implies --buffered)\n"
 	       "  --no-verify         skip the checksums (chunks; samples in shuffle full)\n"
 	       "  --touch             read every byte of each batch on the consumer (host)\n"
+	       "  --on-error P        a chunk that fails its checksum, decompression or read:\n"
+	       "                      raise (stop, default) or skip (zero samples in its\n"
+	       "                      place, logged; at most 16 chunks)\n"
 	       "  --timings FILE      write one line per batch: index, epoch, samples, time\n"
 	       "                      since the start and wait in rf_loader_next (us)\n"
 	       "  --json              one JSON object on stdout instead of the table\n"
@@ -132,6 +139,7 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 		OPT_BATCH = 256, OPT_SHUFFLE, OPT_DEVICE, OPT_PINNED, OPT_DEPTH, OPT_PIN,
 		OPT_SECONDS, OPT_EPOCHS, OPT_COLD, OPT_JSON, OPT_STEP, OPT_IODEPTH,
 		OPT_THREADS, OPT_BUFFERED, OPT_MAP, OPT_NOVERIFY, OPT_TOUCH, OPT_SEED, OPT_TIMINGS,
+		OPT_ON_ERROR,
 	};
 	static const struct option longopts[] = {
 		{"batch", required_argument, NULL, OPT_BATCH},
@@ -153,6 +161,7 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 		{"touch", no_argument, NULL, OPT_TOUCH},
 		{"seed", required_argument, NULL, OPT_SEED},
 		{"timings", required_argument, NULL, OPT_TIMINGS},
+		{"on-error", required_argument, NULL, OPT_ON_ERROR},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -228,6 +237,15 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 		case OPT_NOVERIFY: o->verify = false; break;
 		case OPT_TOUCH: o->touch = true; break;
 		case OPT_TIMINGS: o->timings = optarg; break;
+		case OPT_ON_ERROR:
+			if (!strcmp(optarg, "raise"))
+				bench_on_error = RF_ON_ERROR_RAISE;
+			else if (!strcmp(optarg, "skip"))
+				bench_on_error = RF_ON_ERROR_SKIP;
+			else
+				return rf_cli_usage_error(BENCH_USAGE, "bad --on-error '%s' (raise, "
+							  "skip)", optarg);
+			break;
 		case OPT_SEED:
 			if (rf_cli_parse_uint(optarg, 0, UINT64_MAX, &v) < 0)
 				return rf_cli_usage_error(BENCH_USAGE, "bad --seed '%s'", optarg);
@@ -420,6 +438,7 @@ run_loader(const bench_opts *o, bench_result *res)
 	cfg.log = bench_log;
 	cfg.shuffle = o->shuffle;
 	cfg.seed = o->seed;
+	cfg.on_error = bench_on_error;
 	/* One process reading the whole dataset, whatever launcher variables
 	 * (RANK, WORLD_SIZE, ...) the environment holds. */
 	cfg.rank = 0;
@@ -493,6 +512,9 @@ run_loader(const bench_opts *o, bench_result *res)
 	progress_clear(&pl);
 	if (rf_loader_stats(ld, &st) == 0)
 		res->stats = st;
+	if (st.chunks_skipped)
+		rf_cli_note(1, "--on-error skip: %" PRIu64 " chunks skipped, %" PRIu64
+			    " samples delivered as zeros", st.chunks_skipped, st.samples_substituted);
 	rf_loader_close(&ld);
 	if (timings && fclose(timings) != 0) {
 		rf_cli_error("%s: %s", o->timings, strerror(errno));

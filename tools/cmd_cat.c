@@ -32,7 +32,8 @@
 	"ringfeed cat PATH... --field NAME [--raw | --text] [--tokens] [--batch B] "      \
 	"[--device host|cuda|auto] [--pinned SIZE] [--depth D] [--pin ring|transient] "    \
 	"[--shuffle none|chunks|window|full] [--seed S] [--epoch E] [--window W] "         \
-	"[--rank R] [--world W] [--batches N] [--state-out FILE] [--state-in FILE]"
+	"[--rank R] [--world W] [--batches N] [--state-out FILE] [--state-in FILE] "       \
+	"[--on-error raise|skip]"
 
 static void
 cat_help(void)
@@ -70,11 +71,27 @@ cat_help(void)
 	       "                       shuffle and seed replace the options above; give the\n"
 	       "                       --epoch of the run that saved it (cat streams that\n"
 	       "                       one epoch; a position in another is refused)\n"
+	       "      --on-error P     a chunk that fails its checksum, decompression or\n"
+	       "                       read: raise (stop, default) or skip (its samples\n"
+	       "                       come out as zeros, logged; at most 16 chunks)\n"
 	       "  -q, --quiet          no summary\n"
 	       "  -v, --verbose        the loader's messages and a summary\n"
 	       "  -h, --help           this help\n"
 	       "\n"
 	       "Exit status: 0 success, 1 failure, 2 bad usage, 130 interrupted.\n");
+}
+
+/* --on-error: raise or skip (rf_config.on_error). */
+static int
+parse_on_error(const char *s, enum rf_on_error *out)
+{
+	if (!strcmp(s, "raise"))
+		*out = RF_ON_ERROR_RAISE;
+	else if (!strcmp(s, "skip"))
+		*out = RF_ON_ERROR_SKIP;
+	else
+		return -EINVAL;
+	return 0;
 }
 
 static void
@@ -289,6 +306,7 @@ rf_cmd_cat(int argc, char **argv)
 		{"batches", required_argument, NULL, 'n'},
 		{"state-out", required_argument, NULL, 'o'},
 		{"state-in", required_argument, NULL, 'i'},
+		{"on-error", required_argument, NULL, 'E'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -339,6 +357,11 @@ rf_cmd_cat(int argc, char **argv)
 			if (rf_pinning_parse(optarg, &cfg.pinning) < 0)
 				return rf_cli_usage_error(CAT_USAGE, "--pin: '%s' is not ring or "
 							  "transient", optarg);
+			break;
+		case 'E':
+			if (parse_on_error(optarg, &cfg.on_error) < 0)
+				return rf_cli_usage_error(CAT_USAGE, "--on-error: '%s' is not raise "
+							  "or skip", optarg);
 			break;
 		case 'S':
 			if (rf_shuffle_parse(optarg, &cfg.shuffle) < 0)
@@ -524,6 +547,13 @@ rf_cmd_cat(int argc, char **argv)
 		rf_cli_note(2, "%" PRIu64 " samples in %" PRIu64 " batches, %s read in %.3f s on %s "
 			    "(%s), consumer stalled %.0f%% of the time", samples, batches, a, secs,
 			    st.device, st.io_engine, 100.0 * st.stall_share);
+	}
+	if (status == RF_CLI_OK && cfg.on_error == RF_ON_ERROR_SKIP) {
+		rf_stats st = {.size = sizeof(st)};
+		if (rf_loader_stats(ld, &st) == 0 && st.chunks_skipped)
+			rf_cli_note(1, "--on-error skip: %" PRIu64 " chunks skipped, %" PRIu64
+				    " samples written as zeros", st.chunks_skipped,
+				    st.samples_substituted);
 	}
 	free(host);
 	rf_loader_close(&ld);

@@ -369,6 +369,14 @@ enum rf_tokens {
 	RF_TOKENS_INPUTS_TARGETS = 1,/* int32 "inputs" [B, T] and "targets" [B, T] */
 };
 
+/* What a chunk that cannot be used does (rf_config.on_error). */
+enum rf_on_error {
+	RF_ON_ERROR_RAISE = 0,       /* stop the stream with its error (default) */
+	RF_ON_ERROR_SKIP = 1,        /* zero substitutes for its samples, up to a limit */
+};
+/* rf_config.skip_limit 0: at most this many chunks skipped. */
+#define RF_SKIP_LIMIT_DEFAULT 16
+
 /* Limits of the loader's settings.  A larger value is RF_EUSAGE at open,
  * except where the field says it is lowered to the limit. */
 #define RF_IO_DEPTH_MAX 4096        /* rf_config.io_depth: reads in flight */
@@ -631,7 +639,47 @@ typedef struct rf_config {
 	 */
 	enum rf_tokens tokens;
 
-	uint8_t reserved[120];       /* zero; room to grow */
+	/*
+	 * What a chunk that cannot be used does to the stream: one that fails
+	 * its checksum, its decompression or validation, or its read (after
+	 * the retries described at rf_loader_open).
+	 *
+	 * RF_ON_ERROR_RAISE (0, default): the stream stops with that error
+	 * (rf_loader_next returns it).
+	 *
+	 * RF_ON_ERROR_SKIP: the chunk is dropped and each of its samples the
+	 * order places in a batch is replaced by a substitute sample of zeros:
+	 * every fixed field all zero bytes (its dtype's 0), every variable
+	 * field empty (length 0).  The substitute takes the bad sample's place
+	 * in its batch, so every rank still delivers the same number of
+	 * batches of the same sizes and every other sample stays where it
+	 * was; the rule depends on nothing but the chunk, so it is the same on
+	 * every rank and every run.  A batch does not say which of its samples
+	 * are substitutes: a consumer that must not train on them recognises
+	 * them by their content (an all-zero label field, an empty variable
+	 * field) or stops on rf_stats.chunks_skipped.  Each skip is logged at
+	 * RF_LOG_WARN with the shard, the chunk, its offset and the error, and
+	 * counted in rf_stats.chunks_skipped and samples_substituted (again in
+	 * every epoch that reads the chunk).  The limit counts distinct
+	 * chunks, in the order they come in the stream: a chunk skipped before
+	 * is skipped again without counting anew, and the first bad chunk
+	 * that would make more than skip_limit of them stops the stream with
+	 * its own error, as RF_ON_ERROR_RAISE does (the message adds the
+	 * limit).  Each rank counts the chunks it reads, so with world > 1 a
+	 * rank may stop where another goes on: keep the limit for data that
+	 * is broken beyond use.  The samples of a bad chunk that the order
+	 * drops (drop_last) or that belong to other ranks are not counted.  Only chunk-wise reading skips: with shuffle
+	 * full (which reads samples, not chunks) RF_ON_ERROR_SKIP is RF_EUSAGE
+	 * at open.  Any other value is RF_EUSAGE.
+	 */
+	enum rf_on_error on_error;
+	/* With RF_ON_ERROR_SKIP: the most distinct chunks skipped over the
+	 * loader's life (all its epochs) before a bad chunk stops the stream;
+	 * 0 (the default) means RF_SKIP_LIMIT_DEFAULT (16); UINT32_MAX: no
+	 * limit.  Ignored with RF_ON_ERROR_RAISE. */
+	uint32_t skip_limit;
+
+	uint8_t reserved[112];       /* zero; room to grow */
 } rf_config;
 
 /* Fill *cfg with the defaults above (paths NULL: set them). */
@@ -964,7 +1012,12 @@ typedef struct rf_stats {
 	/* Reads asked again after a transient error (EIO, EAGAIN, ETIMEDOUT,
 	 * a short read), with backoff, before it would fail its chunk. */
 	uint64_t read_retries;
-	uint8_t reserved[32];
+	/* rf_config.on_error = RF_ON_ERROR_SKIP: chunks dropped (each time,
+	 * every epoch), and the samples of them delivered as zero
+	 * substitutes. */
+	uint64_t chunks_skipped;
+	uint64_t samples_substituted;
+	uint8_t reserved[16];
 } rf_stats;
 
 /* Fill *st.  st->size must be set by the caller to sizeof(rf_stats) (fields

@@ -244,6 +244,9 @@ gather_items(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *cur
 		}
 		if (rc < 0)
 			return rf_fail(d, rc, "loader: assembling chunk %" PRIu64 " failed", ctx->chunk);
+		if (added && rf_ld_skip_is_substitute(ld, sec))
+			atomic_fetch_add_explicit(&ld->stats.samples_substituted, added,
+						  memory_order_relaxed);
 		/* What the window may let go of once these items are in. */
 		uint64_t keep_from = it[added ? added - 1 : 0].keep_from;
 		ld->gather.i += added;

@@ -155,6 +155,7 @@ struct worker {
 struct chunk_job {
 	const rf_chunk_info *info;
 	unsigned slot;          /* its read slot */
+	uint64_t chunk;         /* dataset-wide chunk number */
 	int64_t res;            /* the read's result: bytes or -errno */
 	rf_chunk_ctx ctx;       /* file, chunk and offset, for messages */
 	rf_chunk_sections sec;  /* set by the decode step */
@@ -295,6 +296,18 @@ struct rf_loader {
 		int mem;             /* copy samples from the mapped shards (resident data) */
 	} full;
 
+	/* rf_config.on_error = skip (worker.c): the zero bytes substitute
+	 * samples point at (enough for the largest chunk), and the distinct
+	 * chunks skipped so far (a bit per dataset chunk), counted at their
+	 * turn (the turn holder). */
+	struct {
+		int on;
+		uint32_t limit;
+		uint8_t *zeros;
+		uint8_t *seen;
+		uint64_t skipped;
+	} skip;
+
 	/* The decode workers (worker.c) and the chunk path they run. */
 	struct worker *workers;
 	unsigned nworkers;
@@ -347,6 +360,7 @@ struct rf_loader {
 		struct tcpu cpu[3 + RF_DECODE_THREADS_MAX];
 		unsigned ncpu;
 		_Atomic uint64_t cpu_done_ns;
+		_Atomic uint64_t chunks_skipped, samples_substituted;
 	} stats;
 };
 
@@ -396,6 +410,8 @@ void *rf_ld_reader_main(void *arg);
 
 /* worker.c */
 void rf_ld_chunk_steps_init(rf_loader *ld);
+int rf_ld_skip_setup(rf_loader *ld);
+int rf_ld_skip_is_substitute(const rf_loader *ld, const rf_chunk_sections *sec);
 void *rf_ld_worker_main(void *arg);
 
 /* gather.c */

@@ -545,6 +545,8 @@ rf_ld_loader_free(rf_loader *ld)
 		free(ld->window.pool[i]);
 	free(ld->window.tab);
 	free(ld->window.pool);
+	free(ld->skip.zeros);
+	free(ld->skip.seen);
 	free(ld->gather.items);
 	free(ld->win);
 	free(ld->slot_refs);

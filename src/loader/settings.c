@@ -250,6 +250,13 @@ rf_ld_config_check(rf_loader *ld)
 	if (cfg->map && cfg->direct == 1)
 		return rf_fail(&ld->diag, RF_EUSAGE, "loader: map = 1 reads through the page "
 			       "cache: it cannot be combined with direct = 1");
+	if (cfg->on_error != RF_ON_ERROR_RAISE && cfg->on_error != RF_ON_ERROR_SKIP)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: on_error %d is not raise or skip",
+			       (int)cfg->on_error);
+	if (full && cfg->on_error == RF_ON_ERROR_SKIP)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: on_error skip drops and substitutes "
+			       "whole chunks, which shuffle full (it reads samples) does not do: use "
+			       "shuffle window, or on_error raise");
 	if (full && cfg->tokens == RF_TOKENS_INPUTS_TARGETS)
 		return rf_fail(&ld->diag, RF_EUSAGE, "loader: the inputs/targets token layout is "
 			       "not available with shuffle full, which reads values straight into "
@@ -326,7 +333,7 @@ rf_ld_resolve_settings(rf_loader *ld)
 	if (ld->resolved.decode_threads == 0)
 		ld->resolved.decode_threads = decode_threads_auto(need_raw);
 	ld->nworkers = ld->full.on ? 0 : ld->resolved.decode_threads; /* full: nothing to decode */
-	return 0;
+	return rf_ld_skip_setup(ld);
 }
 
 /* The fields, by name or all: their schema indices into sel. */

@@ -75,7 +75,10 @@ rf_ld_window_hold(rf_loader *ld, const struct lstep *st, const rf_chunk_sections
 	we->ctx = *ctx;
 	we->slot = -1;
 	we->raw = NULL;
-	if (in_slot) {
+	if (rf_ld_skip_is_substitute(ld, sec)) {
+		/* A skipped chunk's substitutes: they point at the zero buffer,
+		 * which nobody lets go of. */
+	} else if (in_slot) {
 		pthread_mutex_lock(&ld->mu);
 		ld->slot_refs[read_slot]++;
 		pthread_mutex_unlock(&ld->mu);

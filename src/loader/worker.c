@@ -33,6 +33,104 @@ step_decode(rf_loader *ld, struct worker *w, struct chunk_job *job)
 				ld->cfg.verify, &job->sec, &job->ctx, &w->diag);
 }
 
+/*
+ * rf_config.on_error = skip.  A chunk whose path failed gives, at its turn,
+ * substitute samples: sections of the bad chunk's sample count that all
+ * point at one buffer of zeros (a fixed field's values all 0, a variable
+ * field's offsets all 0, so every value is empty).  The gather takes them
+ * like any chunk's, so each sample of the bad chunk the order places keeps
+ * its place, and nothing but the chunk decides what replaces it.  The
+ * buffer is allocated at open, for the largest chunk.
+ */
+int
+rf_ld_skip_setup(rf_loader *ld)
+{
+	ld->skip.on = ld->cfg.on_error == RF_ON_ERROR_SKIP;
+	if (!ld->skip.on)
+		return 0;
+	ld->skip.limit = ld->cfg.skip_limit ? ld->cfg.skip_limit : RF_SKIP_LIMIT_DEFAULT;
+	uint64_t nmax = 0, item = 8;
+	for (uint64_t c = 0; c < ld->nchunks; c++)
+		if (ld->chunks[c].samples > nmax)
+			nmax = ld->chunks[c].samples;
+	for (uint32_t f = 0; f < ld->schema->nfields; f++) {
+		const rf_field *fd = &ld->schema->fields[f];
+		uint64_t b = rf_field_item_bytes(fd);
+		if (fd->var_dim < 0 && b > item)
+			item = b;
+	}
+	/* Fixed values of the largest chunk, or its n + 1 offsets. */
+	if (nmax + 1 > UINT64_MAX / item)
+		return rf_fail(&ld->diag, RF_ECORRUPT, "loader: on_error skip: chunks of %" PRIu64
+			       " samples of %" PRIu64 " bytes overflow", nmax, item);
+	uint64_t bytes = RF_ALIGN_UP((nmax + 1) * item, 64);
+	ld->skip.zeros = aligned_alloc(64, bytes);
+	if (!ld->skip.zeros)
+		return rf_fail(&ld->diag, -ENOMEM, "loader: on_error skip: out of memory for %"
+			       PRIu64 " bytes of substitute samples", bytes);
+	memset(ld->skip.zeros, 0, bytes);
+	ld->skip.seen = calloc(ld->nchunks / 8 + 1, 1);
+	if (!ld->skip.seen)
+		return rf_fail(&ld->diag, -ENOMEM, "loader: on_error skip: out of memory");
+	return 0;
+}
+
+/* Sections of substitute samples (see rf_ld_skip_setup) hold no bytes of
+ * their own: their data is the zero buffer. */
+int
+rf_ld_skip_is_substitute(const rf_loader *ld, const rf_chunk_sections *sec)
+{
+	return ld->skip.zeros && sec->nfields && sec->field[0].data == ld->skip.zeros;
+}
+
+static void
+skip_sections(rf_loader *ld, const rf_chunk_info *info, rf_chunk_sections *sec)
+{
+	memset(sec, 0, sizeof(*sec));
+	sec->samples = info->samples;
+	sec->nfields = ld->schema->nfields;
+	for (uint32_t f = 0; f < sec->nfields; f++) {
+		const rf_field *fd = &ld->schema->fields[f];
+		rf_chunk_section *s = &sec->field[f];
+		s->item_bytes = rf_field_item_bytes(fd);
+		s->data = ld->skip.zeros;
+		if (fd->var_dim >= 0) {
+			s->offsets = (const uint64_t *)(const void *)ld->skip.zeros;
+			s->data_bytes = 0;
+		} else {
+			s->data_bytes = (uint64_t)info->samples * s->item_bytes;
+		}
+	}
+}
+
+/* At a failed chunk's turn (the turn holder): skip it, unless it would be
+ * one distinct chunk more than the limit (a chunk skipped in an earlier
+ * epoch is skipped again without counting anew, so a long run is not ended
+ * by one bad chunk read every epoch).  0 with substitute sections, or the
+ * chunk's error. */
+static int
+skip_chunk(rf_loader *ld, struct worker *w, struct chunk_job *job, int rc)
+{
+	char why[RF_ERRMSG_MAX];
+	snprintf(why, sizeof(why), "%s", w->diag.msg);
+	uint64_t c = job->chunk;
+	int seen = (ld->skip.seen[c / 8] >> (c % 8)) & 1;
+	if (!seen && ld->skip.skipped >= ld->skip.limit)
+		return rf_fail(&w->diag, rc, "%s (on_error skip: %" PRIu64 " chunks skipped "
+			       "already, skip_limit %u)", why, ld->skip.skipped, ld->skip.limit);
+	if (!seen) {
+		ld->skip.seen[c / 8] |= (uint8_t)(1u << (c % 8));
+		ld->skip.skipped++;
+	}
+	atomic_fetch_add_explicit(&ld->stats.chunks_skipped, 1, memory_order_relaxed);
+	rf_log(&ld->diag, RF_LOG_WARN, "on_error skip: shard %s chunk %" PRIu64 " at offset %"
+	       PRIu64 " skipped (%" PRIu64 " of at most %u), its %u samples are zero "
+	       "substitutes: %s", job->ctx.path, job->ctx.chunk, job->ctx.offset,
+	       ld->skip.skipped, ld->skip.limit, job->info->samples, why);
+	skip_sections(ld, job->info, &job->sec);
+	return 0;
+}
+
 /* The chunk path, chosen once at open: the steps each read chunk goes
  * through in a decode worker, in order, before its turn to gather.  A
  * later step (image decoding, say) is one more entry. */
@@ -42,6 +140,10 @@ rf_ld_chunk_steps_init(rf_loader *ld)
 	ld->nchunk_steps = 0;
 	ld->chunk_steps[ld->nchunk_steps++] = step_read_result;
 	ld->chunk_steps[ld->nchunk_steps++] = step_decode;
+	/* A chunk that is skipped is logged as a warning at its turn; one
+	 * past the limit is logged as the stream's error. */
+	for (unsigned i = 0; ld->skip.on && i < ld->nworkers; i++)
+		ld->workers[i].diag.errors_quiet = 1;
 }
 
 void *
@@ -72,7 +174,8 @@ rf_ld_worker_main(void *arg)
 
 		uint64_t t0 = rf_ld_now_ns();
 		const rf_chunk_info *info = &ld->chunks[step.s.chunk];
-		struct chunk_job job = {.info = info, .slot = step.slot, .res = step.res};
+		struct chunk_job job = {.info = info, .slot = step.slot, .res = step.res,
+					.chunk = step.s.chunk};
 		rf_dataset_chunk_ctx(ld->ds, step.s.chunk, &job.ctx);
 		int rc = 0, slot_held = 1;
 		for (unsigned i = 0; rc == 0 && i < ld->nchunk_steps; i++)
@@ -98,6 +201,8 @@ rf_ld_worker_main(void *arg)
 		pthread_mutex_unlock(&ld->mu);
 
 		uint64_t t2 = rf_ld_now_ns();
+		if (rc < 0 && ld->skip.on)
+			rc = skip_chunk(ld, w, &job, rc);
 		if (rc == 0 && ld->window.on)
 			rc = rf_ld_gather_step_window(ld, &step.s, &job.sec, &job.ctx, w, slot_held, step.slot,
 						      &w->diag);
@@ -113,6 +218,8 @@ rf_ld_worker_main(void *arg)
 					  memory_order_relaxed);
 		atomic_fetch_add_explicit(&ld->stats.chunks, 1, memory_order_relaxed);
 
+		if (rc < 0 && rc != -ECANCELED && w->diag.errors_quiet)
+			rf_log(&w->diag, RF_LOG_ERROR, "%s", w->diag.msg);
 		pthread_mutex_lock(&ld->mu);
 		if (rc < 0 && rc != -ECANCELED)
 			rf_ld_fail_locked(ld, rc, w->diag.msg);
