@@ -43,7 +43,8 @@ info_help(void)
 	printf("usage: %s\n\n", INFO_USAGE);
 	printf("Show a dataset's schema (variable dimensions as '?'), samples, chunks,\n"
 	       "shards, codec, raw and stored sizes and the compression ratio.  Each PATH\n"
-	       "is a shard, a directory of shards or a glob; all together form one dataset.\n"
+	       "is a shard, a pack's manifest (BASE.rfm) or name (BASE.rfs), a directory\n"
+	       "holding one pack, or a glob; all together form one dataset.\n"
 	       "\n"
 	       "Options:\n"
 	       "      --json      print one JSON object with the keys: version, shards,\n"

@@ -9,8 +9,11 @@
  * to check that they agree on the schema and are whole packs.  The shards
  * are those rf_dataset_open takes (a directory with a manifest, or a
  * manifest, gives the shards it lists); when the paths do not open as one
- * dataset, the shards a listing gives are checked one by one instead, so
- * that every problem is still found.
+ * dataset, each PATH is opened alone for its shards, and the shards a
+ * listing gives are checked one by one for a PATH that does not open, so
+ * that every problem is still found: a PATH whose shards are each sound yet
+ * do not open as one (a missing shard of a pack, two packs in a directory)
+ * is reported with the reason, whatever the other PATHs hold.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -36,6 +39,7 @@ typedef struct path_list {
 
 typedef struct verify_state {
 	uint64_t problems;
+	uint64_t open_failures; /* shards that did not open on their own */
 	uint64_t chunks;
 	uint64_t samples;
 	uint64_t bytes_total;
@@ -50,7 +54,8 @@ verify_help(void)
 	printf("Check a dataset: every shard's footer, header, schema and index, every\n"
 	       "chunk's checksum and decoded layout, every sample's own checksums (format\n"
 	       "2 shards), and that the shards agree on the schema.  Each PATH is a\n"
-	       "shard, a directory of shards or a glob.  Every\n"
+	       "shard, a pack's manifest (BASE.rfm) or name (BASE.rfs), a directory\n"
+	       "holding one pack, or a glob.  Every\n"
 	       "problem is reported on its own line (shard, chunk, byte offset, cause);\n"
 	       "the check goes on after a bad chunk.\n"
 	       "\n"
@@ -140,7 +145,8 @@ expand_path(path_list *l, const char *p)
 			if (len < 5 || strcmp(e->d_name + len - 4, ".rfs") != 0 ||
 			    e->d_name[0] == '.')
 				continue;
-			if (asprintf(&full, "%s/%s", p, e->d_name) < 0) {
+			if (asprintf(&full, "%s%s%s", p, p[strlen(p) - 1] == '/' ? "" : "/",
+				     e->d_name) < 0) {
 				closedir(d);
 				rf_cli_error("out of memory");
 				return -1;
@@ -265,6 +271,7 @@ verify_shard(verify_state *vs, const char *path)
 		if (m && strncmp(m, path, pl) == 0 && m[pl] == ':' && m[pl + 1] == ' ')
 			m += pl + 2;
 		problem(vs, path, m && *m ? m : rf_strerror(rc));
+		vs->open_failures++;
 		return 0;
 	}
 	if (rf_schema_validate(rf_dataset_schema(ds)) < 0)
@@ -329,6 +336,12 @@ rf_cmd_verify(int argc, char **argv)
 	int c, status = RF_CLI_FAIL;
 	int expand_failed = 0, joint_ok = 0;
 	char joint_error[1024] = "";
+	/* Per PATH when they do not open together: its shards' range in
+	 * `shards`, and why it does not open on its own (NULL: it does). */
+	size_t *arg_end = NULL;
+	uint64_t *arg_failures = NULL;
+	char **arg_error = NULL;
+	int nargs = 0;
 
 	memset(&vs, 0, sizeof vs);
 	optind = 1;
@@ -366,9 +379,37 @@ rf_cmd_verify(int argc, char **argv)
 		rf_dataset_close(&ds);
 		joint_ok = rc == 0;
 	}
-	for (int i = optind; !joint_ok && !expand_failed && i < argc; i++)
-		if (expand_path(&shards, argv[i]) < 0)
+	if (!joint_ok && !expand_failed) {
+		nargs = argc - optind;
+		arg_end = calloc((size_t)nargs, sizeof *arg_end);
+		arg_failures = calloc((size_t)nargs, sizeof *arg_failures);
+		arg_error = calloc((size_t)nargs, sizeof *arg_error);
+		if (!arg_end || !arg_failures || !arg_error) {
+			rf_cli_error("out of memory");
 			expand_failed = 1;
+		}
+	}
+	for (int i = 0; !joint_ok && !expand_failed && i < nargs; i++) {
+		const char *one[1] = {argv[optind + i]};
+		rf_dataset *ds = NULL;
+		if (rf_dataset_open(&ds, one, 1, NULL) == 0) {
+			for (size_t k = 0; k < rf_dataset_shards(ds) && !expand_failed; k++)
+				if (list_add(&shards, rf_dataset_shard_path(ds, k)) < 0) {
+					rf_cli_error("out of memory");
+					expand_failed = 1;
+				}
+			rf_dataset_close(&ds);
+		} else {
+			const char *m = rf_dataset_last_open_error();
+			if (!(arg_error[i] = strdup(m && *m ? m : "cannot be opened"))) {
+				rf_cli_error("out of memory");
+				expand_failed = 1;
+			} else if (expand_path(&shards, argv[optind + i]) < 0) {
+				expand_failed = 1;
+			}
+		}
+		arg_end[i] = shards.n;
+	}
 	if (expand_failed)
 		goto out;
 
@@ -381,17 +422,32 @@ rf_cmd_verify(int argc, char **argv)
 			vs.bytes_total += (uint64_t)st.st_size;
 	}
 	rf_cli_progress_start(&vs.progress, "verifying", vs.bytes_total);
-	for (size_t i = 0; i < shards.n; i++) {
+	for (size_t i = 0, a = 0; i < shards.n; i++) {
+		uint64_t before = vs.open_failures;
 		if (verify_shard(&vs, shards.v[i])) {
 			rf_cli_progress_finish(&vs.progress);
 			rf_cli_error("interrupted");
 			status = 128 + rf_cli_interrupted();
 			goto out;
 		}
+		while (a < (size_t)nargs && i >= arg_end[a])
+			a++;
+		if (a < (size_t)nargs)
+			arg_failures[a] += vs.open_failures - before;
 	}
 	rf_cli_progress_finish(&vs.progress);
-	if (vs.problems == 0 && !joint_ok) {
-		/* Every shard is sound on its own, yet they did not open as one
+	int arg_reported = 0;
+	for (int i = 0; i < nargs; i++) {
+		/* A PATH that does not open although each of its shards does:
+		 * a shard missing from its pack, two packs in a directory. */
+		if (arg_error[i] && arg_failures[i] == 0) {
+			rf_cli_error("the shards do not form one dataset: %s", arg_error[i]);
+			vs.problems++;
+		}
+		arg_reported |= arg_error[i] != NULL;
+	}
+	if (!joint_ok && !arg_reported && vs.open_failures == 0) {
+		/* Every PATH opens on its own, yet they do not open as one
 		 * dataset: other schemas, or shards of different packs. */
 		rf_cli_error("the shards do not form one dataset: %s", joint_error);
 		vs.problems++;
@@ -408,6 +464,11 @@ out:
 	for (size_t i = 0; i < shards.n; i++)
 		free(shards.v[i]);
 	free(shards.v);
+	for (int i = 0; arg_error && i < nargs; i++)
+		free(arg_error[i]);
+	free(arg_error);
+	free(arg_end);
+	free(arg_failures);
 	fflush(stdout);
 	return status;
 }

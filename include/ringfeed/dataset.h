@@ -257,14 +257,23 @@ typedef struct rf_dataset_config {
 RF_API void rf_dataset_config_init(rf_dataset_config *cfg);
 
 /* Open a dataset from `npaths` entries, each a shard file, a manifest
- * (BASE.rfm: the shards of the pack it names, in its order), a directory (its
- * *.rfs regular files whose names do not start with a dot, sorted by byte
- * value; where it holds manifests, a pack's shards are those its manifest
- * lists, and a file named like one of that pack's, BASE.rfs or
- * BASE-NNNNN.rfs, that the manifest does not list is not read, with a
- * warning to cfg->log) or a glob pattern (its matches that are regular
- * files, sorted); a shard named directly that is not a regular file (a pipe,
- * say) is RF_EFORMAT, never a blocking open.
+ * (BASE.rfm: the shards of the pack it names, in its order), BASE.rfs of a
+ * sharded pack (no such file, but BASE.rfm exists: that manifest, so a pack
+ * opens by the name it was written to), a directory (its *.rfs regular files
+ * whose names do not start with a dot, sorted by byte value; where it holds
+ * a manifest, the pack's shards are those its manifest lists, and a file
+ * named like one of that pack's, BASE.rfs or BASE-NNNNN.rfs, that the
+ * manifest does not list is not read, with a warning to cfg->log) or a glob
+ * pattern (its matches that are regular files, sorted); a shard named
+ * directly that is not a regular file (a pipe, say) is RF_EFORMAT, never a
+ * blocking open.  The entries are read as one dataset, in order.
+ *
+ * A directory must hold exactly one pack, or only shards without a pack id
+ * (formats 1 and 2, read whole): one holding two manifests (train.rfs and
+ * test.rfs packed side by side), format-3 shards of two BASEs, or a pack
+ * beside shards without a pack id is RF_EUSAGE, the message naming the packs
+ * and how to pick one (DIR/BASE.rfm or DIR/BASE.rfs) or to read several as
+ * one (list them, or a glob).
  *
  * Packs (format 3, docs/format.md "Packs and manifests"): the shards a
  * manifest lists must hold its pack id, size, sample count and footer; a
@@ -278,7 +287,8 @@ RF_API void rf_dataset_config_init(rf_dataset_config *cfg);
  * read.  `cfg` may be NULL for defaults.  Returns 0 and *out, or RF_EFORMAT,
  * RF_ECORRUPT, RF_ETRUNCATED (docs/format.md says which when), RF_ESCHEMA
  * (shards disagree), -ENOENT (nothing matched), -EINVAL (out NULL),
- * RF_EUSAGE (no path, a NULL path, or a config whose size or reserved bytes
+ * RF_EUSAGE (no path, a NULL path, a directory of several packs, or a
+ * config whose size or reserved bytes
  * are wrong: see the conventions in <ringfeed/ringfeed.h>), or another
  * negated errno; each shard
  * keeps one read-only descriptor open until rf_dataset_close (the open-file

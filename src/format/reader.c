@@ -100,6 +100,20 @@ rf_dataset_errmsg(const rf_dataset *ds)
 
 /* ------------------------------------------------------------- paths */
 
+/* Append to a bounded message; the last room says that more were left out. */
+static void
+msg_add(char *buf, size_t cap, size_t *len, const char *s)
+{
+	size_t n = strlen(s);
+	if (*len + n + 12 < cap) {
+		memcpy(buf + *len, s, n + 1);
+		*len += n;
+	} else if (*len + 6 < cap && strcmp(buf + *len - 5, " ...") != 0) {
+		memcpy(buf + *len, " ...", 5);
+		*len += 4;
+	}
+}
+
 /* What a manifest says of one of its shards, checked once it is loaded. */
 struct expect {
 	char *manifest;        /* the manifest's path; NULL: not from a manifest */
@@ -417,14 +431,114 @@ expand_dir(struct pathlist *pl, const char *dir, rf_diag *d)
 	return 0;
 }
 
+/* The length of the BASE of a shard path: without "-NNNNN.rfs" or ".rfs". */
+static size_t
+shard_base_len(const char *path)
+{
+	size_t n = strlen(path);
+	if (n >= 10 && ends_with(path, ".rfs") && path[n - 10] == '-' &&
+	    strspn(path + n - 9, "0123456789") == 5)
+		return n - 10;
+	return ends_with(path, ".rfs") ? n - 4 : n;
+}
+
+/* One pack a directory holds, for the check below. */
+struct dir_pack {
+	const char *name;      /* a shard's path (or its manifest's) */
+	size_t base;           /* the length of its BASE in `name`; 0 for the
+	                          shards without a pack id, which are one group */
+	int manifest;          /* named by its manifest */
+	size_t shards;
+};
+
+/*
+ * A directory is one dataset: exactly one pack (the shards of one manifest,
+ * or format-3 shards of one BASE without a manifest), or only shards
+ * without a pack id (formats 1 and 2: a directory of them was always read
+ * whole).  Anything else (two packs written side by side, train.rfs and
+ * test.rfs, or a pack next to older shards) would be read as one dataset
+ * nobody wrote; RF_EUSAGE names the packs and says how to pick.  The shards
+ * of one BASE are one group here whatever their pack ids: check_packs
+ * names those that are mixed.
+ */
+static int
+check_dir_one_pack(const struct pathlist *pl, size_t from, const char *dir, rf_diag *d)
+{
+	size_t n = pl->n - from, ng = 0;
+	struct dir_pack *g = malloc((n ? n : 1) * sizeof *g);
+	if (!g)
+		return rf_fail(d, -ENOMEM, "%s: out of memory", dir);
+	for (size_t i = from; i < pl->n; i++) {
+		const struct expect *ex = &pl->ex[i];
+		struct dir_pack one = {ex->manifest, 0, 1, 1};
+		if (!ex->manifest) {
+			uint64_t id = 0;
+			if (!rf_shard_peek_pack(pl->v[i], &id))
+				id = 0;
+			one = (struct dir_pack){pl->v[i], id ? shard_base_len(pl->v[i]) : 0, 0, 1};
+		}
+		size_t k;
+		for (k = 0; k < ng; k++) {
+			if (g[k].manifest != one.manifest || g[k].base != one.base)
+				continue;
+			if (one.manifest ? strcmp(g[k].name, one.name) == 0
+					 : memcmp(g[k].name, one.name, one.base) == 0)
+				break;
+		}
+		if (k < ng)
+			g[k].shards++;
+		else
+			g[ng++] = one;
+	}
+	if (ng <= 1) {
+		free(g);
+		return 0;
+	}
+	char msg[RF_ERRMSG_MAX], one[600];
+	size_t len, ex = 0;
+	snprintf(msg, sizeof msg, "%s: the directory holds %zu packs, not one dataset:", dir, ng);
+	len = strlen(msg);
+	for (size_t k = 0; k < ng; k++) {
+		if (g[k].manifest)
+			snprintf(one, sizeof one, " %s (%zu shard%s);", g[k].name, g[k].shards,
+				 g[k].shards == 1 ? "" : "s");
+		else if (g[k].base)
+			snprintf(one, sizeof one, " %s (%zu shard%s, no manifest);", g[k].name,
+				 g[k].shards, g[k].shards == 1 ? "" : "s");
+		else
+			snprintf(one, sizeof one, " %zu shard%s without a pack id (format 1 or 2), "
+				 "%s ...;", g[k].shards, g[k].shards == 1 ? "" : "s", g[k].name);
+		msg_add(msg, sizeof msg, &len, one);
+		if (g[k].manifest && !g[ex].manifest)
+			ex = k;
+	}
+	/* The way to name one: its manifest, or BASE.rfs (which opens the
+	 * manifest of a sharded pack). */
+	if (g[ex].manifest) {
+		const char *m = g[ex].name;
+		size_t ml = strlen(m) - strlen(RF_MANIFEST_EXT);
+		snprintf(one, sizeof one, " open one pack by its manifest or name (%s or %.*s.rfs), "
+			 "or list the packs (or a glob) to read them as one dataset", m, (int)ml, m);
+	} else {
+		snprintf(one, sizeof one, " open one pack by its name (%s), or list the packs (or "
+			 "a glob) to read them as one dataset", g[ex].name);
+	}
+	free(g);
+	msg_add(msg, sizeof msg, &len, one);
+	return rf_fail(d, RF_EUSAGE, "%s", msg);
+}
+
 static int
 expand(struct pathlist *pl, const char *p, rf_diag *d)
 {
 	struct stat st;
 	if (stat(p, &st) == 0) {
 		if (S_ISDIR(st.st_mode)) {
+			size_t from = pl->n;
 			int found, rc = expand_dir_manifests(pl, p, &found, d);
-			return rc < 0 || found ? rc : expand_dir(pl, p, d);
+			if (rc == 0 && !found)
+				rc = expand_dir(pl, p, d);
+			return rc < 0 ? rc : check_dir_one_pack(pl, from, p, d);
 		}
 		if (S_ISREG(st.st_mode) && ends_with(p, RF_MANIFEST_EXT))
 			return expand_manifest(pl, p, d);
@@ -433,6 +547,19 @@ expand(struct pathlist *pl, const char *p, rf_diag *d)
 	int e = errno;
 	if (!*p)
 		return rf_fail(d, -ENOENT, "a dataset path is empty");
+	if (e == ENOENT && ends_with(p, ".rfs") && shard_base_len(p) == strlen(p) - 4) {
+		/* BASE.rfs written as a sharded pack: BASE-NNNNN.rfs and its
+		 * manifest BASE.rfm.  The name it was packed to opens it. */
+		char *m = rf_manifest_path_for(p);
+		if (!m)
+			return rf_fail(d, -ENOMEM, "%s: out of memory", p);
+		int rc = 1;
+		if (stat(m, &st) == 0 && S_ISREG(st.st_mode))
+			rc = expand_manifest(pl, m, d);
+		free(m);
+		if (rc <= 0)
+			return rc;
+	}
 	if (!strpbrk(p, "*?[")) {
 		return rf_fail(d, -e, "%s: %s", p, rf_strerror(-e));
 	}
@@ -887,20 +1014,6 @@ shard_load(struct shard *sh, rf_schema *schema, int have_schema, rf_chunk_info *
 out:
 	free(idx);
 	return rc;
-}
-
-/* Append to a bounded message; the last room says that more were left out. */
-static void
-msg_add(char *buf, size_t cap, size_t *len, const char *s)
-{
-	size_t n = strlen(s);
-	if (*len + n + 12 < cap) {
-		memcpy(buf + *len, s, n + 1);
-		*len += n;
-	} else if (*len + 6 < cap && strcmp(buf + *len - 5, " ...") != 0) {
-		memcpy(buf + *len, " ...", 5);
-		*len += 4;
-	}
 }
 
 /* The group a shard's name puts it in: BASE for BASE-NNNNN.rfs (the shards a

@@ -6,7 +6,7 @@
  * manifest version.  A dataset opened through a damaged manifest fails
  * naming it, and a shard that disagrees with its manifest is named.  A
  * directory holding a pack with a manifest and a dataset written without
- * one (format 2) reads both, in name order.
+ * one (format 2) is refused naming both; listed, they read together.
  */
 #include "fmt_test.h"
 #include "format/manifest.h"
@@ -143,13 +143,22 @@ beside_older(const char *dir)
 	CHECK_RC(t_write(b, &s, 70, &cfg, 0), 0);
 	char *bm = t_path(dir, "legacy.rfm");
 	CHECK(access(bm, F_OK) != 0);
+	/* A pack beside shards without a pack id is not one dataset: the
+	 * directory is refused, naming both; listed, they are read together. */
 	const char *paths[] = {dir};
 	rf_dataset *ds;
-	CHECK_RC(rf_dataset_open(&ds, paths, 1, NULL), 0);
+	CHECK_RC(rf_dataset_open(&ds, paths, 1, NULL), RF_EUSAGE);
+	CHECK(strstr(rf_dataset_last_open_error(), "new.rfm") != NULL);
+	CHECK(strstr(rf_dataset_last_open_error(), "legacy-00000.rfs") != NULL);
+	char *am = t_path(dir, "new.rfm"), *bg = t_path(dir, "legacy-*.rfs");
+	const char *listed[] = {bg, am};
+	CHECK_RC(rf_dataset_open(&ds, listed, 2, NULL), 0);
 	CHECK(rf_dataset_samples(ds) == 220);
 	CHECK(strstr(rf_dataset_shard_path(ds, 0), "legacy-00000.rfs") != NULL);
 	CHECK(strstr(rf_dataset_shard_path(ds, rf_dataset_shards(ds) - 1), "new-") != NULL);
 	rf_dataset_close(&ds);
+	free(am);
+	free(bg);
 	free(bm);
 	free(a);
 	free(b);

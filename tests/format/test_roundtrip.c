@@ -266,8 +266,14 @@ multi_shard(const char *dir, const rf_schema *s, int zstd)
 	char *odd = t_path(sub, "zz-other.rfs");
 	cfg.shard_bytes = 0;
 	CHECK_RC(t_write(odd, &other, 3, &cfg, 0), 0);
-	CHECK_RC(rf_dataset_open(&ds, by_dir, 1, NULL), RF_ESCHEMA);
+	char *oddm = t_path(sub, "part.rfm");
+	const char *both[] = {oddm, odd};
+	CHECK_RC(rf_dataset_open(&ds, both, 2, NULL), RF_ESCHEMA);
 	CHECK(strstr(rf_dataset_last_open_error(), odd));
+	/* The directory now holds two packs: not one dataset. */
+	CHECK_RC(rf_dataset_open(&ds, by_dir, 1, NULL), RF_EUSAGE);
+	CHECK(strstr(rf_dataset_last_open_error(), "zz-other.rfm"));
+	free(oddm);
 
 	t_rmtree(sub);
 	free(odd);
