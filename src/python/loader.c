@@ -384,7 +384,7 @@ loader_stats(LoaderObject *self, PyObject *unused)
 	return Py_BuildValue(
 		"{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:d,s:N,"
 		"s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-		"s:N,s:N,s:N,s:N,s:N,s:N,s:s,s:O,s:s,s:O,s:I,s:I,s:I,s:I,s:I,s:N}",
+		"s:N,s:N,s:N,s:N,s:N,s:N,s:s,s:O,s:s,s:O,s:I,s:I,s:I,s:I,s:I,s:N,s:N,s:N,s:N}",
 		"bytes_read", u64(st.bytes_read), "bytes_delivered", u64(st.bytes_delivered),
 		"batches", u64(st.batches), "samples", u64(st.samples), "chunks", u64(st.chunks),
 		"wall_ns", u64(st.wall_ns), "read_ns", u64(st.read_ns),
@@ -408,7 +408,9 @@ loader_stats(LoaderObject *self, PyObject *unused)
 		"decode_threads", st.decode_threads,
 		/* This process's share (rf_rank_resolve at creation). */
 		"rank", self->rank, "world", self->world,
-		"rank_source", rfpy_rank_source(self->rank_source));
+		"rank_source", rfpy_rank_source(self->rank_source),
+		"read_retries", u64(st.read_retries), "chunks_skipped", u64(st.chunks_skipped),
+		"samples_substituted", u64(st.samples_substituted));
 }
 
 
@@ -567,7 +569,7 @@ static const char loader_doc[] =
 	"       rank=None, world=None, device='auto', depth=2, pinned_bytes=0,\n"
 	"       drop_last=True, window=0, pinning='ring', io_depth=0, direct=None,\n"
 	"       decode_threads=0, verify=True, var_bytes=0, map=False, tokens='stored',\n"
-	"       tensors='dlpack')\n"
+	"       tensors='dlpack', on_error='raise', skip_limit=0)\n"
 	"--\n\n"
 	"Stream a dataset in batches.  Each pass (for batch in loader) yields one\n"
 	"epoch's len(loader) batches, then advances the epoch; each batch is a dict\n"
@@ -607,9 +609,11 @@ static const char loader_doc[] =
 	"                  choose (cached reads when the dataset fits in memory).\n"
 	"  decode_threads  decode workers; 0: chosen from the CPUs and codec.\n"
 	"  verify          check chunk checksums as they are read (default True).\n"
+	"  on_error        'raise', or 'skip': a bad chunk's samples as zeros.\n"
+	"  skip_limit      chunks skipped before raising; 0: 16.\n"
 	"  var_bytes       a variable field's bytes per batch; 0: from the dataset.\n"
-	"  map             read chunks through memory maps (a shard truncated while\n"
-	"                  read ends the process with SIGBUS).\n"
+	"  map             read chunks through memory maps (SIGBUS if a shard is\n"
+	"                  truncated meanwhile).\n"
 	"  tokens          'stored', or 'inputs_targets': a field \"tokens\" of T + 1\n"
 	"                  tokens (ringfeed pack --llmc) delivered as int32 \"inputs\"\n"
 	"                  and \"targets\" of shape [B, T].\n"
@@ -618,9 +622,7 @@ static const char loader_doc[] =
 	"                  PyTorch without CUDA, 'auto' delivers on the host (a\n"
 	"                  warning) and 'cuda' raises ValueError.\n\n"
 	"A batch's buffer is reused once every array and tensor made from it is\n"
-	"gone.  The loader keeps depth + 1 device buffers of the batch size: a for\n"
-	"loop still holds its previous batch while it asks for the next, and the\n"
-	"spare buffer is refilled meanwhile.  state_dict()/load_state_dict() resume\n"
+	"gone (docs/python.md).  state_dict()/load_state_dict() resume\n"
 	"mid-epoch.  A Loader belongs to the process that opened it: in a child of\n"
 	"fork() (a DataLoader worker) it raises ringfeed.Error EFORK; open one in\n"
 	"each worker.";

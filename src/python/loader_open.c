@@ -312,28 +312,31 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	static char *kwlist[] = {"paths", "batch_size", "fields", "shuffle", "seed", "epoch",
 				 "rank", "world", "device", "depth", "pinned_bytes", "drop_last",
 				 "window", "pinning", "io_depth", "direct", "decode_threads",
-				 "verify", "var_bytes", "map", "tokens", "tensors", NULL};
+				 "verify", "var_bytes", "map", "tokens", "tensors", "on_error",
+				 "skip_limit", NULL};
 	PyObject *paths_arg, *fields_arg = Py_None, *rank_arg = Py_None, *world_arg = Py_None,
 		 *device_arg = NULL, *batch_arg, *shuffle_arg = NULL, *seed_arg = NULL,
 		 *epoch_arg = NULL, *depth_arg = NULL, *pinned_arg = NULL, *window_arg = NULL,
 		 *pinning_arg = NULL, *io_depth_arg = NULL, *threads_arg = NULL,
-		 *var_bytes_arg = NULL, *tokens_arg = NULL, *tensors_arg = NULL;
-	const char *pinning = "ring", *tokens = "stored", *tensors = "dlpack";
+		 *var_bytes_arg = NULL, *tokens_arg = NULL, *tensors_arg = NULL,
+		 *on_error_arg = NULL, *skip_limit_arg = NULL;
+	const char *pinning = "ring", *tokens = "stored", *tensors = "dlpack", *on_error = "raise";
 	unsigned long long seed = 0, epoch = 0, pinned_bytes = 0, var_bytes = 0;
 	long long batch_size = 0, depth = 2, window = 0, io_depth = 0, decode_threads = 0;
+	long long skip_limit = 0;
 	int drop_last = 1, direct = -1, verify = 1, map = 0;
 	PyObject *direct_arg = Py_None;
 	size_t npaths;
 
 	/* Every argument converted here, so that a TypeError or OverflowError
 	 * names it (PyArg's formats name a keyword argument by its position). */
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOOOOOOOOpOOOOOpOpOO:Loader",
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOOOOOOOOpOOOOOpOpOOOO:Loader",
 					 kwlist, &paths_arg, &batch_arg, &fields_arg, &shuffle_arg,
 					 &seed_arg, &epoch_arg, &rank_arg, &world_arg,
 					 &device_arg, &depth_arg, &pinned_arg, &drop_last,
 					 &window_arg, &pinning_arg, &io_depth_arg, &direct_arg,
 					 &threads_arg, &verify, &var_bytes_arg, &map, &tokens_arg,
-					 &tensors_arg))
+					 &tensors_arg, &on_error_arg, &skip_limit_arg))
 		return -1;
 	const struct { PyObject *arg; const char *name; long long *v, lo, hi; } ints[] = {
 		{batch_arg, "batch_size", &batch_size, 1, 1LL << 30},
@@ -341,6 +344,7 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 		{window_arg, "window", &window, 0, RF_WINDOW_MAX},
 		{io_depth_arg, "io_depth", &io_depth, 0, RF_IO_DEPTH_MAX},
 		{threads_arg, "decode_threads", &decode_threads, 0, RF_DECODE_THREADS_MAX},
+		{skip_limit_arg, "skip_limit", &skip_limit, 0, UINT32_MAX},
 	};
 	for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++)
 		if (ints[i].arg && rfpy_arg_int(ints[i].arg, ints[i].name, ints[i].lo, ints[i].hi,
@@ -355,7 +359,7 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 			return -1;
 	const struct { PyObject *arg; const char *name; const char **v; } strs[] = {
 		{pinning_arg, "pinning", &pinning}, {tokens_arg, "tokens", &tokens},
-		{tensors_arg, "tensors", &tensors},
+		{tensors_arg, "tensors", &tensors}, {on_error_arg, "on_error", &on_error},
 	};
 	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
 		if (!strs[i].arg)
@@ -398,6 +402,14 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	cfg->direct = direct;
 	cfg->verify = verify;
 	cfg->map = map;
+	cfg->skip_limit = (uint32_t)skip_limit;
+	if (!strcmp(on_error, "skip")) {
+		cfg->on_error = RF_ON_ERROR_SKIP;
+	} else if (strcmp(on_error, "raise")) {
+		PyErr_Format(PyExc_ValueError, "on_error must be \"raise\" or \"skip\", not \"%s\"",
+			     on_error);
+		return -1;
+	}
 	if (!strcmp(tokens, "inputs_targets")) {
 		cfg->tokens = RF_TOKENS_INPUTS_TARGETS;
 	} else if (strcmp(tokens, "stored")) {

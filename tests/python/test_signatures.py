@@ -28,7 +28,8 @@ if "Loader" in sig:
     params = sig["Loader"].parameters
     want = ["paths", "batch_size", "fields", "shuffle", "seed", "epoch", "rank", "world",
             "device", "depth", "pinned_bytes", "drop_last", "window", "pinning", "io_depth",
-            "direct", "decode_threads", "verify", "var_bytes", "map", "tokens", "tensors"]
+            "direct", "decode_threads", "verify", "var_bytes", "map", "tokens", "tensors",
+            "on_error", "skip_limit"]
     check(list(params) == want, "Loader's parameters: %s" % list(params))
     d = tmpdir()
     p = os.path.join(d, "data.rfs")
@@ -54,7 +55,8 @@ if "set_epoch" in sig:
 text = pydoc.render_doc(ringfeed.Loader, renderer=pydoc.plaintext)
 for arg in ("fields", "shuffle", "seed", "epoch", "rank, world", "device", "depth",
             "pinned_bytes", "drop_last", "window", "pinning", "io_depth", "direct",
-            "decode_threads", "verify", "var_bytes", "map", "tokens", "tensors"):
+            "decode_threads", "verify", "var_bytes", "map", "tokens", "tensors", "on_error",
+            "skip_limit"):
     check(("\n |    %s " % arg) in text, "help(Loader) explains %s" % arg)
 ptext = pydoc.render_doc(ringfeed.pack, renderer=pydoc.plaintext)
 check("poorly" not in ptext and "larger than the loader's window" in ptext,

@@ -86,6 +86,8 @@ class Loader:
         map: bool = False,
         tokens: Literal["stored", "inputs_targets"] = "stored",
         tensors: Literal["dlpack", "torch"] = "dlpack",
+        on_error: Literal["raise", "skip"] = "raise",
+        skip_limit: int = 0,
     ) -> None: ...
     # With tensors="torch", the values are torch tensors (pairs of them).
     def __iter__(self) -> Iterator[Dict[str, Any]]: ...
