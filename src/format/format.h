@@ -213,7 +213,7 @@ void rf_dataset_close_files(rf_dataset *ds);
 /* Returns 0 or -ERANGE. */
 int rf_dataset_shard_info(const rf_dataset *ds, size_t i, rf_shard_info *out);
 /* A chunk's per-sample checksum table, read whole through the caller's
- * descriptor of its shard and checked against the index (reader.c). */
+ * descriptor of its shard and checked against the index (reader_read.c). */
 int rf_dataset_read_sums(const rf_dataset *ds, int fd, uint64_t chunk, void *out, rf_diag *d);
 
 /* Largest raw_bytes and largest round_up(stored_bytes, 4096) over all chunks
