@@ -1012,9 +1012,13 @@ typedef struct rf_stats {
 	/* Reads asked again after a transient error (EIO, EAGAIN, ETIMEDOUT,
 	 * a short read), with backoff, before it would fail its chunk. */
 	uint64_t read_retries;
-	/* rf_config.on_error = RF_ON_ERROR_SKIP: chunks dropped (each time,
-	 * every epoch), and the samples of them delivered as zero
-	 * substitutes. */
+	/* rf_config.on_error = RF_ON_ERROR_SKIP: chunks dropped, counted at
+	 * each read of the chunk (with world > 1 a chunk a rank takes samples
+	 * of in two steps is read, and skipped, twice; again every epoch), and
+	 * the zero substitutes gathered into batches, counted when gathered:
+	 * batches prepared ahead (up to depth plus the staging slots, the next
+	 * epoch's included) count before they are delivered.  For the
+	 * substitutes a consumer received, count them in its batches. */
 	uint64_t chunks_skipped;
 	uint64_t samples_substituted;
 	uint8_t reserved[16];
