@@ -173,11 +173,10 @@ rf_io_close(rf_io **iop)
 	*iop = NULL;
 }
 
+/* The next entry of the file table, zeroed (not yet counted in nfiles). */
 int
-rf_io_add_file(rf_io *io, const char *path, int *file)
+rf_io_file_slot(rf_io *io, struct rf_io_file **out)
 {
-	if (rf_is_url(path))
-		return rf_io_remote_add(io, path, file);
 	if (io->nfiles == io->files_cap) {
 		unsigned cap = io->files_cap ? io->files_cap * 2 : 16;
 		struct rf_io_file *nf = realloc(io->files, cap * sizeof *nf);
@@ -186,8 +185,20 @@ rf_io_add_file(rf_io *io, const char *path, int *file)
 		io->files = nf;
 		io->files_cap = cap;
 	}
-	struct rf_io_file *f = &io->files[io->nfiles];
-	memset(f, 0, sizeof *f);
+	*out = &io->files[io->nfiles];
+	memset(*out, 0, sizeof **out);
+	return 0;
+}
+
+int
+rf_io_add_file(rf_io *io, const char *path, int *file)
+{
+	if (rf_is_url(path))
+		return rf_io_remote_add(io, path, file);
+	struct rf_io_file *f;
+	int rc = rf_io_file_slot(io, &f);
+	if (rc < 0)
+		return rc;
 	f->fixed = -1;
 	f->path = strdup(path);
 	if (!f->path)

@@ -166,6 +166,9 @@ int rf_io_pread_reap(rf_io *io, unsigned min);
 
 /* URL files (io_remote.c), called from io.c's one hook per operation. */
 int rf_io_remote_add(rf_io *io, const char *path, int *file);
+/* The next entry of io->files, grown if need be and zeroed; the caller fills
+ * it and counts it (io->nfiles++). */
+int rf_io_file_slot(rf_io *io, struct rf_io_file **out);
 int rf_io_remote_read(rf_io *io, const struct rf_io_file *f, uint64_t offset, void *buf,
 		      size_t len, uint64_t tag);
 int rf_io_remote_submit(rf_io *io);

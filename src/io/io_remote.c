@@ -30,16 +30,9 @@ rf_io_remote_add(rf_io *io, const char *path, int *file)
 	int rc = rf_http_add_file(io->http, path, &h);
 	if (rc < 0)
 		return rc;
-	if (io->nfiles == io->files_cap) {
-		unsigned cap = io->files_cap ? io->files_cap * 2 : 16;
-		struct rf_io_file *nf = realloc(io->files, cap * sizeof *nf);
-		if (!nf)
-			return rf_fail(io->diag, -ENOMEM, "io: out of memory");
-		io->files = nf;
-		io->files_cap = cap;
-	}
-	struct rf_io_file *f = &io->files[io->nfiles];
-	memset(f, 0, sizeof *f);
+	struct rf_io_file *f;
+	if ((rc = rf_io_file_slot(io, &f)) < 0)
+		return rc;
 	f->fd = -1;
 	f->fixed = -1;
 	f->remote = h + 1;
