@@ -89,7 +89,7 @@ shard_name(char *name, size_t cap, const char *out, unsigned i)
 static int
 check_output(const struct pack_job *j)
 {
-	const char *out = j->opt.out;
+	const char *out = j->opt.sh.out;
 	char name[4096];
 
 	if (is_input(j, out)) {
@@ -171,12 +171,7 @@ rf_cmd_pack(int argc, char **argv)
 		goto out;
 	}
 
-	rf_writer_config_init(&cfg);
-	cfg.zstd_level = j->opt.zstd_level;
-	if (j->opt.chunk_bytes)
-		cfg.chunk_bytes = j->opt.chunk_bytes;
-	cfg.shard_bytes = j->opt.shard_bytes;
-	cfg.threads = j->opt.threads;
+	pack_shared_writer_config(&j->opt.sh, &cfg);
 	cfg.log = pack_log;
 	j->block_bytes = 2 * cfg.chunk_bytes;
 	if (j->block_bytes < PACK_BLOCK_MIN)
@@ -186,16 +181,16 @@ rf_cmd_pack(int argc, char **argv)
 	log_last_error[0] = 0;
 	rf_cli_signals_install();
 	t0 = rf_cli_now();
-	if ((rc = rf_writer_open(&j->w, j->opt.out, &j->schema, &cfg)) < 0) {
+	if ((rc = rf_writer_open(&j->w, j->opt.sh.out, &j->schema, &cfg)) < 0) {
 		/* The library's message names the file; without one, we do. */
 		if (log_last_error[0])
 			rf_cli_error("%s", log_last_error);
 		else
-			rf_cli_error("%s: %s", j->opt.out, rf_strerror(rc));
+			rf_cli_error("%s: %s", j->opt.sh.out, rf_strerror(rc));
 		goto out;
 	}
 	rf_cli_progress_start(&j->progress, "packing", j->in_bytes);
-	switch (j->opt.shuffle ? MODE_NONE : j->opt.mode) {
+	switch (j->opt.sh.shuffle ? MODE_NONE : j->opt.mode) {
 	case MODE_NONE: rc = pack_feed_shuffled(j); break; /* --shuffle: every kind */
 	case MODE_NPY: rc = pack_feed_npy(j); break;
 	case MODE_RAW: rc = pack_feed_raw(j); break;
@@ -218,16 +213,16 @@ rf_cmd_pack(int argc, char **argv)
 			if (log_last_error[0])
 				rf_cli_error("%s", log_last_error);
 			else
-				rf_cli_error("%s: %s", j->opt.out, rf_strerror(rc));
+				rf_cli_error("%s: %s", j->opt.sh.out, rf_strerror(rc));
 			goto out;
 		}
 		double el = rf_cli_now() - t0;
-		uint64_t stored = written_bytes(j->opt.out, j->opt.shard_bytes != 0);
+		uint64_t stored = written_bytes(j->opt.sh.out, j->opt.sh.shard_bytes != 0);
 		rf_cli_note(1, "%" PRIu64 " samples, %s in, %s stored, %.1f s (%s/s) -> %s%s", samples,
 			    rf_cli_fmt_bytes(a, sizeof a, (double)j->in_bytes),
 			    rf_cli_fmt_bytes(b, sizeof b, (double)stored), el,
 			    rf_cli_fmt_bytes(c, sizeof c, el > 0 ? (double)j->in_bytes / el : 0),
-			    j->opt.out, j->opt.shard_bytes ? " (sharded)" : "");
+			    j->opt.sh.out, j->opt.sh.shard_bytes ? " (sharded)" : "");
 	}
 	status = RF_CLI_OK;
 out:

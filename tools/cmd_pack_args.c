@@ -14,6 +14,7 @@
 
 #include "cmd_pack_impl.h"
 #include "images.h"
+#include "pack_opts.h"
 
 #define PACK_USAGE                                                                          \
 	"ringfeed pack -o OUT.rfs [--zstd LEVEL] [--chunk-bytes SIZE] [--shard-bytes SIZE]\n" \
@@ -50,57 +51,18 @@ pack_help(void)
 		"                         [1,T+1)).  Each shard is cut on its own: samples never\n"
 		"                         straddle shards, and a shard's last tokens that do not\n"
 		"                         fill a sample are dropped (and reported).\n"
-		"\n"
-		"Options:\n"
-		"  -o, --output OUT.rfs   output path; with --shard-bytes, the base of\n"
-		"                         OUT-00000.rfs, OUT-00001.rfs, ...  The output\n"
-		"                         replaces an earlier pack to OUT whole: its shards\n"
-		"                         that the new one does not overwrite are removed\n"
-		"      --zstd LEVEL       compress chunks with zstd 1..22 (0: store raw, default)\n"
-		"      --chunk-bytes SIZE target raw bytes per chunk (default 4M)\n"
-		"      --shard-bytes SIZE start a new shard when one would exceed SIZE\n"
-		"      --shuffle SEED     write the samples in a random order, a permutation\n"
-		"                         of all of them keyed by SEED (0..2^64-1; the same\n"
-		"                         SEED and inputs give the same bytes).  Use it when\n"
-		"                         the inputs are sorted (by class, as an image-folder\n"
-		"                         walk gives; by source or length): the loader's\n"
-		"                         chunks and window shuffles permute whole chunks and\n"
-		"                         mix samples only within a window (W chunks, about\n"
-		"                         128 MiB by default), so a sorted dataset much larger\n"
-		"                         than the window still gives batches of few classes\n"
-		"                         (one within the window is permuted uniformly by the\n"
-		"                         window shuffle); shuffle full mixes at any order but\n"
-		"                         reads sample by sample.\n"
-		"                         Not needed for llm.c shards of shuffled documents.\n"
-		"                         Cost: each sample is read where it lies in the\n"
-		"                         mapped inputs, in random order; no copy of the\n"
-		"                         dataset is made, but the input pages read stay\n"
-		"                         mapped (RSS, reclaimable page cache).  Inputs\n"
-		"                         that fit in half the RAM are read ahead whole\n"
-		"                         into the page cache first; larger ones are read\n"
-		"                         at the disk's random-read speed (fine on an SSD,\n"
-		"                         slow on a spinning disk or a network file system).\n"
-		"  -j, --threads N        compression threads (default 1)\n"
-		"  -q, --quiet            no progress and no summary\n"
-		"  -v, --verbose          more messages (repeat for debug)\n"
-		"  -h, --help             this help\n"
-		"\n"
-		"SIZE takes a suffix K, M, G, T (or KiB, MB, ...: all powers of 1024).\n"
-		"Exit status: 0 success, 1 failure, 2 bad usage, 130 interrupted.\n\n");
+		"\n");
+	pack_shared_help(stdout);
 	rf_pack_images_help(stdout);
 }
 
 /* ------------------------------------------------------------- options */
 
 enum {
-	OPT_ZSTD = 256,
-	OPT_CHUNK,
-	OPT_SHARD,
-	OPT_RAW,
+	OPT_RAW = PACK_OPT_OWN,
 	OPT_FIELD,
 	OPT_LLMC,
 	OPT_SEQ,
-	OPT_SHUFFLE,
 };
 
 static int
@@ -119,62 +81,27 @@ int
 pack_parse_args(pack_opts *o, int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"output", required_argument, NULL, 'o'},
-		{"zstd", required_argument, NULL, OPT_ZSTD},
-		{"chunk-bytes", required_argument, NULL, OPT_CHUNK},
-		{"shard-bytes", required_argument, NULL, OPT_SHARD},
-		{"threads", required_argument, NULL, 'j'},
+		PACK_SHARED_LONGOPTS,
 		{"raw", required_argument, NULL, OPT_RAW},
 		{"field", required_argument, NULL, OPT_FIELD},
 		{"llmc", required_argument, NULL, OPT_LLMC},
 		{"seq-len", required_argument, NULL, OPT_SEQ},
-		{"shuffle", required_argument, NULL, OPT_SHUFFLE},
-		{"quiet", no_argument, NULL, 'q'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	uint64_t v;
 	int c, rc;
 	char err[256];
 
-	o->threads = 1;
+	pack_shared_init(&o->sh);
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":o:j:qvh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":" PACK_SHARED_SHORTOPTS, longopts, NULL)) != -1) {
+		if ((rc = pack_shared_option(&o->sh, c, optarg, PACK_USAGE)) != PACK_NOT_SHARED) {
+			if (rc != 0)
+				return rc;
+			continue;
+		}
 		switch (c) {
-		case 'o':
-			o->out = optarg;
-			break;
-		case OPT_ZSTD:
-			if (rf_cli_parse_uint(optarg, 0, 22, &v) < 0)
-				return rf_cli_usage_error(PACK_USAGE,
-							  "--zstd: '%s' is not a level in 0..22",
-							  optarg);
-			o->zstd_level = (int)v;
-			break;
-		case OPT_CHUNK:
-		case OPT_SHARD:
-			if ((rc = rf_cli_parse_size(optarg, &v)) < 0 || v == 0)
-				return rf_cli_usage_error(
-					PACK_USAGE, "%s: '%s' is not a size%s",
-					c == OPT_CHUNK ? "--chunk-bytes" : "--shard-bytes", optarg,
-					rc == -ERANGE ? " (too large)" : " such as 4096, 64K, 4M, 1G");
-			if (c == OPT_CHUNK && v > (1ull << 32))
-				return rf_cli_usage_error(PACK_USAGE, "--chunk-bytes: '%s' is more "
-							  "than 4G, the most a chunk holds", optarg);
-			if (c == OPT_CHUNK)
-				o->chunk_bytes = v;
-			else
-				o->shard_bytes = v;
-			break;
-		case 'j':
-			if (rf_cli_parse_uint(optarg, 1, 256, &v) < 0)
-				return rf_cli_usage_error(PACK_USAGE,
-							  "-j: '%s' is not a thread count in 1..256",
-							  optarg);
-			o->threads = (unsigned)v;
-			break;
 		case OPT_RAW:
 			if ((rc = set_mode(o, MODE_RAW)) != 0)
 				return rc;
@@ -201,20 +128,6 @@ pack_parse_args(pack_opts *o, int argc, char **argv)
 							  optarg);
 			o->seq_len = v;
 			break;
-		case OPT_SHUFFLE:
-			if (rf_cli_parse_uint(optarg, 0, UINT64_MAX, &v) < 0)
-				return rf_cli_usage_error(PACK_USAGE,
-							  "--shuffle: '%s' is not a seed in "
-							  "0..18446744073709551615", optarg);
-			o->shuffle = 1;
-			o->seed = v;
-			break;
-		case 'q':
-			rf_cli_verbosity = 0;
-			break;
-		case 'v':
-			rf_cli_verbosity = rf_cli_verbosity < 1 ? 2 : rf_cli_verbosity + 1;
-			break;
 		case 'h':
 			pack_help();
 			return -1;
@@ -230,7 +143,7 @@ pack_parse_args(pack_opts *o, int argc, char **argv)
 						  argv[i]);
 		o->inputs[o->ninputs++] = argv[i];
 	}
-	if (!o->out || !*o->out)
+	if (!o->sh.out || !*o->sh.out)
 		return rf_cli_usage_error(PACK_USAGE, "missing -o OUT.rfs");
 	if (o->mode == MODE_NONE)
 		return rf_cli_usage_error(PACK_USAGE, "no input given");

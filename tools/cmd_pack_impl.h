@@ -3,7 +3,8 @@
  * Inside `ringfeed pack` (NAME=FILE.npy, --raw, --llmc), shared by
  *   cmd_pack.c        the run: the output checks, the writer, progress,
  *                     the summary
- *   cmd_pack_args.c   the help text and the options
+ *   cmd_pack_args.c   the help text and the options (those shared with
+ *                     the image inputs: pack_opts.c)
  *   cmd_pack_input.c  the inputs: mapping them, the schema they give, and
  *                     feeding their samples to the writer, in order or
  *                     shuffled
@@ -19,17 +20,14 @@
 #include <ringfeed/dataset.h>
 
 #include "llmc.h"
+#include "pack_opts.h"
 #include "util.h"
 
 enum pack_mode { MODE_NONE, MODE_NPY, MODE_RAW, MODE_LLMC };
 
 /* Tool settings, kept apart from the library's rf_writer_config. */
 typedef struct pack_opts {
-	const char *out;
-	int zstd_level;
-	uint64_t chunk_bytes;      /* 0 = the writer's default */
-	uint64_t shard_bytes;
-	unsigned threads;
+	pack_shared sh;            /* -o, --zstd, ... (pack_opts.h) */
 	enum pack_mode mode;
 	char **inputs;             /* NAME=FILE.npy, or --raw files */
 	size_t ninputs;
@@ -37,8 +35,6 @@ typedef struct pack_opts {
 	size_t nspecs;
 	const char *llmc_glob;
 	uint64_t seq_len;
-	int shuffle;               /* --shuffle given */
-	uint64_t seed;
 } pack_opts;
 
 /* One mapped input file. */

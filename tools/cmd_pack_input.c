@@ -560,7 +560,7 @@ pack_feed_shuffled(pack_job *j)
 			ret = 1;
 			goto out;
 		}
-		if ((rc = rf_pack_order(j->samples, j->opt.seed, s, n, idx)) < 0) {
+		if ((rc = rf_pack_order(j->samples, j->opt.sh.seed, s, n, idx)) < 0) {
 			rf_cli_error("--shuffle: %s", rf_strerror(rc));
 			goto out;
 		}

@@ -131,11 +131,7 @@ rf_pack_images_wanted(int argc, char **argv)
 }
 
 enum {
-	OPT_ZSTD = 256,
-	OPT_CHUNK,
-	OPT_SHARD,
-	OPT_SHUFFLE,
-	OPT_IMAGES,
+	OPT_IMAGES = PACK_OPT_OWN,
 	OPT_TAR,
 	OPT_SKIP,
 	OPT_CHECK,
@@ -145,64 +141,25 @@ static int
 parse(ipack *p, int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"output", required_argument, NULL, 'o'},
-		{"zstd", required_argument, NULL, OPT_ZSTD},
-		{"chunk-bytes", required_argument, NULL, OPT_CHUNK},
-		{"shard-bytes", required_argument, NULL, OPT_SHARD},
-		{"threads", required_argument, NULL, 'j'},
-		{"shuffle", required_argument, NULL, OPT_SHUFFLE},
+		PACK_SHARED_LONGOPTS,
 		{"images", required_argument, NULL, OPT_IMAGES},
 		{"tar", required_argument, NULL, OPT_TAR},
 		{"skip-bad", no_argument, NULL, OPT_SKIP},
 		{"check", required_argument, NULL, OPT_CHECK},
-		{"quiet", no_argument, NULL, 'q'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	uint64_t v;
 	int c, rc;
 
-	p->threads = 1;
+	pack_shared_init(&p->sh);
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":o:j:qvh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":" PACK_SHARED_SHORTOPTS, longopts, NULL)) != -1) {
+		if ((rc = pack_shared_option(&p->sh, c, optarg, IPACK_USAGE)) != PACK_NOT_SHARED) {
+			if (rc != 0)
+				return rc;
+			continue;
+		}
 		switch (c) {
-		case 'o':
-			p->out = optarg;
-			break;
-		case OPT_ZSTD:
-			if (rf_cli_parse_uint(optarg, 0, 22, &v) < 0)
-				return rf_cli_usage_error(IPACK_USAGE,
-							  "--zstd: '%s' is not a level in 0..22", optarg);
-			p->zstd_level = (int)v;
-			break;
-		case OPT_CHUNK:
-		case OPT_SHARD:
-			if ((rc = rf_cli_parse_size(optarg, &v)) < 0 || v == 0 ||
-			    (c == OPT_CHUNK && v > (1ull << 32)))
-				return rf_cli_usage_error(IPACK_USAGE, "%s: '%s' is not a size",
-							  c == OPT_CHUNK ? "--chunk-bytes"
-									 : "--shard-bytes", optarg);
-			if (c == OPT_CHUNK)
-				p->chunk_bytes = v;
-			else
-				p->shard_bytes = v;
-			break;
-		case 'j':
-			if (rf_cli_parse_uint(optarg, 1, 256, &v) < 0)
-				return rf_cli_usage_error(IPACK_USAGE,
-							  "-j: '%s' is not a thread count in 1..256",
-							  optarg);
-			p->threads = (unsigned)v;
-			break;
-		case OPT_SHUFFLE:
-			if (rf_cli_parse_uint(optarg, 0, UINT64_MAX, &v) < 0)
-				return rf_cli_usage_error(IPACK_USAGE, "--shuffle: '%s' is not a seed in "
-							  "0..18446744073709551615", optarg);
-			p->shuffle = 1;
-			p->seed = v;
-			break;
 		case OPT_IMAGES:
 			p->images_dir = optarg;
 			break;
@@ -222,15 +179,11 @@ parse(ipack *p, int argc, char **argv)
 							  optarg);
 			p->check_decode = strcmp(optarg, "decode") == 0;
 			break;
-		case 'q':
-			rf_cli_verbosity = 0;
-			break;
-		case 'v':
-			rf_cli_verbosity = rf_cli_verbosity < 1 ? 2 : rf_cli_verbosity + 1;
-			break;
 		case 'h':
 			printf("usage: %s\n\n", IPACK_USAGE);
 			rf_pack_images_help(stdout);
+			printf("\n");
+			pack_shared_help(stdout);
 			return -1;
 		default:
 			return rf_cli_bad_option(IPACK_USAGE, c, argc, argv);
@@ -239,7 +192,7 @@ parse(ipack *p, int argc, char **argv)
 	if (optind < argc)
 		return rf_cli_usage_error(IPACK_USAGE, "unexpected argument '%s' (image inputs "
 					  "do not mix with NAME=FILE.npy)", argv[optind]);
-	if (!p->out || !*p->out)
+	if (!p->sh.out || !*p->sh.out)
 		return rf_cli_usage_error(IPACK_USAGE, "missing -o OUT.rfs");
 	if (p->images_dir && p->tar_glob)
 		return rf_cli_usage_error(IPACK_USAGE, "cannot mix --images and --tar inputs");
@@ -294,14 +247,9 @@ rf_cmd_pack_images(int argc, char **argv)
 	if (rc < 0 || ipack_make_schema(p) < 0)
 		goto out;
 
-	rf_writer_config_init(&cfg);
-	cfg.zstd_level = p->zstd_level;
-	if (p->chunk_bytes)
-		cfg.chunk_bytes = p->chunk_bytes;
-	cfg.shard_bytes = p->shard_bytes;
-	cfg.threads = p->threads;
+	pack_shared_writer_config(&p->sh, &cfg);
 	cfg.log = ipack_log;
-	if ((rc = rf_writer_open(&p->w, p->out, &p->schema, &cfg)) < 0) {
+	if ((rc = rf_writer_open(&p->w, p->sh.out, &p->schema, &cfg)) < 0) {
 		const char *m = rf_writer_last_error();
 		rf_cli_error("%s", m && *m ? m : rf_strerror(rc));
 		goto out;
@@ -327,18 +275,19 @@ rf_cmd_pack_images(int argc, char **argv)
 	}
 	if ((rc = rf_writer_close(&p->w)) < 0) {
 		const char *m = rf_writer_last_error();
-		rf_cli_error("%s: %s", p->out, m && *m ? m : rf_strerror(rc));
+		rf_cli_error("%s: %s", p->sh.out, m && *m ? m : rf_strerror(rc));
 		goto out;
 	}
 	if (p->images_dir &&
-	    rf_classes_write(p->out, p->shard_bytes != 0, "label", p->classes, p->nclasses) < 0)
+	    rf_classes_write(p->sh.out, p->sh.shard_bytes != 0, "label", p->classes,
+			     p->nclasses) < 0)
 		goto out;
 	if (p->skipped)
 		rf_cli_note(1, "skipped %" PRIu64 " of %zu %s that could not be read or are not "
 			    "JPEG or PNG images (-v names them)", p->skipped, p->nitems,
 			    p->images_dir ? "files" : "samples");
 	rf_cli_note(1, "%" PRIu64 " samples, %s of images, %.1f s -> %s", p->written,
-		    rf_cli_fmt_bytes(a, sizeof a, (double)p->in_bytes), rf_cli_now() - t0, p->out);
+		    rf_cli_fmt_bytes(a, sizeof a, (double)p->in_bytes), rf_cli_now() - t0, p->sh.out);
 	if (p->images_dir)
 		rf_cli_note(1, "%zu classes (%s ... %s)", p->nclasses, p->classes[0],
 			    p->classes[p->nclasses - 1]);

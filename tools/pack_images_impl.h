@@ -21,6 +21,7 @@
 
 #include <ringfeed/dataset.h>
 
+#include "pack_opts.h"
 #include "util.h"
 
 typedef struct item {
@@ -36,16 +37,11 @@ typedef struct item {
 } item;
 
 typedef struct ipack {
-	const char *out;
+	pack_shared sh;          /* -o, --zstd, ... (pack_opts.h) */
 	const char *images_dir;
 	const char *tar_glob;
 	int skip_bad;
 	int check_decode;
-	int shuffle;
-	uint64_t seed;
-	unsigned threads;
-	int zstd_level;
-	uint64_t chunk_bytes, shard_bytes;
 
 	item *items;
 	size_t nitems, cap;

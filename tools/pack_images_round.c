@@ -134,7 +134,7 @@ static void
 run_round(ipack *p)
 {
 	pthread_t th[256];
-	unsigned n = p->threads, started = 0;
+	unsigned n = p->sh.threads, started = 0;
 
 	atomic_store(&p->next, 0);
 	if (n > p->nround)
@@ -309,8 +309,8 @@ ipack_pack_items(ipack *p, size_t lo, size_t hi)
 			ret = 1;
 			goto out;
 		}
-		if (p->shuffle) {
-			if (rf_pack_order(p->nitems, p->seed, pos, n, order) < 0)
+		if (p->sh.shuffle) {
+			if (rf_pack_order(p->nitems, p->sh.seed, pos, n, order) < 0)
 				goto out;
 		} else {
 			for (size_t i = 0; i < n; i++)

@@ -253,8 +253,8 @@ read_tars(ipack *p, tar_job *jobs, size_t njobs)
 	pthread_t th[256];
 	int ret = 0;
 
-	for (size_t i = 0; i < njobs; i += p->threads) {
-		size_t n = njobs - i < p->threads ? njobs - i : p->threads, started = 0;
+	for (size_t i = 0; i < njobs; i += p->sh.threads) {
+		size_t n = njobs - i < p->sh.threads ? njobs - i : p->sh.threads, started = 0;
 		int ok[256];
 		for (size_t k = 0; k < n; k++)
 			ok[k] = pthread_create(&th[k], NULL, tar_read, &jobs[i + k]) == 0;
@@ -320,13 +320,13 @@ ipack_scan_tars(ipack *p)
 int
 ipack_pack_tars(ipack *p)
 {
-	if (p->shuffle) {
+	if (p->sh.shuffle) {
 		if (read_tars(p, p->jobs, p->njobs) < 0)
 			return -1;
 		return ipack_pack_items(p, 0, p->nitems);
 	}
-	for (size_t i = 0; i < p->njobs; i += p->threads) {
-		size_t n = p->njobs - i < p->threads ? p->njobs - i : p->threads;
+	for (size_t i = 0; i < p->njobs; i += p->sh.threads) {
+		size_t n = p->njobs - i < p->sh.threads ? p->njobs - i : p->sh.threads;
 		int rc;
 		if (read_tars(p, p->jobs + i, n) < 0)
 			return -1;
