@@ -659,8 +659,8 @@ typedef struct rf_config {
 	 * them by their content (an all-zero label field, an empty variable
 	 * field) or stops on rf_stats.chunks_skipped.  Each skip is logged at
 	 * RF_LOG_WARN with the shard, the chunk, its offset and the error, and
-	 * counted in rf_stats.chunks_skipped and samples_substituted (again in
-	 * every epoch that reads the chunk).  The limit counts distinct
+	 * counted in rf_stats.chunks_skipped and samples_substituted when its
+	 * substitutes are delivered (see there).  The limit counts distinct
 	 * chunks, in the order they come in the stream: a chunk skipped before
 	 * is skipped again without counting anew, and the first bad chunk
 	 * that would make more than skip_limit of them stops the stream with
@@ -1012,13 +1012,15 @@ typedef struct rf_stats {
 	/* Reads asked again after a transient error (EIO, EAGAIN, ETIMEDOUT,
 	 * a short read), with backoff, before it would fail its chunk. */
 	uint64_t read_retries;
-	/* rf_config.on_error = RF_ON_ERROR_SKIP: chunks dropped, counted at
-	 * each read of the chunk (with world > 1 a chunk a rank takes samples
-	 * of in two steps is read, and skipped, twice; again every epoch), and
-	 * the zero substitutes gathered into batches, counted when gathered:
-	 * batches prepared ahead (up to depth plus the staging slots, the next
-	 * epoch's included) count before they are delivered.  For the
-	 * substitutes a consumer received, count them in its batches. */
+	/* rf_config.on_error = RF_ON_ERROR_SKIP, counted as batches are
+	 * delivered (rf_loader_next hands them out): samples_substituted, the
+	 * zero substitutes in the batches delivered; chunks_skipped, each
+	 * skipped chunk once per epoch, at the delivery of the first batch of
+	 * that epoch holding one of its substitutes (however many steps this
+	 * rank reads it in).  Batches prepared ahead count nothing until they
+	 * are delivered, and nothing at all when the loader is closed or a
+	 * position loaded first; a loaded position (or rewind) counts the
+	 * chunks of its epoch afresh.  Each rank counts its own batches. */
 	uint64_t chunks_skipped;
 	uint64_t samples_substituted;
 	uint8_t reserved[16];

@@ -140,6 +140,12 @@ loader_next(rf_loader *ld, const rf_batch **out, uint64_t wait_ns)
 	ld->stats.batches++;
 	ld->stats.samples += b->pub.samples;
 	ld->stats.bytes_delivered += b->pub.bytes;
+	if (b->subst) {
+		atomic_fetch_add_explicit(&ld->stats.samples_substituted, b->subst,
+					  memory_order_relaxed);
+		atomic_fetch_add_explicit(&ld->stats.chunks_skipped, b->subst_chunks,
+					  memory_order_relaxed);
+	}
 	pthread_mutex_unlock(&ld->mu);
 	*out = &b->pub;
 	return 0;

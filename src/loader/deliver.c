@@ -46,6 +46,8 @@ fill_batch(rf_loader *ld, struct dbuf *b, const struct staged *s)
 	}
 	b->plan_done = s->plan_done;
 	b->plan_part = s->plan_part;
+	b->subst = s->subst;
+	b->subst_chunks = s->subst_chunks;
 	b->pub.index = s->index;
 	b->pub.epoch = s->epoch;
 	b->pub.first_sample = s->first;

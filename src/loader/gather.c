@@ -31,6 +31,7 @@ rf_ld_gather_open_batch(rf_loader *ld, uint64_t epoch, uint64_t first)
 	ld->gather.cur_slot = (int)slot;
 	ld->gather.cur_epoch = epoch;
 	ld->gather.cur_first = first;
+	ld->gather.cur_subst = ld->gather.cur_subst_chunks = 0;
 	rf_assembly_begin(&ld->gather.asmb, &ld->layout, rf_ring_slot(ld->ring, slot));
 	return 0;
 }
@@ -62,6 +63,8 @@ rf_ld_gather_push_batch(rf_loader *ld)
 	s.copy_bytes = rf_assembly_bytes(&ld->gather.asmb);
 	s.payload = rf_assembly_payload(&ld->gather.asmb);
 	memcpy(s.used, ld->gather.asmb.used, sizeof(s.used));
+	s.subst = ld->gather.cur_subst;
+	s.subst_chunks = ld->gather.cur_subst_chunks;
 	pthread_mutex_lock(&ld->mu);
 	if (ld->failed || ld->stop) {
 		pthread_mutex_unlock(&ld->mu);
@@ -245,8 +248,7 @@ gather_items(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *cur
 		if (rc < 0)
 			return rf_fail(d, rc, "loader: assembling chunk %" PRIu64 " failed", ctx->chunk);
 		if (added && rf_ld_skip_is_substitute(ld, sec))
-			atomic_fetch_add_explicit(&ld->stats.samples_substituted, added,
-						  memory_order_relaxed);
+			rf_ld_skip_gathered(ld, it->chunk, added);
 		/* What the window may let go of once these items are in. */
 		uint64_t keep_from = it[added ? added - 1 : 0].keep_from;
 		ld->gather.i += added;

@@ -110,6 +110,10 @@ struct staged {             /* a batch in its staging slot, or a marker */
 	                        batches before it (closed early), else 0 */
 	uint64_t copy_bytes, payload;
 	uint64_t used[RF_MAX_FIELDS];
+	/* on_error skip: substitute samples in it, and the skipped chunks
+	 * whose first substitute of the epoch it holds (rf_stats counts them
+	 * when the batch is delivered) */
+	uint32_t subst, subst_chunks;
 	/* copy stage */
 	int dbuf;           /* device buffer it is copied into */
 	int err;            /* the issue failed */
@@ -129,6 +133,7 @@ struct dbuf {               /* one device buffer and the batch it holds */
 	int64_t *host_off;  /* nvar x (B + 1) */
 	uint64_t plan_done; /* of the batch it holds (see struct staged) */
 	uint32_t plan_part;
+	uint32_t subst, subst_chunks; /* (see struct staged) */
 	/* Zero-copy (host device): the batch is its ring slot, given back
 	 * when the consumer has released it (see rf_ld_zc_recycle_locked). */
 	int zc_src;         /* holds src's slot */
@@ -272,6 +277,7 @@ struct rf_loader {
 		uint64_t cur_first, cur_epoch, batch_counter;
 		int direct_ok;       /* one fixed field: batches inside a raw chunk
 		                        are copied straight from the read slot */
+		uint32_t cur_subst, cur_subst_chunks; /* the open batch's (struct staged) */
 	} gather;
 
 	/* Window shuffling (window.c): decoded chunks kept after their turn
@@ -299,13 +305,16 @@ struct rf_loader {
 	/* rf_config.on_error = skip (worker.c): the zero bytes substitute
 	 * samples point at (enough for the largest chunk), and the distinct
 	 * chunks skipped so far (a bit per dataset chunk), counted at their
-	 * turn (the turn holder). */
+	 * turn (the turn holder); the chunks whose substitutes went into a
+	 * batch of gathered_epoch (a bit per dataset chunk; the gather's). */
 	struct {
 		int on;
 		uint32_t limit;
 		uint8_t *zeros;
 		uint8_t *seen;
 		uint64_t skipped;
+		uint8_t *gathered;
+		uint64_t gathered_epoch;
 	} skip;
 
 	/* The decode workers (worker.c) and the chunk path they run. */
@@ -360,6 +369,7 @@ struct rf_loader {
 		struct tcpu cpu[3 + RF_DECODE_THREADS_MAX];
 		unsigned ncpu;
 		_Atomic uint64_t cpu_done_ns;
+		/* on_error skip, counted at delivery (struct staged) */
 		_Atomic uint64_t chunks_skipped, samples_substituted;
 	} stats;
 };
@@ -412,6 +422,7 @@ void *rf_ld_reader_main(void *arg);
 void rf_ld_chunk_steps_init(rf_loader *ld);
 int rf_ld_skip_setup(rf_loader *ld);
 int rf_ld_skip_is_substitute(const rf_loader *ld, const rf_chunk_sections *sec);
+void rf_ld_skip_gathered(rf_loader *ld, uint64_t chunk, uint32_t added);
 void *rf_ld_worker_main(void *arg);
 
 /* gather.c */

@@ -494,6 +494,7 @@ rf_ld_pipeline_reset(rf_loader *ld)
 	ld->delivery.eos = ld->delivery.final_code = 0;
 	ld->delivery.final_msg[0] = 0;
 	ld->gather.cur_slot = -1;
+	ld->skip.gathered_epoch = UINT64_MAX; /* batches read ahead are dropped */
 }
 
 void
@@ -547,6 +548,7 @@ rf_ld_loader_free(rf_loader *ld)
 	free(ld->window.pool);
 	free(ld->skip.zeros);
 	free(ld->skip.seen);
+	free(ld->skip.gathered);
 	free(ld->gather.items);
 	free(ld->win);
 	free(ld->slot_refs);

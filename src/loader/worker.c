@@ -70,9 +70,31 @@ rf_ld_skip_setup(rf_loader *ld)
 			       PRIu64 " bytes of substitute samples", bytes);
 	memset(ld->skip.zeros, 0, bytes);
 	ld->skip.seen = calloc(ld->nchunks / 8 + 1, 1);
-	if (!ld->skip.seen)
+	ld->skip.gathered = calloc(ld->nchunks / 8 + 1, 1);
+	if (!ld->skip.seen || !ld->skip.gathered)
 		return rf_fail(&ld->diag, -ENOMEM, "loader: on_error skip: out of memory");
+	ld->skip.gathered_epoch = UINT64_MAX;
 	return 0;
+}
+
+/* `added` substitutes of dataset chunk `chunk` went into the open batch
+ * (the turn holder): they count with the batch, and so does the chunk when
+ * no batch of this epoch had any of its substitutes before.  Batches are
+ * delivered in the order they are gathered, so rf_stats counts each at the
+ * delivery of its first substitute of the epoch. */
+void
+rf_ld_skip_gathered(rf_loader *ld, uint64_t chunk, uint32_t added)
+{
+	uint8_t *bits = ld->skip.gathered;
+	if (ld->skip.gathered_epoch != ld->gather.cur_epoch) {
+		memset(bits, 0, ld->nchunks / 8 + 1);
+		ld->skip.gathered_epoch = ld->gather.cur_epoch;
+	}
+	ld->gather.cur_subst += added;
+	if (!((bits[chunk / 8] >> (chunk % 8)) & 1)) {
+		bits[chunk / 8] |= (uint8_t)(1u << (chunk % 8));
+		ld->gather.cur_subst_chunks++;
+	}
 }
 
 /* Sections of substitute samples (see rf_ld_skip_setup) hold no bytes of
@@ -122,7 +144,6 @@ skip_chunk(rf_loader *ld, struct worker *w, struct chunk_job *job, int rc)
 		ld->skip.seen[c / 8] |= (uint8_t)(1u << (c % 8));
 		ld->skip.skipped++;
 	}
-	atomic_fetch_add_explicit(&ld->stats.chunks_skipped, 1, memory_order_relaxed);
 	rf_log(&ld->diag, RF_LOG_WARN, "on_error skip: shard %s chunk %" PRIu64 " at offset %"
 	       PRIu64 " skipped (%" PRIu64 " of at most %u), its %u samples are zero "
 	       "substitutes: %s", job->ctx.path, job->ctx.chunk, job->ctx.offset,
