@@ -16,11 +16,11 @@
 #include "images.h"
 #include "pack_opts.h"
 
-#define PACK_USAGE                                                                          \
+#define PACK_USAGE                                                                     \
 	"ringfeed pack -o OUT.rfs [--zstd LEVEL] [--chunk-bytes SIZE] [--shard-bytes SIZE]\n" \
-	"                     [--shuffle SEED] [-j THREADS] [-q|-v] (NAME=FILE.npy... | --raw FILE --field "  \
-	"NAME:DTYPE[D0,...]... |\n"                                                           \
-	"                     --llmc GLOB --seq-len T | --images DIR | --tar GLOB)"
+	"                     [--shuffle SEED] [-j THREADS] [-q|-v]\n"                           \
+	"                     (NAME=FILE.npy... | --raw FILE --field NAME:DTYPE[D0,...]... |\n"  \
+	"                      --llmc GLOB --seq-len T | --images DIR | --tar GLOB)"
 
 /* ------------------------------------------------------------------ help */
 

@@ -32,11 +32,10 @@
 #include "images.h"
 #include "pack_images_impl.h"
 
-#define IPACK_USAGE                                                                          \
-	"ringfeed pack -o OUT.rfs (--images DIR | --tar GLOB) [--skip-bad] [--check "         \
-	"header|decode]\n"                                                                     \
-	"                     [--shuffle SEED] [-j THREADS] [--zstd LEVEL] [--chunk-bytes SIZE]" \
-	" [--shard-bytes SIZE] [-q|-v]"
+#define IPACK_USAGE                                                                    \
+	"ringfeed pack -o OUT.rfs (--images DIR | --tar GLOB) [--skip-bad]\n"                  \
+	"                     [--check header|decode] [--shuffle SEED] [-j THREADS]\n"          \
+	"                     [--zstd LEVEL] [--chunk-bytes SIZE] [--shard-bytes SIZE] [-q|-v]"
 
 /* ------------------------------------------------------------- helpers */
 
@@ -135,6 +134,7 @@ enum {
 	OPT_TAR,
 	OPT_SKIP,
 	OPT_CHECK,
+	OPT_OTHER_INPUT, /* an option of the other inputs (cmd_pack_args.c) */
 };
 
 static int
@@ -146,14 +146,18 @@ parse(ipack *p, int argc, char **argv)
 		{"tar", required_argument, NULL, OPT_TAR},
 		{"skip-bad", no_argument, NULL, OPT_SKIP},
 		{"check", required_argument, NULL, OPT_CHECK},
+		{"raw", required_argument, NULL, OPT_OTHER_INPUT},
+		{"field", required_argument, NULL, OPT_OTHER_INPUT},
+		{"llmc", required_argument, NULL, OPT_OTHER_INPUT},
+		{"seq-len", required_argument, NULL, OPT_OTHER_INPUT},
 		{NULL, 0, NULL, 0},
 	};
-	int c, rc;
+	int c, rc, li = 0;
 
 	pack_shared_init(&p->sh);
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":" PACK_SHARED_SHORTOPTS, longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":" PACK_SHARED_SHORTOPTS, longopts, &li)) != -1) {
 		if ((rc = pack_shared_option(&p->sh, c, optarg, IPACK_USAGE)) != PACK_NOT_SHARED) {
 			if (rc != 0)
 				return rc;
@@ -179,6 +183,9 @@ parse(ipack *p, int argc, char **argv)
 							  optarg);
 			p->check_decode = strcmp(optarg, "decode") == 0;
 			break;
+		case OPT_OTHER_INPUT:
+			return rf_cli_usage_error(IPACK_USAGE, "--%s does not mix with --images or "
+						  "--tar inputs", longopts[li].name);
 		case 'h':
 			printf("usage: %s\n\n", IPACK_USAGE);
 			rf_pack_images_help(stdout);

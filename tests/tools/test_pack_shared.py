@@ -5,7 +5,8 @@
 # usage, the message naming the option and the value; each good value does
 # what it says (zstd codec, more chunks, shards, the same samples with -j 2,
 # a seed's permutation, silence with -q, more words with -v); --help shows
-# every shared option under both.
+# every shared option under both; --raw, --field, --llmc and --seq-len
+# with --images say they do not mix.
 import json
 import os
 import struct
@@ -121,6 +122,12 @@ with TempDir() as tmp:
         check(sorted(s9) == sorted(plain) and s9 != plain,
               "%s --shuffle 9: not a new order of the samples" % end)
         ends[end] = (inputs, field, [plain.index(v) for v in s9])
+
+    # The other front end's options are named as such, not as unknown.
+    for opt in ("--raw", "--field", "--llmc", "--seq-len"):
+        rc, _, err = run("pack", "-o", os.path.join(tmp, "o.rfs"), "--images", root, opt, "x",
+                         expect=2)
+        check(opt + " does not mix with --images" in err, "%s with --images: %r" % (opt, err))
 
     # One seed, one permutation, whichever front end packs.
     check(ends["npy"][2] == ends["images"][2], "--shuffle 9: the front ends' orders differ")
