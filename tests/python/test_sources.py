@@ -6,7 +6,7 @@
 # equal batch counts; state_dict() mid-epoch, load_state_dict() in a new
 # process continues with exactly the rest (nothing lost or doubled);
 # stats()["sources"]; weight 0, a negative weight and a field mismatch are
-# refused naming the source.
+# refused naming the source; examples/mixture.py runs.
 import json
 import os
 import subprocess
@@ -129,6 +129,12 @@ def main():
         check(False, "field mismatch accepted")
     except ringfeed.Error as e:
         check("other" in str(e) and "'id'" in str(e), str(e))
+    # The example runs and finds the resumed stream identical.
+    ex = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
+                      "mixture.py")
+    r = subprocess.run([sys.executable, ex, os.path.join(d, "example")], capture_output=True,
+                       text=True)
+    check(r.returncode == 0 and "identical" in r.stdout, r.stdout + r.stderr)
     print("ok")
 
 
