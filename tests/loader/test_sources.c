@@ -12,6 +12,8 @@
  * - a position saved after any of several batches (in epoch 0, at an epoch's
  *   end, in epoch 1) resumes to the rest of the uninterrupted stream, by
  *   rf_config.resume and by rf_loader_state_load; rewind restarts it;
+ * - the same shape and an exact resume with window shuffling, map mode
+ *   and file order;
  * - per-source stats count the samples delivered;
  * - weight 0 leaves a source out; negative and NaN weights, a field
  *   mismatch and a corrupt source are refused with the source's name.
@@ -331,6 +333,34 @@ main(void)
 		stream_free(&cut);
 	}
 	stream_free(&a);
+
+	/* Window shuffling (W per source), map mode, none: the same shape,
+	 * and a resume. */
+	for (int mode = 0; mode < 3; mode++) {
+		cfg_for(&cfg, src, w, 0, 1, B);
+		if (mode == 0) {
+			cfg.shuffle = RF_SHUFFLE_WINDOW;
+			cfg.window = 3;
+		} else if (mode == 1) {
+			cfg.map = 1;
+		} else {
+			cfg.shuffle = RF_SHUFFLE_NONE;
+		}
+		struct stream m, cut, rest;
+		LT_CHECK(run(&cfg, 0, 0, &m) == 0);
+		check_shape(&m, w, total);
+		LT_CHECK(run(&cfg, 50, 50, &cut) == 0);
+		cfg.resume = cut.state;
+		cfg.resume_len = cut.state_len;
+		LT_CHECK(run(&cfg, 0, 0, &rest) == 0);
+		if (!same(&m, 50 * B, &rest)) {
+			fprintf(stderr, "mode %d: resume differs\n", mode);
+			LT_CHECK(0);
+		}
+		stream_free(&m);
+		stream_free(&cut);
+		stream_free(&rest);
+	}
 
 	/* Weight 0: the source is never drawn. */
 	{
