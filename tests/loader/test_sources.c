@@ -11,7 +11,8 @@
  *   the ranks' batches k together are the 1-rank batch k, their counts equal;
  * - a position saved after any of several batches (in epoch 0, at an epoch's
  *   end, in epoch 1) resumes to the rest of the uninterrupted stream, by
- *   rf_config.resume and by rf_loader_state_load; rewind restarts it;
+ *   rf_config.resume and by rf_loader_state_load, and by 2 ranks of half
+ *   the batch (elastic); rewind restarts it;
  * - the same shape and an exact resume with window shuffling, map mode
  *   and file order;
  * - per-source stats count the samples delivered;
@@ -319,6 +320,27 @@ main(void)
 		rf_loader_release(ld, b, NULL);
 		rf_loader_close(&ld);
 		stream_free(&cut);
+	}
+	/* Elastic: saved with 1 rank of 32, resumed by 2 ranks of 16. */
+	{
+		struct stream cut, rr[2];
+		cfg_for(&cfg, src, w, 0, 1, B);
+		LT_CHECK(run(&cfg, 37, 37, &cut) == 0);
+		for (uint32_t k = 0; k < 2; k++) {
+			cfg_for(&cfg, src, w, k, 2, B / 2);
+			cfg.resume = cut.state;
+			cfg.resume_len = cut.state_len;
+			LT_CHECK(run(&cfg, 0, 0, &rr[k]) == 0);
+		}
+		LT_CHECK(rr[0].nb == rr[1].nb && rr[0].nb == a.nb - 37);
+		for (uint64_t k = 0; k < rr[0].nb && k < rr[1].nb && 37 + k < a.nb; k++) {
+			LT_CHECK(memcmp(rr[0].ids + k * (B / 2), a.ids + (37 + k) * B, B / 2 * 8) == 0);
+			LT_CHECK(memcmp(rr[1].ids + k * (B / 2), a.ids + (37 + k) * B + B / 2,
+					B / 2 * 8) == 0);
+		}
+		stream_free(&cut);
+		stream_free(&rr[0]);
+		stream_free(&rr[1]);
 	}
 	/* A blob of a mixture with other weights is refused. */
 	{
