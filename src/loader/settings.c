@@ -209,6 +209,9 @@ rf_ld_config_check(rf_loader *ld)
 		int mrc = rf_ld_mix_config_check(ld);
 		if (mrc < 0)
 			return mrc;
+	} else if (cfg->epoch_samples) {
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: epoch_samples %" PRIu64 " is for a "
+			       "mixture (rf_config.sources); leave it 0 with paths", cfg->epoch_samples);
 	} else if (cfg->npaths == 0 || !cfg->paths)
 		return rf_fail(&ld->diag, RF_EUSAGE, "loader: no dataset paths given (paths %s, "
 			       "npaths %zu)", cfg->paths ? "set" : "NULL", cfg->npaths);
