@@ -29,7 +29,7 @@ enum { S = 3, B = 32, EPOCHS = 2 };
 static char dir[256];
 static const uint64_t NS[S] = {5000, 300, 2000};
 static const char *NAMES[S] = {"web", "code", "math"};
-static char paths[S + 2][512];
+static char paths[S + 3][512];
 
 static int
 pack(const char *path, uint32_t src, uint64_t n, uint64_t chunk_bytes, int zstd,
@@ -379,6 +379,38 @@ main(void)
 			fprintf(stderr, "mode %d: resume differs\n", mode);
 			LT_CHECK(0);
 		}
+		stream_free(&m);
+		stream_free(&cut);
+		stream_free(&rest);
+	}
+
+	/* A 3-sample source at half the stream: 5 of its epochs a batch, each
+	 * a permutation; a resume inside them. */
+	{
+		snprintf(paths[S + 2], sizeof paths[S + 2], "%s/tiny.rfs", dir);
+		LT_CHECK(pack(paths[S + 2], 1, 3, 4096, 0, RF_DTYPE_U64) == 0);
+		const double wt[S] = {1, 1, 0};
+		cfg_for(&cfg, src, wt, 0, 1, B);
+		src[1].path = paths[S + 2];
+		struct stream m, cut, rest;
+		LT_CHECK(run(&cfg, 0, 0, &m) == 0);
+		LT_CHECK(m.nb == (NS[0] + 3) / B * EPOCHS);
+		uint64_t tiny = 0, seen = 0;
+		for (uint64_t k = 0; k < (NS[0] + 3) / B * B; k++) {
+			if ((m.ids[k] >> 32) != 1)
+				continue;
+			uint64_t idx = m.ids[k] & 0xffffffffu;
+			LT_CHECK(idx < 3 && !(seen & (1u << idx)));
+			seen |= 1u << idx;
+			if (++tiny % 3 == 0)
+				seen = 0;
+		}
+		LT_CHECK(tiny > 2000);
+		LT_CHECK(run(&cfg, 9, 9, &cut) == 0);
+		cfg.resume = cut.state;
+		cfg.resume_len = cut.state_len;
+		LT_CHECK(run(&cfg, 0, 0, &rest) == 0);
+		LT_CHECK(same(&m, 9 * B, &rest));
 		stream_free(&m);
 		stream_free(&cut);
 		stream_free(&rest);
