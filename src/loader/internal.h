@@ -474,5 +474,6 @@ int rf_ld_mix_gather_step(rf_loader *ld, const struct lstep *st, const rf_chunk_
 			  rf_diag *d);
 int rf_ld_mix_window_setup(rf_loader *ld);
 void rf_ld_mix_name_error(rf_loader *ld, uint32_t source, rf_diag *d);
+void rf_ld_mix_memplan_note(rf_loader *ld, uint32_t held);
 
 #endif

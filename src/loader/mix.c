@@ -684,3 +684,16 @@ rf_ld_mix_name_error(rf_loader *ld, uint32_t source, rf_diag *d)
 	msg[sizeof msg - 1] = 0;
 	memcpy(d->msg, msg, sizeof msg);
 }
+
+/* The memory plan speaks of a window: for a mixture, say what it holds. */
+void
+rf_ld_mix_memplan_note(rf_loader *ld, uint32_t held)
+{
+	char note[160];
+	snprintf(note, sizeof note, " [a mixture of %zu sources holds %u decoded chunks at once, "
+		 "counted as W: one per source, W per source with window shuffling]", ld->mix->n,
+		 held);
+	size_t len = strlen(ld->diag.msg);
+	if (len + strlen(note) < sizeof ld->diag.msg)
+		memcpy(ld->diag.msg + len, note, strlen(note) + 1);
+}

@@ -165,6 +165,8 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 	in.dev_free_known = ld->dev->ops->mem_info(ld->dev, &fr, &tot) == 0;
 	in.dev_free = fr;
 	rc = rf_memplan_compute(&in, &ld->mem, &ld->diag);
+	if (rc < 0 && ld->mix)
+		rf_ld_mix_memplan_note(ld, in.window);
 	if (rc < 0)
 		return rc;
 	char line[512];
