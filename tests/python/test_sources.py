@@ -5,8 +5,8 @@
 # WORLD_SIZE in the environment) together give the one-rank stream with
 # equal batch counts; state_dict() mid-epoch, load_state_dict() in a new
 # process continues with exactly the rest (nothing lost or doubled);
-# stats()["sources"]; weight 0, a negative weight and a field mismatch are
-# refused naming the source; examples/mixture.py runs.
+# stats()["sources"]; weight 0; a negative weight, a field mismatch and a
+# truncated source are refused naming the source; examples/mixture.py runs.
 import json
 import os
 import subprocess
@@ -129,6 +129,16 @@ def main():
         check(False, "field mismatch accepted")
     except ringfeed.Error as e:
         check("other" in str(e) and "'id'" in str(e), str(e))
+    # A corrupt (truncated) source: the error names it.
+    bad = os.path.join(d, "bad.rfs")
+    with open(paths[2], "rb") as f, open(bad, "wb") as g:
+        g.write(f.read()[:-100])
+    try:
+        ringfeed.Loader([ringfeed.Source(paths[0], 1, "web"), ringfeed.Source(bad, 1, "cut")],
+                        B, device="cpu")
+        check(False, "truncated source accepted")
+    except ringfeed.Error as e:
+        check("'cut'" in str(e), str(e))
     # The example runs and finds the resumed stream identical.
     ex = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
                       "mixture.py")
