@@ -34,6 +34,7 @@
 #include "bench_report.h"
 #include "cmd.h"
 #include "util.h"
+#include "mix_args.h"
 
 #define BENCH_USAGE                                                                           \
 	"ringfeed bench [--batch B] [--shuffle MODE] [--device host|cuda|auto] [--pinned SIZE]\n" \
@@ -41,11 +42,16 @@
 	"                      [--cold] [--json] [--step-us U] [--io-depth Q] "                  \
 	"[--decode-threads T]\n"                                                                 \
 	"                      [--buffered] [--map] [--no-verify] [--touch] [--seed N]\n"            \
-	"                      [--timings FILE] [--on-error raise|skip] [-q|-v] PATH..."
+	"                      [--timings FILE] [--on-error raise|skip] [--mix] [-q|-v] PATH..."
 
 /* --on-error (rf_config.on_error): kept here rather than in bench_opts,
  * which the report shares. */
 static enum rf_on_error bench_on_error = RF_ON_ERROR_RAISE;
+/* --mix: each PATH is [NAME=]PATH:WEIGHT, a source (rf_config.sources);
+ * the storage half and the limits read the sources' paths together. */
+static int bench_mix;
+static rf_source bench_src[RF_SOURCES_MAX];
+static const char *bench_src_paths[RF_SOURCES_MAX];
 
 /* Progress redraws per second at most. */
 #define PROGRESS_HZ 6.0
@@ -84,6 +90,8 @@ bench_help(void)
 	       "  --on-error P        a chunk that fails its checksum, decompression or read:\n"
 	       "                      raise (stop, default) or skip (zero samples in its\n"
 	       "                      place, logged; at most 16 chunks)\n"
+	       "  --mix               each PATH is [NAME=]PATH:WEIGHT, a source of a mixture\n"
+	       "                      drawn at the weights' proportions\n"
 	       "  --timings FILE      write one line per batch: index, epoch, samples, time\n"
 	       "                      since the start and wait in rf_loader_next (us)\n"
 	       "  --json              one JSON object on stdout instead of the table\n"
@@ -139,7 +147,7 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 		OPT_BATCH = 256, OPT_SHUFFLE, OPT_DEVICE, OPT_PINNED, OPT_DEPTH, OPT_PIN,
 		OPT_SECONDS, OPT_EPOCHS, OPT_COLD, OPT_JSON, OPT_STEP, OPT_IODEPTH,
 		OPT_THREADS, OPT_BUFFERED, OPT_MAP, OPT_NOVERIFY, OPT_TOUCH, OPT_SEED, OPT_TIMINGS,
-		OPT_ON_ERROR,
+		OPT_ON_ERROR, OPT_MIX,
 	};
 	static const struct option longopts[] = {
 		{"batch", required_argument, NULL, OPT_BATCH},
@@ -162,6 +170,7 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 		{"seed", required_argument, NULL, OPT_SEED},
 		{"timings", required_argument, NULL, OPT_TIMINGS},
 		{"on-error", required_argument, NULL, OPT_ON_ERROR},
+		{"mix", no_argument, NULL, OPT_MIX},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -253,6 +262,7 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 			break;
 		case 'q': rf_cli_verbosity = 0; break;
 		case 'v': rf_cli_verbosity++; break;
+		case OPT_MIX: bench_mix = 1; break;
 		case 'h': *help = true; return RF_CLI_OK;
 		default: return rf_cli_bad_option(BENCH_USAGE, c, argc, argv);
 		}
@@ -261,6 +271,13 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 		return rf_cli_usage_error(BENCH_USAGE, "missing PATH");
 	o->paths = argv + optind;
 	o->npaths = (size_t)(argc - optind);
+	if (bench_mix) {
+		int mrc = rf_cli_parse_mix(argv + optind, o->npaths, bench_src, bench_src_paths,
+					   BENCH_USAGE);
+		if (mrc)
+			return mrc;
+		o->paths = (char **)bench_src_paths;
+	}
 	return RF_CLI_OK;
 }
 
@@ -423,6 +440,12 @@ run_loader(const bench_opts *o, bench_result *res)
 	rf_config_init(&cfg);
 	cfg.paths = (const char *const *)o->paths;
 	cfg.npaths = o->npaths;
+	if (bench_mix) {
+		cfg.sources = bench_src;
+		cfg.nsources = o->npaths;
+		cfg.paths = NULL;
+		cfg.npaths = 0;
+	}
 	cfg.batch_size = o->batch;
 	cfg.drop_last = 0;
 	cfg.epochs = o->epochs;          /* 0: until closed, stopped by time */

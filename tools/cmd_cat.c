@@ -27,13 +27,14 @@
 
 #include "cmd.h"
 #include "util.h"
+#include "mix_args.h"
 
 #define CAT_USAGE                                                                         \
 	"ringfeed cat PATH... --field NAME [--raw | --text] [--tokens] [--batch B] "      \
 	"[--device host|cuda|auto] [--pinned SIZE] [--depth D] [--pin ring|transient] "    \
 	"[--shuffle none|chunks|window|full] [--seed S] [--epoch E] [--window W] "         \
 	"[--rank R] [--world W] [--batches N] [--state-out FILE] [--state-in FILE] "       \
-	"[--on-error raise|skip]"
+	"[--on-error raise|skip] [--mix] [--epoch-samples N]"
 
 static void
 cat_help(void)
@@ -74,6 +75,10 @@ cat_help(void)
 	       "      --on-error P     a chunk that fails its checksum, decompression or\n"
 	       "                       read: raise (stop, default) or skip (its samples\n"
 	       "                       come out as zeros, logged; at most 16 chunks)\n"
+	       "      --mix            each PATH is [NAME=]PATH:WEIGHT, a source of a mixture\n"
+	       "                       drawn at the weights' proportions (0: left out)\n"
+	       "      --epoch-samples N  a mixture epoch's samples (default: the sources'\n"
+	       "                       samples together)\n"
 	       "  -q, --quiet          no summary\n"
 	       "  -v, --verbose        the loader's messages and a summary\n"
 	       "  -h, --help           this help\n"
@@ -307,13 +312,17 @@ rf_cmd_cat(int argc, char **argv)
 		{"state-out", required_argument, NULL, 'o'},
 		{"state-in", required_argument, NULL, 'i'},
 		{"on-error", required_argument, NULL, 'E'},
+		{"mix", no_argument, NULL, 'M'},
+		{"epoch-samples", required_argument, NULL, 'N'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *field = NULL, *state_out = NULL, *state_in = NULL;
-	int text = 0, c, rc;
+	int text = 0, c, rc, mix = 0;
+	rf_source src[RF_SOURCES_MAX];
+	const char *src_paths[RF_SOURCES_MAX];
 	uint64_t v, max_batches = 0;
 	int64_t rank = 0, world = 1;
 	uint8_t blob[RF_STATE_MAX];
@@ -404,6 +413,13 @@ rf_cmd_cat(int argc, char **argv)
 							  ">= 1", optarg);
 			max_batches = v;
 			break;
+		case 'M': mix = 1; break;
+		case 'N':
+			if (rf_cli_parse_uint(optarg, 1, UINT64_MAX, &v) < 0)
+				return rf_cli_usage_error(CAT_USAGE, "--epoch-samples: '%s' is not a "
+							  "number", optarg);
+			cfg.epoch_samples = v;
+			break;
 		case 'o': state_out = optarg; break;
 		case 'i': state_in = optarg; break;
 		case 'q': rf_cli_verbosity = 0; break;
@@ -435,8 +451,18 @@ rf_cmd_cat(int argc, char **argv)
 		field = "tokens";
 	}
 	const char *fields[] = {field};
-	cfg.paths = (const char *const *)(argv + optind);
-	cfg.npaths = (size_t)(argc - optind);
+	if (mix) {
+		/* Each PATH is [NAME=]PATH:WEIGHT, a source of the mixture. */
+		rc = rf_cli_parse_mix(argv + optind, (size_t)(argc - optind), src, src_paths,
+				      CAT_USAGE);
+		if (rc)
+			return rc;
+		cfg.sources = src;
+		cfg.nsources = (size_t)(argc - optind);
+	} else {
+		cfg.paths = (const char *const *)(argv + optind);
+		cfg.npaths = (size_t)(argc - optind);
+	}
 	cfg.fields = fields;
 	cfg.nfields = 1;
 	cfg.drop_last = 0;

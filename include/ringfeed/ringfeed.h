@@ -679,11 +679,74 @@ typedef struct rf_config {
 	 * limit.  Ignored with RF_ON_ERROR_RAISE. */
 	uint32_t skip_limit;
 
-	uint8_t reserved[112];       /* zero; room to grow */
+	/*
+	 * A mixture: instead of paths, nsources datasets ("sources") streamed
+	 * together at the proportions of their weights (see "Mixtures" below
+	 * rf_config_init); paths must then be NULL with npaths 0.  NULL with
+	 * nsources 0 (the default): one dataset, from paths.
+	 */
+	const struct rf_source *sources;
+	size_t nsources;
+	/* A mixture epoch, in samples of the whole stream (all ranks); 0 (the
+	 * default): the included sources' samples together.  Must be 0 without
+	 * sources. */
+	uint64_t epoch_samples;
+
+	uint8_t reserved[88];        /* zero; room to grow */
 } rf_config;
+
+/* One source of a mixture (rf_config.sources). */
+typedef struct rf_source {
+	const char *path;   /* a shard, a directory or a glob, as a paths entry */
+	double weight;      /* finite and >= 0; 0 leaves the source out */
+	const char *name;   /* for messages and stats; NULL: the path */
+} rf_source;
+
+/* Sources a mixture may have. */
+#define RF_SOURCES_MAX 16
 
 /* Fill *cfg with the defaults above (paths NULL: set them). */
 RF_API void rf_config_init(rf_config *cfg);
+
+/*
+ * Mixtures.  rf_config.sources lists several datasets, each with a weight;
+ * one stream draws from them at the weights' proportions:
+ *
+ *     rf_source src[3] = {{"web/", 0.7, "web"}, {"code/", 0.2, "code"},
+ *                         {"math/", 0.1, "math"}};
+ *     cfg.sources = src; cfg.nsources = 3;
+ *
+ * Weights: finite and >= 0, relative (0.7/0.2/0.1 and 7/2/1 are the same
+ * mixture).  A weight of 0 leaves its source out (never read, its schema
+ * still checked); a negative, NaN or infinite weight, or all weights 0, is
+ * RF_EUSAGE naming the source.  At most RF_SOURCES_MAX sources.
+ *
+ * Fields: those loaded (rf_config.fields, or every field of the first
+ * source) must exist in every source with the same dtype and shape (a
+ * variable dimension may differ in length per sample); a mismatch is
+ * RF_ESCHEMA naming the source and the field.  Today every source must
+ * also have the same schema as a whole (same fields in the same order).
+ * A source that cannot be opened or is corrupt fails with its name.
+ *
+ * The order is a pure function of the sources (their chunks' sample
+ * counts and fingerprints), weights, seed, shuffle, epoch, rank, world,
+ * batch_size and drop_last: every global batch (world x batch_size
+ * samples) takes from each source its weight's share within less than one
+ * sample with up to 4 sources (ceil(log2 S) / 2 samples with S), and any
+ * run of consecutive batches within twice that, so proportions never
+ * drift.  Each source walks its own epochs, each a fresh permutation in
+ * its own shuffle (seeded from the seed and the source's index): a small
+ * source repeats, a large one continues where it stopped.  A mixture epoch
+ * is rf_config.epoch_samples positions of the stream (default: the
+ * included sources' samples together), cut into batches and rank slices
+ * as one dataset's epoch is.  Shuffle none, chunks and window are
+ * supported (window: W chunks held per source); full is RF_EUSAGE.  The
+ * position blob (rf_loader_state_save) records every source's position:
+ * resume continues exactly, also with another world size when world x
+ * batch_size is the same.  Batches of a mixture are never closed early: a
+ * variable field that overflows var_bytes is RF_EMEMPLAN.  Per-source
+ * counters: rf_loader_source_stats.
+ */
 
 typedef struct rf_loader rf_loader;
 
@@ -881,8 +944,13 @@ RF_API int rf_loader_release(rf_loader *ld, const rf_batch *batch, void *stream)
  * the loader's memory stays until the child exits or execs. */
 RF_API void rf_loader_close(rf_loader **ld);
 
-/* Bytes enough for any position blob of this library version. */
-#define RF_STATE_MAX 128
+/* Bytes enough for any position blob of this library version: one
+ * dataset's (128 bytes at most) and a mixture's of up to RF_SOURCES_MAX
+ * sources (88 + 48 per source).  rf_loader_state_size gives a loader's. */
+#define RF_STATE_MAX 1024
+
+/* The size of this loader's position blob (<= RF_STATE_MAX); 0 for NULL. */
+RF_API size_t rf_loader_state_size(const rf_loader *ld);
 
 /*
  * Save the position after the last batch rf_loader_next has handed out
@@ -1025,6 +1093,22 @@ typedef struct rf_stats {
 	uint64_t samples_substituted;
 	uint8_t reserved[16];
 } rf_stats;
+
+/* Per-source counters of a mixture, at the last batch handed out. */
+typedef struct rf_source_stats {
+	const char *name;            /* rf_source.name, or its path (the loader's) */
+	double weight;               /* as given */
+	double share;                /* the fraction of the stream drawn from it */
+	uint64_t samples;            /* drawn from it since the stream's start, all
+	                                ranks (the global batches up to the last
+	                                one handed out, a dropped tail included) */
+	uint64_t epochs;             /* its own epochs completed */
+	uint64_t in_epoch;           /* samples into its current epoch */
+} rf_source_stats;
+
+/* Counters of source `i` (0 <= i < rf_config.nsources).  Returns 0;
+ * -ERANGE for i out of range or a loader without sources; -EINVAL. */
+RF_API int rf_loader_source_stats(rf_loader *ld, size_t i, rf_source_stats *st);
 
 /* Fill *st.  st->size must be set by the caller to sizeof(rf_stats) (fields
  * added later come out of `reserved`, so the size never changes); any other

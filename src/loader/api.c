@@ -313,6 +313,17 @@ rf_loader_state_save(rf_loader *ld, void *buf, size_t cap, size_t *len)
 		return -EINVAL;
 	if (forked(ld))
 		return fork_check(ld);
+	if (ld->mix) {
+		pthread_mutex_lock(&ld->mu);
+		uint64_t me = ld->delivery.epoch, md = ld->delivery.done;
+		pthread_mutex_unlock(&ld->mu);
+		int mrc = rf_ld_mix_state_save(ld, me, md, buf, cap, len);
+		if (mrc < 0)
+			return rf_fail(&ld->diag, mrc, "loader: saving the position (mixture epoch %"
+				       PRIu64 ", batch %" PRIu64 ") failed: %s", me, md,
+				       rf_strerror(mrc));
+		return 0;
+	}
 	if (!ld->splan) {
 		*len = RF_PLAN_STATE_SIZE;
 		return rf_fail(&ld->diag, -EINVAL, "loader: an empty dataset has no position to save");
@@ -337,7 +348,7 @@ rf_loader_state_load(rf_loader *ld, const void *buf, size_t len)
 		return fork_check(ld);
 	if (!buf)
 		return rf_fail(&ld->diag, -EINVAL, "loader: loading a position from NULL");
-	if (!ld->gather.plan)
+	if (!ld->gather.plan && !ld->mix)
 		return rf_fail(&ld->diag, RF_ESTATE, "loader: an empty dataset has no position to load");
 	pthread_mutex_lock(&ld->mu);
 	unsigned held = ld->delivery.held;
@@ -346,10 +357,12 @@ rf_loader_state_load(rf_loader *ld, const void *buf, size_t len)
 		return rf_fail(&ld->diag, -EBUSY, "loader: release the %u batches held before loading a "
 			       "position", held);
 	/* Where the stream stands, to come back to if the blob is refused. */
-	uint8_t here[RF_PLAN_STATE_SIZE];
+	uint8_t here[RF_STATE_MAX];
 	size_t here_len = 0;
-	int rc = rf_plan_state_save_part(ld->splan, ld->delivery.epoch, ld->delivery.done,
-					 ld->delivery.part, here, sizeof(here), &here_len);
+	int rc = ld->mix ? rf_ld_mix_state_save(ld, ld->delivery.epoch, ld->delivery.done, here,
+						sizeof(here), &here_len)
+			 : rf_plan_state_save_part(ld->splan, ld->delivery.epoch, ld->delivery.done,
+						   ld->delivery.part, here, sizeof(here), &here_len);
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc, "loader: saving the current position failed");
 	/* A refused blob leaves the stream as it was (the end never moves). */
@@ -382,17 +395,40 @@ rf_loader_rewind(rf_loader *ld, uint64_t epoch)
 			       "loader streams epochs %" PRIu64 "..%" PRIu64 " (rf_config.epoch + "
 			       "epochs - 1)", epoch, ld->reader.epoch_last - ld->cfg.epochs,
 			       ld->reader.epoch_last - 1);
-	if (!ld->splan)
+	if (!ld->splan && !ld->mix)
 		return 0; /* an empty dataset: no epoch has a batch */
 	/* The start of an epoch is a position like any saved one: going
 	 * through the blob reuses the checked way to restart the pipeline. */
-	uint8_t blob[RF_PLAN_STATE_SIZE];
+	uint8_t blob[RF_STATE_MAX];
 	size_t len = 0;
-	int rc = rf_plan_state_save_at(ld->splan, epoch, 0, blob, sizeof(blob), &len);
+	int rc = ld->mix ? rf_ld_mix_state_save(ld, epoch, 0, blob, sizeof(blob), &len)
+			 : rf_plan_state_save_at(ld->splan, epoch, 0, blob, sizeof(blob), &len);
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc, "loader: rewind to epoch %" PRIu64 " failed: %s",
 			       epoch, rf_strerror(rc));
 	return rf_loader_state_load(ld, blob, len);
+}
+
+RF_API size_t
+rf_loader_state_size(const rf_loader *ld)
+{
+	if (!ld)
+		return 0;
+	return ld->mix ? rf_ld_mix_state_size(ld) : RF_PLAN_STATE_SIZE;
+}
+
+RF_API int
+rf_loader_source_stats(rf_loader *ld, size_t i, rf_source_stats *st)
+{
+	if (!ld || !st)
+		return -EINVAL;
+	if (forked(ld))
+		return fork_check(ld);
+	int rc = rf_ld_mix_source_stats(ld, i, st);
+	if (rc < 0)
+		return rf_fail(&ld->diag, rc, "rf_loader_source_stats: source %zu: %s", i,
+			       ld->mix ? "out of range" : "the loader has no sources");
+	return 0;
 }
 
 RF_API const char *

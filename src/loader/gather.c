@@ -291,6 +291,8 @@ rf_ld_gather_step_window(rf_loader *ld, const struct lstep *st, const rf_chunk_s
 			 const rf_chunk_ctx *ctx, struct worker *w, int in_slot, unsigned read_slot,
 			 rf_diag *d)
 {
+	if (ld->mix)
+		return rf_ld_mix_gather_step(ld, st, sec, ctx, w, in_slot, read_slot, d);
 	int rc = rf_ld_window_hold(ld, st, sec, ctx, w, in_slot, read_slot, d);
 	if (rc <= 0)
 		return rc;

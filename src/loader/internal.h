@@ -82,6 +82,7 @@ struct lstep {
 	uint64_t chunk;     /* dataset-wide chunk number */
 	uint64_t entry;     /* its read-sequence entry in its epoch */
 	uint64_t epoch;
+	uint32_t source;    /* a mixture's source (mix.c), else 0 */
 };
 
 /* ----------------------------------------------------------- structures */
@@ -249,6 +250,7 @@ struct rf_loader {
 	unsigned wake_due;   /* WAKE_* bits */
 
 	rf_plan *splan;      /* the consumer's, for rf_loader_state_save */
+	struct rf_ld_mix *mix; /* rf_config.sources (mix.c), else NULL */
 	/* The order in force (rf_stats.order_id, .window), set with the plan
 	 * and again by a resume. */
 	uint64_t order_id;
@@ -464,5 +466,25 @@ int rf_ld_pick_dbuf_locked(rf_loader *ld);
 
 /* copy.c */
 void *rf_ld_copy_main(void *arg);
+
+/* mix.c: rf_config.sources (the loader's side of src/plan/mix.h) */
+int rf_ld_mix_config_check(rf_loader *ld);
+int rf_ld_mix_open(rf_loader *ld, const rf_dataset_config *dcfg);
+void rf_ld_mix_free(rf_loader *ld);
+uint32_t rf_ld_mix_held_max(rf_loader *ld);
+int rf_ld_mix_open_order(rf_loader *ld);
+int rf_ld_mix_seek_blob(rf_loader *ld, const void *blob, size_t len);
+size_t rf_ld_mix_state_size(const rf_loader *ld);
+int rf_ld_mix_state_save(rf_loader *ld, uint64_t epoch, uint64_t done, void *buf, size_t cap,
+			 size_t *len);
+int rf_ld_mix_source_stats(rf_loader *ld, size_t i, rf_source_stats *st);
+int rf_ld_mix_next_read(rf_loader *ld, struct lstep *st);
+void rf_ld_mix_reset(rf_loader *ld);
+int rf_ld_mix_gather_step(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *sec,
+			  const rf_chunk_ctx *ctx, struct worker *w, int in_slot, unsigned read_slot,
+			  rf_diag *d);
+int rf_ld_mix_window_setup(rf_loader *ld);
+void rf_ld_mix_name_error(rf_loader *ld, uint32_t source, rf_diag *d);
+void rf_ld_mix_memplan_note(rf_loader *ld, uint32_t held);
 
 #endif

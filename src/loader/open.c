@@ -262,8 +262,12 @@ loader_open(rf_loader *ld)
 	dcfg.verify = cfg->verify;
 	dcfg.log = cfg->log;
 	dcfg.log_user = cfg->log_user;
-	rc = rf_dataset_open(&ld->ds, cfg->paths, cfg->npaths, &dcfg);
-	if (rc < 0) {
+	if (cfg->nsources) {
+		rc = rf_ld_mix_open(ld, &dcfg);
+		cfg->sources = NULL; /* the caller's: copied */
+		if (rc < 0)
+			return rc;
+	} else if ((rc = rf_dataset_open(&ld->ds, cfg->paths, cfg->npaths, &dcfg)) < 0) {
 		snprintf(ld->diag.msg, sizeof(ld->diag.msg), "%s", rf_dataset_last_open_error());
 		return rc;
 	}
@@ -472,6 +476,8 @@ rf_ld_pipeline_reset(rf_loader *ld)
 		ld->window.lo = ld->window.hi = 0;
 		ld->window.epoch_done = 0;
 	}
+	if (ld->mix)
+		rf_ld_mix_reset(ld);
 	for (unsigned i = 0; i < ld->mem.n_ring; i++)
 		rf_ring_release(ld->ring, i); /* already free: ignored */
 	map_slots_reset(ld);
@@ -540,6 +546,7 @@ rf_ld_loader_free(rf_loader *ld)
 	rf_plan_destroy(&ld->reader.plan);
 	rf_plan_destroy(&ld->gather.plan);
 	rf_plan_destroy(&ld->splan);
+	rf_ld_mix_free(ld);
 	for (uint32_t i = 0; ld->window.tab && i < ld->window.cap; i++)
 		free(ld->window.tab[i].raw);
 	for (uint32_t i = 0; ld->window.pool && i < ld->window.pool_n; i++)

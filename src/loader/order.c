@@ -37,6 +37,8 @@ int
 rf_ld_plan_seek_blob(rf_loader *ld, const void *blob, size_t len)
 {
 	rf_config *cfg = &ld->cfg;
+	if (ld->mix)
+		return rf_ld_mix_seek_blob(ld, blob, len);
 	int rc = rf_plan_state_load(ld->gather.plan, blob, len);
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc, "loader: resume: %s", ld->plan_diag.msg);
@@ -99,6 +101,8 @@ rf_ld_open_plan(rf_loader *ld)
 {
 	rf_config *cfg = &ld->cfg;
 	int rc;
+	if (ld->mix)
+		return rf_ld_mix_open_order(ld);
 
 	rf_plan_params pp;
 	rf_plan_params_init(&pp);

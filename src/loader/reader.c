@@ -20,6 +20,8 @@ map_chunk(rf_loader *ld, const rf_chunk_info *c, unsigned slot)
 static int
 reader_next_step(rf_loader *ld, struct lstep *st)
 {
+	if (ld->mix)
+		return rf_ld_mix_next_read(ld, st);
 	if (ld->plan_empty)
 		return 0;
 	while (ld->reader.entry >= ld->reader.nreads) {

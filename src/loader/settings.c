@@ -153,7 +153,7 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		.batch_size = cfg->batch_size,
 		.depth = ld->resolved.depth,
 		.io_depth = ld->resolved.io_depth,
-		.window = ld->resolved.window,
+		.window = ld->mix ? rf_ld_mix_held_max(ld) : ld->resolved.window,
 		.full = ld->full.on,
 		.map = ld->map.on,
 		.direct = ld->resolved.direct,
@@ -165,6 +165,8 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 	in.dev_free_known = ld->dev->ops->mem_info(ld->dev, &fr, &tot) == 0;
 	in.dev_free = fr;
 	rc = rf_memplan_compute(&in, &ld->mem, &ld->diag);
+	if (rc < 0 && ld->mix)
+		rf_ld_mix_memplan_note(ld, in.window);
 	if (rc < 0)
 		return rc;
 	char line[512];
@@ -205,7 +207,14 @@ int
 rf_ld_config_check(rf_loader *ld)
 {
 	const rf_config *cfg = &ld->cfg;
-	if (cfg->npaths == 0 || !cfg->paths)
+	if (cfg->sources || cfg->nsources) {
+		int mrc = rf_ld_mix_config_check(ld);
+		if (mrc < 0)
+			return mrc;
+	} else if (cfg->epoch_samples) {
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: epoch_samples %" PRIu64 " is for a "
+			       "mixture (rf_config.sources); leave it 0 with paths", cfg->epoch_samples);
+	} else if (cfg->npaths == 0 || !cfg->paths)
 		return rf_fail(&ld->diag, RF_EUSAGE, "loader: no dataset paths given (paths %s, "
 			       "npaths %zu)", cfg->paths ? "set" : "NULL", cfg->npaths);
 	/* A count without its array is a mistake, not "the default". */

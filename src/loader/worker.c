@@ -201,6 +201,8 @@ rf_ld_worker_main(void *arg)
 		int rc = 0, slot_held = 1;
 		for (unsigned i = 0; rc == 0 && i < ld->nchunk_steps; i++)
 			rc = ld->chunk_steps[i](ld, w, &job);
+		if (rc < 0 && ld->mix)
+			rf_ld_mix_name_error(ld, step.s.source, &w->diag);
 		/* A compressed chunk was decoded into the worker's own buffer:
 		 * its read slot can go back at once. */
 		if (rc < 0 || info->codec != RF_CODEC_NONE) {

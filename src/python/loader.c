@@ -381,7 +381,7 @@ loader_stats(LoaderObject *self, PyObject *unused)
 	 * not count as stall time: add it. */
 	st.stall_ns += self->core->wait_ns;
 	st.stall_share = st.wall_ns ? (double)st.stall_ns / (double)st.wall_ns : 0.0;
-	return Py_BuildValue(
+	PyObject *d = Py_BuildValue(
 		"{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:d,s:N,"
 		"s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
 		"s:N,s:N,s:N,s:N,s:N,s:N,s:s,s:O,s:s,s:O,s:I,s:I,s:I,s:I,s:I,s:N,s:N,s:N,s:N}",
@@ -411,6 +411,26 @@ loader_stats(LoaderObject *self, PyObject *unused)
 		"rank_source", rfpy_rank_source(self->rank_source),
 		"read_retries", u64(st.read_retries), "chunks_skipped", u64(st.chunks_skipped),
 		"samples_substituted", u64(st.samples_substituted));
+	/* A mixture: "sources", a list of per-source dicts. */
+	if (d && self->sources) {
+		PyObject *l = PyList_New(0);
+		for (size_t i = 0; l && i < self->cfg.nsources; i++) {
+			rf_source_stats ss;
+			if (rf_loader_source_stats(self->core->ld, i, &ss) < 0)
+				break;
+			PyObject *e = Py_BuildValue("{s:s,s:d,s:d,s:N,s:N,s:N}", "name", ss.name,
+						    "weight", ss.weight, "share", ss.share,
+						    "samples", u64(ss.samples), "epochs",
+						    u64(ss.epochs), "in_epoch", u64(ss.in_epoch));
+			if (!e || PyList_Append(l, e) < 0)
+				Py_CLEAR(l);
+			Py_XDECREF(e);
+		}
+		if (!l || PyDict_SetItemString(d, "sources", l) < 0)
+			Py_CLEAR(d);
+		Py_XDECREF(l);
+	}
+	return d;
 }
 
 

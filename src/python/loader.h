@@ -99,6 +99,7 @@ typedef struct {
 	int fresh;               /* nothing yielded since the epoch's start or a restore */
 	uint64_t gen;            /* pass counter: an older iterator stops */
 	PyObject *to_tensor;     /* tensors="torch": torch.from_dlpack; NULL: Arrays */
+	rf_source *sources;      /* a mixture (ringfeed.Source list), else NULL */
 } LoaderObject;
 
 typedef struct {

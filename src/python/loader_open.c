@@ -13,6 +13,8 @@ rfpy_loader_free_config(LoaderObject *self)
 {
 	PyMem_Free(self->paths);
 	PyMem_Free(self->fields);
+	PyMem_Free(self->sources);
+	self->sources = NULL;
 	self->paths = NULL;
 	self->fields = NULL;
 	Py_CLEAR(self->keep);
@@ -306,6 +308,104 @@ check_torch_dtypes(const LoaderObject *self, const rf_schema *schema)
 	return rc;
 }
 
+/* ---- mixtures: Loader([ringfeed.Source(path, weight=, name=), ...]) ----
+ * 1 when `arg` is a non-empty list or tuple of objects with .path and
+ * .weight (cfg->sources set, *samples the included sources' samples: a
+ * mixture epoch), 0 when it is not, -1 with an exception.  The weights are
+ * checked by the library at open (a negative or NaN weight names its
+ * source). */
+static int
+sources_arg(LoaderObject *self, PyObject *arg, uint64_t *samples)
+{
+	if (!(PyList_Check(arg) || PyTuple_Check(arg)) || PySequence_Size(arg) == 0)
+		return 0;
+	Py_ssize_t n = PySequence_Size(arg);
+	for (Py_ssize_t i = 0; i < n; i++) {
+		PyObject *it = PySequence_GetItem(arg, i);
+		int is = it && PyObject_HasAttrString(it, "weight") && PyObject_HasAttrString(it, "path");
+		Py_XDECREF(it);
+		if (!is) {
+			if (i == 0)
+				return 0; /* plain paths */
+			PyErr_Format(PyExc_TypeError, "paths: item %zd is not a ringfeed.Source (give "
+				     "either paths or sources, not both)", i);
+			return -1;
+		}
+	}
+	if (n > RF_SOURCES_MAX) {
+		PyErr_Format(PyExc_ValueError, "%zd sources, at most %d", n, RF_SOURCES_MAX);
+		return -1;
+	}
+	if (!self->keep && !(self->keep = PyList_New(0)))
+		return -1;
+	self->sources = PyMem_Calloc((size_t)n, sizeof(*self->sources));
+	if (!self->sources) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	*samples = 0;
+	for (Py_ssize_t i = 0; i < n; i++) {
+		PyObject *it = PySequence_GetItem(arg, i);
+		PyObject *p = it ? PyObject_GetAttrString(it, "path") : NULL;
+		PyObject *w = it ? PyObject_GetAttrString(it, "weight") : NULL;
+		PyObject *nm = it ? PyObject_GetAttrString(it, "name") : NULL;
+		PyObject *pb = NULL, *nb = NULL;
+		double wv = w ? PyFloat_AsDouble(w) : -1;
+		int ok = p && w && !(wv == -1 && PyErr_Occurred()) && PyUnicode_FSConverter(p, &pb) &&
+			 PyList_Append(self->keep, pb) == 0;
+		if (ok && nm && nm != Py_None) {
+			nb = PyUnicode_Check(nm) ? PyUnicode_AsUTF8String(nm) : NULL;
+			ok = nb && PyList_Append(self->keep, nb) == 0;
+			if (!nb && !PyErr_Occurred())
+				PyErr_SetString(PyExc_TypeError, "Source.name must be a str or None");
+		}
+		if (ok) {
+			self->sources[i].path = PyBytes_AsString(pb);
+			self->sources[i].weight = wv;
+			self->sources[i].name = nb ? PyBytes_AsString(nb) : NULL;
+		}
+		Py_XDECREF(pb);
+		Py_XDECREF(nb);
+		Py_XDECREF(it);
+		Py_XDECREF(p);
+		Py_XDECREF(w);
+		Py_XDECREF(nm);
+		if (!ok) {
+			if (!PyErr_Occurred())
+				PyErr_Format(PyExc_TypeError, "source %zd: bad path or weight", i);
+			return -1;
+		}
+		/* Its samples (for len()) and, for tensors="torch", dtypes. */
+		rf_dataset *ds = NULL;
+		rf_dataset_config dcfg;
+		rf_dataset_config_init(&dcfg);
+		dcfg.log = rfpy_log;
+		const char *sp = self->sources[i].path;
+		int rc;
+		char msg[1024];
+		Py_BEGIN_ALLOW_THREADS
+		rc = rf_dataset_open(&ds, &sp, 1, &dcfg);
+		if (rc < 0)
+			snprintf(msg, sizeof(msg), "source '%s' (%zd): %s",
+				 self->sources[i].name ? self->sources[i].name : sp, i,
+				 rf_dataset_last_open_error());
+		Py_END_ALLOW_THREADS
+		if (rc < 0) {
+			rfpy_raise(rc, "Loader", msg);
+			return -1;
+		}
+		if (wv > 0)
+			*samples += rf_dataset_samples(ds);
+		rc = i == 0 && self->to_tensor ? check_torch_dtypes(self, rf_dataset_schema(ds)) : 0;
+		rf_dataset_close(&ds);
+		if (rc < 0)
+			return -1;
+	}
+	self->cfg.sources = self->sources;
+	self->cfg.nsources = (size_t)n;
+	return 1;
+}
+
 int
 rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -521,10 +621,16 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	self->rank_source = rsrc;
 
 	/* The strings the config points to, kept for reopening. */
-	if (rfpy_paths(paths_arg, &self->keep, &self->paths, &npaths) < 0)
+	int mix = 0;
+	uint64_t mix_samples = 0;
+	if ((mix = sources_arg(self, paths_arg, &mix_samples)) < 0)
 		return -1;
-	cfg->paths = self->paths;
-	cfg->npaths = npaths;
+	if (!mix) {
+		if (rfpy_paths(paths_arg, &self->keep, &self->paths, &npaths) < 0)
+			return -1;
+		cfg->paths = self->paths;
+		cfg->npaths = npaths;
+	}
 	if (fields_arg != Py_None) {
 		if (PyUnicode_Check(fields_arg)) {
 			PyErr_SetString(PyExc_TypeError, "fields must be a sequence of names");
@@ -564,8 +670,10 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	rf_dataset_config dcfg;
 	rf_dataset_config_init(&dcfg);
 	dcfg.log = rfpy_log;
-	int rc;
+	int rc = 0;
 	char msg[1024];
+	if (mix)
+		goto counted;
 	Py_BEGIN_ALLOW_THREADS
 	rc = rf_dataset_open(&ds, cfg->paths, cfg->npaths, &dcfg);
 	if (rc < 0)
@@ -581,6 +689,9 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 		return -1;
 	}
 	rf_dataset_close(&ds);
+counted:
+	if (mix)
+		self->samples = mix_samples;
 	if (rf_epoch_batches(self->samples, (uint32_t)batch_size, self->rank, self->world,
 			     drop_last, &self->nbatches) < 0) {
 		PyErr_SetString(PyExc_ValueError, "batch_size, rank or world out of range");

@@ -58,12 +58,25 @@ class Array:
     def __dlpack_device__(self) -> Tuple[int, int]: ...
     def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> _NDArray: ...
 
+class Source:
+    """One dataset of a mixture: Loader([Source(path, weight=0.7), ...])."""
+
+    path: _Path
+    weight: float
+    name: Optional[str]
+    def __init__(
+        self,
+        path: _Path,
+        weight: float = 1.0,
+        name: Optional[str] = None,
+    ) -> None: ...
+
 class Loader:
     """Stream a dataset in batches: for batch in loader: {field: Array}."""
 
     def __init__(
         self,
-        paths: _Paths,
+        paths: Union[_Paths, Sequence[Source]],
         batch_size: int,
         *,
         fields: Optional[Sequence[str]] = None,
