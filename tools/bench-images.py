@@ -16,6 +16,7 @@ median is the figure.
 """
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -36,6 +37,14 @@ def make_folder(folder, n):
         photo(imgs, i, w, h).save(os.path.join(d, "%05d.jpg" % i), quality=90, subsampling=2)
 
 
+def cpu_now():
+    """CPU seconds of this process (all its threads) and of its children
+    that have been waited for (DataLoader workers, once the pass ends)."""
+    a = resource.getrusage(resource.RUSAGE_SELF)
+    b = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+
+
 def run_ringfeed(ds, size, threads, batch, transform):
     import numpy as np
     import ringfeed
@@ -44,13 +53,13 @@ def run_ringfeed(ds, size, threads, batch, transform):
                          shuffle="chunks", seed=1, device="cpu", decode_threads=threads,
                          drop_last=False)
     n = 0
-    t0 = time.perf_counter()
+    c0, t0 = cpu_now(), time.perf_counter()
     for b in ld:
         x = np.asarray(b["image"])
         n += x.shape[0]
     dt = time.perf_counter() - t0
     ld.close()
-    return n / dt
+    return n / dt, (cpu_now() - c0) / n
 
 
 def run_torchvision(folder, size, workers, batch, transform):
@@ -64,11 +73,12 @@ def run_torchvision(folder, size, workers, batch, transform):
                                                                    [transforms.PILToTensor()]))
     dl = torch.utils.data.DataLoader(ds, batch_size=batch, shuffle=True, num_workers=workers)
     n = 0
-    t0 = time.perf_counter()
+    c0, t0 = cpu_now(), time.perf_counter()
     for x, _ in dl:
         n += x.shape[0]
     dt = time.perf_counter() - t0
-    return n / dt
+    del dl  # its workers are joined: their CPU time is counted
+    return n / dt, (cpu_now() - c0) / n
 
 
 def main():
@@ -81,31 +91,37 @@ def main():
     ap.add_argument("--transform", default="train", choices=["train", "eval"])
     ap.add_argument("--ringfeed", default=os.path.join(HERE, "..", "build", "tools", "ringfeed"))
     ap.add_argument("--dir", default="/tmp/rf-bench-images")
+    ap.add_argument("--chunk-bytes", default="1M", help="pack --chunk-bytes (default 1M)")
     a = ap.parse_args()
     import torch
     torch.set_num_threads(1)
     folder = os.path.join(a.dir, "folder-%d" % a.n)
-    ds = os.path.join(a.dir, "images-%d.rfs" % a.n)
+    ds = os.path.join(a.dir, "images-%d-%s.rfs" % (a.n, a.chunk_bytes))
     if not os.path.isdir(folder):
         make_folder(folder, a.n)
     if not os.path.exists(ds):
-        subprocess.run([a.ringfeed, "pack", "--images", folder, "-o", ds, "-q"], check=True)
+        subprocess.run([a.ringfeed, "pack", "--images", folder, "-o", ds, "--chunk-bytes",
+                        a.chunk_bytes, "--shuffle", "0", "-q"], check=True)
     mb = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(folder) for f in fs)
     print("%d JPEGs (%.1f MB) in %s; %s %dx%d uint8, batch %d, %d threads; load %s" % (
         a.n, mb / 1e6, folder, a.transform, a.size, a.size, a.batch, a.threads,
         " ".join("%.2f" % v for v in os.getloadavg())))
     rows = {"ringfeed": [], "tv0": [], "tvT": []}
+    cpu = {"ringfeed": [], "tv0": [], "tvT": []}
     for p in range(a.pairs):
         order = ["ringfeed", "tv0", "tvT"] if p % 2 == 0 else ["tvT", "tv0", "ringfeed"]
         for k in order:
             if k == "ringfeed":
-                r = run_ringfeed(ds, a.size, a.threads, a.batch, a.transform)
+                r, c = run_ringfeed(ds, a.size, a.threads, a.batch, a.transform)
             else:
                 w = 0 if k == "tv0" else a.threads
-                r = run_torchvision(folder, a.size, w, a.batch, a.transform)
+                r, c = run_torchvision(folder, a.size, w, a.batch, a.transform)
             rows[k].append(r)
-        print("pair %d: ringfeed %.0f/s, torchvision 0 workers %.0f/s, %d workers %.0f/s" % (
-            p, rows["ringfeed"][-1], rows["tv0"][-1], a.threads, rows["tvT"][-1]))
+            cpu[k].append(c)
+        print("pair %d: images/s (CPU ms per image): ringfeed %.0f (%.2f), torchvision 0 "
+              "workers %.0f (%.2f), %d workers %.0f (%.2f)" % (
+                  p, rows["ringfeed"][-1], 1e3 * cpu["ringfeed"][-1], rows["tv0"][-1],
+                  1e3 * cpu["tv0"][-1], a.threads, rows["tvT"][-1], 1e3 * cpu["tvT"][-1]))
     best = [max(x, y) for x, y in zip(rows["tv0"], rows["tvT"])]
     ratios = [r / b for r, b in zip(rows["ringfeed"], best)]
     print("median images/s: ringfeed %.0f, torchvision 0 workers %.0f, %d workers %.0f" % (
@@ -113,6 +129,12 @@ def main():
         statistics.median(rows["tvT"])))
     print("ringfeed / best torchvision, per pair: %s; median %.2f" % (
         " ".join("%.2f" % r for r in ratios), statistics.median(ratios)))
+    cr = [min(x, y) / r for x, y, r in zip(cpu["tv0"], cpu["tvT"], cpu["ringfeed"])]
+    print("CPU per image, median ms: ringfeed %.2f, torchvision 0 workers %.2f, %d workers "
+          "%.2f; torchvision's lower / ringfeed's, per pair: %s; median %.2f" % (
+              1e3 * statistics.median(cpu["ringfeed"]), 1e3 * statistics.median(cpu["tv0"]),
+              a.threads, 1e3 * statistics.median(cpu["tvT"]), " ".join("%.2f" % r for r in cr),
+              statistics.median(cr)))
     print("load after: %s" % " ".join("%.2f" % v for v in os.getloadavg()))
 
 
