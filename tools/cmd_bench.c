@@ -33,6 +33,7 @@
 #include "bench_limits.h"
 #include "bench_report.h"
 #include "cmd.h"
+#include "image_opts.h"
 #include "util.h"
 #include "mix_args.h"
 
@@ -42,7 +43,8 @@
 	"                      [--cold] [--json] [--step-us U] [--io-depth Q] "                  \
 	"[--decode-threads T]\n"                                                                 \
 	"                      [--buffered] [--map] [--no-verify] [--touch] [--seed N]\n"            \
-	"                      [--timings FILE] [--on-error raise|skip] [--mix] [-q|-v] PATH..."
+	"                      [--timings FILE] [--on-error raise|skip] [--mix] [-q|-v]\n"                \
+	"                      " RF_IMAGE_USAGE " PATH..."
 
 /* --on-error (rf_config.on_error): kept here rather than in bench_opts,
  * which the report shares. */
@@ -52,6 +54,8 @@ static enum rf_on_error bench_on_error = RF_ON_ERROR_RAISE;
 static int bench_mix;
 static rf_source bench_src[RF_SOURCES_MAX];
 static const char *bench_src_paths[RF_SOURCES_MAX];
+/* --image-*: a field of encoded images decoded in the pipeline. */
+static struct rf_image_opts bench_img;
 
 /* Progress redraws per second at most. */
 #define PROGRESS_HZ 6.0
@@ -94,6 +98,7 @@ bench_help(void)
 	       "                      drawn at the weights' proportions\n"
 	       "  --timings FILE      write one line per batch: index, epoch, samples, time\n"
 	       "                      since the start and wait in rf_loader_next (us)\n"
+	       RF_IMAGE_HELP
 	       "  --json              one JSON object on stdout instead of the table\n"
 	       "  -q, --quiet         no progress line\n"
 	       "  -v, --verbose       the library's informational messages\n"
@@ -174,11 +179,13 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
+		RF_IMAGE_LONGOPTS,
 		{NULL, 0, NULL, 0},
 	};
 	uint64_t v;
 	int c;
 
+	rf_image_opts_init(&bench_img);
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":qvh", longopts, NULL)) != -1) {
@@ -264,7 +271,14 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 		case 'v': rf_cli_verbosity++; break;
 		case OPT_MIX: bench_mix = 1; break;
 		case 'h': *help = true; return RF_CLI_OK;
-		default: return rf_cli_bad_option(BENCH_USAGE, c, argc, argv);
+		default: {
+			int r = rf_image_opts_parse(&bench_img, c, optarg, BENCH_USAGE);
+			if (r < 0)
+				return RF_CLI_USAGE;
+			if (r == 0)
+				return rf_cli_bad_option(BENCH_USAGE, c, argc, argv);
+			break;
+		}
 		}
 	}
 	if (optind >= argc)
@@ -462,6 +476,8 @@ run_loader(const bench_opts *o, bench_result *res)
 	cfg.shuffle = o->shuffle;
 	cfg.seed = o->seed;
 	cfg.on_error = bench_on_error;
+	if (rf_image_opts_apply(&bench_img, &cfg, BENCH_USAGE) < 0)
+		return RF_CLI_USAGE;
 	/* One process reading the whole dataset, whatever launcher variables
 	 * (RANK, WORLD_SIZE, ...) the environment holds. */
 	cfg.rank = 0;

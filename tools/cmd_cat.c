@@ -26,6 +26,7 @@
 #include <ringfeed/ringfeed.h>
 
 #include "cmd.h"
+#include "image_opts.h"
 #include "util.h"
 #include "mix_args.h"
 
@@ -34,7 +35,7 @@
 	"[--device host|cuda|auto] [--pinned SIZE] [--depth D] [--pin ring|transient] "    \
 	"[--shuffle none|chunks|window|full] [--seed S] [--epoch E] [--window W] "         \
 	"[--rank R] [--world W] [--batches N] [--state-out FILE] [--state-in FILE] "       \
-	"[--on-error raise|skip] [--mix] [--epoch-samples N]"
+	"[--on-error raise|skip] [--mix] [--epoch-samples N] " RF_IMAGE_USAGE
 
 static void
 cat_help(void)
@@ -79,6 +80,7 @@ cat_help(void)
 	       "                       drawn at the weights' proportions (0: left out)\n"
 	       "      --epoch-samples N  a mixture epoch's samples (default: the sources'\n"
 	       "                       samples together)\n"
+	       RF_IMAGE_HELP
 	       "  -q, --quiet          no summary\n"
 	       "  -v, --verbose        the loader's messages and a summary\n"
 	       "  -h, --help           this help\n"
@@ -317,6 +319,7 @@ rf_cmd_cat(int argc, char **argv)
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
+		RF_IMAGE_LONGOPTS,
 		{NULL, 0, NULL, 0},
 	};
 	const char *field = NULL, *state_out = NULL, *state_in = NULL;
@@ -330,6 +333,8 @@ rf_cmd_cat(int argc, char **argv)
 	rf_config cfg;
 	rf_config_init(&cfg);
 	cfg.batch_size = 256;
+	struct rf_image_opts img;
+	rf_image_opts_init(&img);
 
 	optind = 1;
 	opterr = 0;
@@ -425,7 +430,13 @@ rf_cmd_cat(int argc, char **argv)
 		case 'q': rf_cli_verbosity = 0; break;
 		case 'v': rf_cli_verbosity++; break;
 		case 'h': cat_help(); return RF_CLI_OK;
-		default: return rf_cli_bad_option(CAT_USAGE, c, argc, argv);
+		default:
+			rc = rf_image_opts_parse(&img, c, optarg, CAT_USAGE);
+			if (rc < 0)
+				return RF_CLI_USAGE;
+			if (rc == 0)
+				return rf_cli_bad_option(CAT_USAGE, c, argc, argv);
+			break;
 		}
 	}
 	if (optind >= argc)
@@ -466,6 +477,11 @@ rf_cmd_cat(int argc, char **argv)
 	cfg.fields = fields;
 	cfg.nfields = 1;
 	cfg.drop_last = 0;
+	/* --image-*: the field is decoded (its name must be --field's). */
+	if (img.on && strcmp(img.field, "image") == 0)
+		snprintf(img.field, sizeof img.field, "%s", field);
+	if (rf_image_opts_apply(&img, &cfg, CAT_USAGE) < 0)
+		return RF_CLI_USAGE;
 	/* Every sample (or the share asked for), whatever launcher
 	 * environment cat runs in. */
 	cfg.rank = (int32_t)rank;

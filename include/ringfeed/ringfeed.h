@@ -377,6 +377,94 @@ enum rf_on_error {
 /* rf_config.skip_limit 0: at most this many chunks skipped. */
 #define RF_SKIP_LIMIT_DEFAULT 16
 
+/*
+ * Images decoded in the pipeline (rf_config.images).  A loaded field of
+ * encoded images (a variable-size bytes field of JPEG or PNG files, as
+ * `ringfeed pack --images` / `--tar` write "image") is delivered as a fixed
+ * uint8 [B, height, width, channels] array instead of its bytes: each image
+ * is decoded and transformed by the decode workers (rf_config
+ * .decode_threads), in parallel, before its batch is gathered.
+ *
+ * The transforms are torchvision's with PIL's bilinear resampling (with
+ * antialias) reproduced exactly:
+ *  - RF_IMAGE_EVAL: Resize(resize) then CenterCrop((height, width)).
+ *  - RF_IMAGE_TRAIN: RandomResizedCrop((height, width), scale, ratio) then
+ *    RandomHorizontalFlip(flip).
+ * Decoding: RGB whatever the input (grayscale replicated, alpha dropped,
+ * palette expanded, 16-bit to its high byte, CMYK converted as PIL does);
+ * EXIF orientation is not applied (PIL's Image.open does not either).  PNG
+ * pixels equal PIL's; a JPEG decoded at full size equals PIL's within 1
+ * level (0 with the same libjpeg-turbo).  With dct_scale (the default) a
+ * JPEG whose region is at least twice the output is decoded at 1/2 .. 1/8
+ * scale in the DCT domain: faster, and close to (not equal to) a full
+ * decode.  channels 1 is the luma of the RGB result, as PIL's
+ * convert("L") (torchvision's Grayscale() after the crop).
+ *
+ * Determinism: every random draw (crop box, flip) is a pure function of
+ * the order's seed (rf_config.seed, or a resumed blob's), the epoch and
+ * the sample's dataset-wide index, so the pixels of a sample do not depend
+ * on the rank, the world size, the threads, the batch or where a run
+ * resumed.
+ *
+ * Memory: each decode worker allocates at open a buffer of the decoded
+ * images of one chunk (the largest chunk's samples x height x width x
+ * channels), and keeps a decoder scratch that grows to the largest image
+ * decoded (at most about 4 x max_pixels bytes): both are in the memory
+ * plan logged at open (the "decode" part of its line).  Pack small images
+ * in small chunks (`ringfeed pack --chunk-bytes`): a chunk of 10000 28x28
+ * PNGs decoded at 224x224 is 1.5 GB per worker, and open refuses
+ * (RF_EMEMPLAN) a plan whose chunk buffers exceed
+ * RF_IMAGE_DECODE_BYTES_MAX in all.  In a job of several ranks each rank
+ * decodes the whole chunks it reads, the samples of other ranks included:
+ * chunks of about a batch keep that small.
+ *
+ * Errors: an image that cannot be decoded (corrupt, truncated, not JPEG
+ * or PNG, larger than max_pixels) stops the stream with RF_EFORMAT,
+ * RF_ETRUNCATED, RF_ECORRUPT or -E2BIG and a message naming the shard,
+ * the chunk, the sample's index and its "name" field (the source file
+ * name, when the dataset has one).  With RF_ON_ERROR_SKIP its chunk is
+ * skipped as a chunk that fails its checksum is: every sample of it comes
+ * as zeros (black pixels) and counts in rf_stats.chunks_skipped.
+ *
+ * Limits: shuffle none and chunks (window and full are RF_EUSAGE at open;
+ * pack with --shuffle for a sample-level mix), and not with the token
+ * layout on the same field.  A library built without TurboJPEG and libspng
+ * (meson -Dimages), a Python wheel's, and the static libringfeed.a where
+ * the system has no static libspng (Debian) refuse images with RF_EUSAGE.
+ */
+enum rf_image_transform_kind {
+	RF_IMAGE_EVAL = 0,           /* resize the shorter side, centre crop */
+	RF_IMAGE_TRAIN = 1,          /* random resized crop, horizontal flip */
+};
+
+typedef struct rf_image_field {
+	const char *field;           /* the loaded field of encoded images ("image") */
+	uint32_t height, width;      /* output size, 1 .. 65535 */
+	uint32_t channels;           /* 3 (RGB, the default) or 1 (luma) */
+	enum rf_image_transform_kind transform;
+	uint32_t resize;             /* EVAL: the shorter side before the crop, at
+	                                least height and width; default
+	                                round(max(height, width) x 8 / 7), 256 for 224 */
+	double scale_min, scale_max; /* TRAIN: the crop's share of the area,
+	                                0 < min <= max <= 1; default 0.08, 1 */
+	double ratio_min, ratio_max; /* TRAIN: its aspect ratio (log-uniform),
+	                                0 < min <= max; default 3/4, 4/3 */
+	double flip;                 /* TRAIN: probability of a horizontal flip,
+	                                0 .. 1; default 0.5 */
+	int dct_scale;               /* 1 (default): JPEG DCT-domain downscaling; 0: off */
+	uint64_t max_pixels;         /* larger images are errors; default 2^26 */
+	uint8_t reserved[32];        /* zero */
+} rf_image_field;
+
+/* The most bytes all decode workers' chunk buffers of decoded images may
+ * take together. */
+#define RF_IMAGE_DECODE_BYTES_MAX (4ull << 30)
+
+/* Fill *f with the defaults above for `field` decoded to height x width x 3
+ * with `transform`. */
+RF_API void rf_image_field_init(rf_image_field *f, const char *field, uint32_t height,
+				uint32_t width, enum rf_image_transform_kind transform);
+
 /* Limits of the loader's settings.  A larger value is RF_EUSAGE at open,
  * except where the field says it is lowered to the limit. */
 #define RF_IO_DEPTH_MAX 4096        /* rf_config.io_depth: reads in flight */
@@ -692,7 +780,15 @@ typedef struct rf_config {
 	 * sources. */
 	uint64_t epoch_samples;
 
-	uint8_t reserved[88];        /* zero; room to grow */
+	/* Fields of encoded images delivered decoded, one entry per field (see
+	 * rf_image_field); NULL (default): every field as stored.  Each entry
+	 * must name a loaded variable-size bytes field, once.  NULL with
+	 * nimages other than 0, or a bad entry, is RF_EUSAGE at open.
+	 * Copied at open. */
+	const rf_image_field *images;
+	size_t nimages;
+
+	uint8_t reserved[72];        /* zero; room to grow */
 } rf_config;
 
 /* One source of a mixture (rf_config.sources). */

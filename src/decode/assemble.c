@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Batch layout and the gather of chunk samples into it. */
 #include <errno.h>
+#include <inttypes.h>
 #include <string.h>
 
 #include "decode/decode.h"
@@ -118,6 +119,40 @@ rf_batch_layout_init_tokens(rf_batch_layout *l, const rf_schema *schema, const u
 	return layout_build(l, schema, sel, nsel, tok, batch, var_cap, d);
 }
 
+int
+rf_batch_layout_set_image(rf_batch_layout *l, uint32_t part, uint64_t value_bytes, rf_diag *d)
+{
+	if (part >= l->nparts || !l->part[part].var || l->part[part].kind != RF_PART_COPY ||
+	    value_bytes == 0)
+		return -EINVAL;
+	rf_batch_part *ip = &l->part[part];
+	ip->var = 0;
+	ip->kind = RF_PART_IMAGE;
+	ip->value_bytes = value_bytes;
+	ip->data_off = 0;
+	/* The parts again, in order, as layout_build places them. */
+	uint64_t pos = 0, sz;
+	for (uint32_t i = 0; i < l->nparts; i++) {
+		rf_batch_part *p = &l->part[i];
+		if (p->var) {
+			if (layout_take(&pos, ((uint64_t)l->batch + 1) * 8, &p->off) ||
+			    layout_take(&pos, p->cap, &p->data_off))
+				goto overflow;
+		} else {
+			if (rf_mul_u64(p->value_bytes, l->batch, &sz) || layout_take(&pos, sz, &p->off))
+				goto overflow;
+			p->cap = sz;
+		}
+	}
+	l->bytes = RF_ALIGN_UP(pos, RF_BATCH_ALIGN);
+	if (l->bytes < pos)
+		goto overflow;
+	return 0;
+overflow:
+	return rf_fail(d, RF_EMEMPLAN, "a batch of %u samples of %" PRIu64 "-byte images does "
+		       "not fit in 64 bits: lower batch_size", l->batch, value_bytes);
+}
+
 /* k rows of T int32 tokens from stored rows of T + 1 tokens, starting at
  * token `first` (0: inputs, 1: targets) of each.  The sections are 64-byte
  * aligned and a row of u16 or u32 tokens keeps the token alignment, so the
@@ -190,7 +225,7 @@ rf_assembly_add(rf_assembly *a, const rf_chunk_sections *sec, uint32_t lo, uint3
 	for (uint32_t i = 0; i < l->nparts; i++) {
 		const rf_batch_part *p = &l->part[i];
 		const rf_chunk_section *s = &sec->field[p->field];
-		if (p->kind != RF_PART_COPY) {
+		if (p->kind == RF_PART_INPUTS || p->kind == RF_PART_TARGETS) {
 			widen_tokens((int32_t *)(void *)(a->base + p->off) + (uint64_t)a->n *
 					     (p->value_bytes / 4),
 				     s->data + (uint64_t)lo * p->src_bytes, p, k,

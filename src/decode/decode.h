@@ -36,6 +36,10 @@ enum rf_part_kind {
 	RF_PART_COPY = 0,      /* the field's values as stored */
 	RF_PART_INPUTS,        /* int32 tokens [0, T) of each sample */
 	RF_PART_TARGETS,       /* int32 tokens [1, T + 1) of each sample */
+	RF_PART_IMAGE,         /* a bytes field of encoded images, delivered
+	                          decoded: fixed uint8 values of value_bytes
+	                          (the loader's image step puts them in a
+	                          fixed section in the field's place) */
 };
 
 typedef struct rf_batch_part {
@@ -85,6 +89,15 @@ int rf_token_field_ok(const rf_field *f);
 int rf_batch_layout_init_tokens(rf_batch_layout *l, const rf_schema *schema, const uint32_t *sel,
 				uint32_t nsel, uint32_t tok, uint32_t batch, uint64_t var_cap,
 				rf_diag *d);
+
+/*
+ * Make part `part` of a built layout an image part (RF_PART_IMAGE): fixed,
+ * value_bytes per sample (height x width x channels), and lay the parts
+ * out again.  The part must be a variable field's copy part (-EINVAL
+ * otherwise); RF_EMEMPLAN (message in d) when a size overflows 64 bits.
+ */
+int rf_batch_layout_set_image(rf_batch_layout *l, uint32_t part, uint64_t value_bytes,
+			      rf_diag *d);
 
 /* One batch being filled. */
 typedef struct rf_assembly {

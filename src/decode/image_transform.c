@@ -59,7 +59,7 @@ rf_image_transform_check(const rf_image_transform *t, char *msg, size_t cap)
 		else if (!(t->ratio_min > 0 && t->ratio_min <= t->ratio_max && isfinite(t->ratio_max)))
 			why = "the crop's aspect ratio must satisfy 0 < ratio_min <= ratio_max";
 		else if (!(t->flip_p >= 0 && t->flip_p <= 1))
-			why = "flip_p must be a probability in 0..1";
+			why = "the flip probability (flip_p; rf_image_field.flip) must be in 0..1";
 	} else {
 		why = "unknown transform mode";
 	}

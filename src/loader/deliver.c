@@ -24,7 +24,10 @@ fill_batch(rf_loader *ld, struct dbuf *b, const struct staged *s)
 		for (uint32_t k = 0; k < f->rank; k++)
 			bf->shape[1 + k] = (int64_t)f->shape[k];
 		bf->var_dim = f->var_dim;
-		if (p->kind != RF_PART_COPY) {
+		if (p->kind == RF_PART_IMAGE) {
+			/* rf_config.images: uint8 [n, H, W, C] (image.c). */
+			rf_ld_image_describe(ld, i, bf);
+		} else if (p->kind != RF_PART_COPY) {
 			/* rf_config.tokens: int32 [n, T] from [n, T + 1]. */
 			bf->name = p->kind == RF_PART_INPUTS ? "inputs" : "targets";
 			bf->dtype = RF_DTYPE_I32;

@@ -155,6 +155,7 @@ struct worker {
 	int started;
 	rf_decoder dec;
 	rf_diag diag;
+	struct rf_ld_image_worker *img; /* rf_config.images (image.c), else NULL */
 };
 
 /* One read chunk on its way through the chunk path (a decode worker's). */
@@ -162,6 +163,7 @@ struct chunk_job {
 	const rf_chunk_info *info;
 	unsigned slot;          /* its read slot */
 	uint64_t chunk;         /* dataset-wide chunk number */
+	uint64_t epoch;         /* of the read */
 	int64_t res;            /* the read's result: bytes or -errno */
 	rf_chunk_ctx ctx;       /* file, chunk and offset, for messages */
 	rf_chunk_sections sec;  /* set by the decode step */
@@ -319,6 +321,9 @@ struct rf_loader {
 		uint64_t gathered_epoch;
 	} skip;
 
+	/* rf_config.images (image.c): the fields decoded by the image step. */
+	struct rf_ld_images *image;
+
 	/* The decode workers (worker.c) and the chunk path they run. */
 	struct worker *workers;
 	unsigned nworkers;
@@ -426,6 +431,20 @@ int rf_ld_skip_setup(rf_loader *ld);
 int rf_ld_skip_is_substitute(const rf_loader *ld, const rf_chunk_sections *sec);
 void rf_ld_skip_gathered(rf_loader *ld, uint64_t chunk, uint32_t added);
 void *rf_ld_worker_main(void *arg);
+
+/* image.c */
+struct rf_batch_field;
+int rf_ld_image_setup(rf_loader *ld, const uint32_t *sel, uint32_t nsel);
+int rf_ld_image_layout(rf_loader *ld);
+uint64_t rf_ld_image_worker_bytes(const rf_loader *ld);
+uint64_t rf_ld_image_scratch_bound(const rf_loader *ld);
+int rf_ld_image_worker_init(rf_loader *ld, struct worker *w);
+void rf_ld_image_worker_fini(struct worker *w);
+int rf_ld_image_step(rf_loader *ld, struct worker *w, struct chunk_job *job);
+void rf_ld_image_skip_sections(const rf_loader *ld, rf_chunk_sections *sec);
+uint64_t rf_ld_image_item_bytes(const rf_loader *ld);
+void rf_ld_image_describe(const rf_loader *ld, uint32_t part, struct rf_batch_field *bf);
+void rf_ld_image_free(rf_loader *ld);
 
 /* gather.c */
 int rf_ld_gather_open_batch(rf_loader *ld, uint64_t epoch, uint64_t first);

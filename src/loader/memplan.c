@@ -5,6 +5,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "format/format.h"
 #include "loader/memplan.h"
@@ -188,6 +189,17 @@ rf_memplan_compute(const struct rf_memplan_in *in, struct rf_memplan *out, rf_di
 			       "batch_size %u) but %s has only %s free: lower batch_size or depth",
 			       a, in->depth, b, in->batch_size, in->dev_desc, c);
 	}
+	/* Decoded images: a chunk of them per worker (rf_config.images). */
+	if (rf_mul_u64(in->worker_bytes, in->workers, &mp.decode_bytes) ||
+	    mp.decode_bytes > RF_IMAGE_DECODE_BYTES_MAX) {
+		rf_memplan_fmt_size(a, sizeof a, in->worker_bytes);
+		rf_memplan_fmt_size(b, sizeof b, RF_IMAGE_DECODE_BYTES_MAX);
+		return rf_fail(d, RF_EMEMPLAN,
+			       "memory plan: %u decode workers x %s of decoded images (a chunk "
+			       "each) is more than %s: pack the images in smaller chunks (`ringfeed "
+			       "pack --chunk-bytes`), or lower the output size or decode_threads",
+			       in->workers, a, b);
+	}
 	*out = mp;
 	return 0;
 }
@@ -217,4 +229,12 @@ rf_memplan_describe(const struct rf_memplan_in *in, const struct rf_memplan *mp,
 			 "memory plan: pinned %s = %u slots of %" PRIu64 " bytes (%u read, %u staging); "
 			 "device %s = %u x %" PRIu64 " bytes", a, mp->nslots, mp->slot_bytes,
 			 mp->n_read, mp->n_stage, b, in->depth, bb);
+	if (mp->decode_bytes) {
+		size_t len = strlen(buf);
+		rf_memplan_fmt_size(a, sizeof a, mp->decode_bytes);
+		rf_memplan_fmt_size(b, sizeof b, in->worker_scratch);
+		snprintf(buf + len, cap > len ? cap - len : 0, "; decode %s = %u workers x %" PRIu64
+			 " bytes of decoded images, and a decoder scratch each that grows as "
+			 "images need, to at most %s", a, in->workers, in->worker_bytes, b);
+	}
 }

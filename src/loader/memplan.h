@@ -38,6 +38,10 @@ struct rf_memplan_in {
 	int map;                 /* reads are chunks faulted in from shard maps */
 	int direct;              /* O_DIRECT reads */
 	int sums;                /* full: each sample's checksum row read too */
+	uint32_t workers;        /* decode workers */
+	uint64_t worker_bytes;   /* ordinary memory each allocates at open (a
+	                            chunk of decoded images) */
+	uint64_t worker_scratch; /* and the most its decoder's scratch grows to */
 	int host_memory;         /* the device may have batches handed out in
 	                            place (RF_DEVICE_CAP_HOST_MEMORY, not
 	                            overridden by RINGFEED_HOST_COPY) */
@@ -59,6 +63,8 @@ struct rf_memplan {
 	uint64_t bspan;          /* full: bounce bytes per read in flight; 0: none */
 	unsigned nbounce;        /* full: ring slots set aside for bounce areas */
 	uint64_t dev_bytes;      /* device buffers: depth x batch, 0 in place */
+	uint64_t decode_bytes;   /* workers x worker_bytes, at most
+	                            RF_IMAGE_DECODE_BYTES_MAX */
 };
 
 /* Plan, or RF_EMEMPLAN with a message on d that names the numbers and what

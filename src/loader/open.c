@@ -283,6 +283,9 @@ loader_open(rf_loader *ld)
 	rc = rf_ld_select_fields(ld, sel, &nsel);
 	if (rc < 0)
 		return rc;
+	rc = rf_ld_image_setup(ld, sel, nsel);
+	if (rc < 0)
+		return rc;
 	/* The strings and arrays are the caller's: keep no pointer to them. */
 	cfg->paths = NULL;
 	cfg->fields = NULL;
@@ -333,6 +336,8 @@ loader_open(rf_loader *ld)
 		rf_diag_init(&w->diag, cfg->log, cfg->log_user);
 		if (rf_decoder_init(&w->dec, rf_dataset_max_raw_bytes(ld->ds), need_raw) < 0)
 			return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory for decode buffers");
+		if (rf_ld_image_worker_init(ld, w) < 0)
+			return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory for image buffers");
 	}
 
 	rf_ld_chunk_steps_init(ld);
@@ -347,7 +352,7 @@ loader_open(rf_loader *ld)
 	/* Not from a map: a batch handed out in place must be writable memory,
 	 * and a device copy wants pinned memory. */
 	ld->gather.direct_ok = ld->layout.nparts == 1 && !ld->layout.part[0].var &&
-			       ld->layout.part[0].off == 0 && !ld->map.on;
+			       ld->layout.part[0].off == 0 && !ld->map.on && !ld->image;
 	ld->sq_cap = ld->mem.n_stage + 2;
 	ld->sq = calloc(ld->sq_cap, sizeof(*ld->sq));
 	if (!ld->win || !ld->sq)
@@ -540,8 +545,11 @@ rf_ld_loader_free(rf_loader *ld)
 	free(ld->map.free_is);
 	rf_ring_close(&ld->ring);
 	rf_device_close(&ld->dev);
-	for (unsigned i = 0; ld->workers && i < ld->nworkers; i++)
+	for (unsigned i = 0; ld->workers && i < ld->nworkers; i++) {
 		rf_decoder_fini(&ld->workers[i].dec);
+		rf_ld_image_worker_fini(&ld->workers[i]);
+	}
+	rf_ld_image_free(ld);
 	free(ld->workers);
 	rf_plan_destroy(&ld->reader.plan);
 	rf_plan_destroy(&ld->gather.plan);

@@ -135,6 +135,9 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 					       var_cap, &ld->diag);
 	if (rc < 0)
 		return rc;
+	rc = rf_ld_image_layout(ld);
+	if (rc < 0)
+		return rc;
 	/* RINGFEED_HOST_COPY=1 copies into device buffers on a host-memory
 	 * device too, as the cuda path does (to compare the two): a test-only
 	 * switch (-Dtest_hooks). */
@@ -158,6 +161,9 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		.map = ld->map.on,
 		.direct = ld->resolved.direct,
 		.sums = ld->full.sums,
+		.workers = ld->nworkers,
+		.worker_bytes = rf_ld_image_worker_bytes(ld),
+		.worker_scratch = rf_ld_image_scratch_bound(ld),
 		.host_memory = rf_device_has(ld->dev, RF_DEVICE_CAP_HOST_MEMORY) &&
 			       !(hc && strcmp(hc, "1") == 0),
 		.dev_desc = ld->dev->desc,
@@ -340,7 +346,7 @@ rf_ld_resolve_settings(rf_loader *ld)
 	for (uint64_t c = 0; c < ld->nchunks && !need_raw; c++)
 		need_raw = ld->chunks[c].codec != RF_CODEC_NONE;
 	if (ld->resolved.decode_threads == 0)
-		ld->resolved.decode_threads = decode_threads_auto(need_raw);
+		ld->resolved.decode_threads = decode_threads_auto(need_raw || ld->image);
 	ld->nworkers = ld->full.on ? 0 : ld->resolved.decode_threads; /* full: nothing to decode */
 	return rf_ld_skip_setup(ld);
 }

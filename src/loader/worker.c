@@ -59,6 +59,9 @@ rf_ld_skip_setup(rf_loader *ld)
 		if (fd->var_dim < 0 && b > item)
 			item = b;
 	}
+	/* Decoded image fields are fixed in the batch (image.c). */
+	if (rf_ld_image_item_bytes(ld) > item)
+		item = rf_ld_image_item_bytes(ld);
 	/* Fixed values of the largest chunk, or its n + 1 offsets. */
 	if (nmax + 1 > UINT64_MAX / item)
 		return rf_fail(&ld->diag, RF_ECORRUPT, "loader: on_error skip: chunks of %" PRIu64
@@ -123,6 +126,7 @@ skip_sections(rf_loader *ld, const rf_chunk_info *info, rf_chunk_sections *sec)
 			s->data_bytes = (uint64_t)info->samples * s->item_bytes;
 		}
 	}
+	rf_ld_image_skip_sections(ld, sec);
 }
 
 /* At a failed chunk's turn (the turn holder): skip it, unless it would be
@@ -153,14 +157,17 @@ skip_chunk(rf_loader *ld, struct worker *w, struct chunk_job *job, int rc)
 }
 
 /* The chunk path, chosen once at open: the steps each read chunk goes
- * through in a decode worker, in order, before its turn to gather.  A
- * later step (image decoding, say) is one more entry. */
+ * through in a decode worker, in order, before its turn to gather: the
+ * read's result, the chunk's decoding and, with rf_config.images, the
+ * images' (image.c). */
 void
 rf_ld_chunk_steps_init(rf_loader *ld)
 {
 	ld->nchunk_steps = 0;
 	ld->chunk_steps[ld->nchunk_steps++] = step_read_result;
 	ld->chunk_steps[ld->nchunk_steps++] = step_decode;
+	if (ld->image)
+		ld->chunk_steps[ld->nchunk_steps++] = rf_ld_image_step;
 	/* A chunk that is skipped is logged as a warning at its turn; one
 	 * past the limit is logged as the stream's error. */
 	for (unsigned i = 0; ld->skip.on && i < ld->nworkers; i++)
@@ -196,7 +203,7 @@ rf_ld_worker_main(void *arg)
 		uint64_t t0 = rf_ld_now_ns();
 		const rf_chunk_info *info = &ld->chunks[step.s.chunk];
 		struct chunk_job job = {.info = info, .slot = step.slot, .res = step.res,
-					.chunk = step.s.chunk};
+					.chunk = step.s.chunk, .epoch = step.s.epoch};
 		rf_dataset_chunk_ctx(ld->ds, step.s.chunk, &job.ctx);
 		int rc = 0, slot_held = 1;
 		for (unsigned i = 0; rc == 0 && i < ld->nchunk_steps; i++)

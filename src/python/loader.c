@@ -589,7 +589,7 @@ static const char loader_doc[] =
 	"       rank=None, world=None, device='auto', depth=2, pinned_bytes=0,\n"
 	"       drop_last=True, window=0, pinning='ring', io_depth=0, direct=None,\n"
 	"       decode_threads=0, verify=True, var_bytes=0, map=False, tokens='stored',\n"
-	"       tensors='dlpack', on_error='raise', skip_limit=0)\n"
+	"       tensors='dlpack', on_error='raise', skip_limit=0, images=None)\n"
 	"--\n\n"
 	"Stream a dataset in batches.  Each pass (for batch in loader) yields one\n"
 	"epoch's len(loader) batches, then advances the epoch; each batch is a dict\n"

@@ -138,6 +138,12 @@ void rfpy_loader_free_config(LoaderObject *self);
  * (resume, of len bytes) from rf_loader_state_save, at that position. */
 int rfpy_loader_open_core(LoaderObject *self, uint64_t epoch, const void *resume, size_t len);
 int rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs);
+/* loader_images.c: Loader(images=...).  split: *images (borrowed from
+ * kwargs, NULL when absent or None) and *rest, a new copy of kwargs
+ * without it (NULL when absent); config: the entries into cfg->images,
+ * their memory kept in keep. */
+int rfpy_images_split(PyObject *kwargs, PyObject **images, PyObject **rest);
+int rfpy_images_config(PyObject *images, PyObject *keep, rf_config *cfg);
 /* Where the rank and world came from, as Python shows it (rf_rank_resolve's
  * source with "config" spelled "arguments"). */
 PyObject *rfpy_rank_source(const char *src);

@@ -428,15 +428,24 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	PyObject *direct_arg = Py_None;
 	size_t npaths;
 
+	/* images= (loader_images.c): taken out before the others are parsed. */
+	PyObject *images_arg, *kw_rest;
+	if (rfpy_images_split(kwargs, &images_arg, &kw_rest) < 0)
+		return -1;
+	if (kw_rest)
+		kwargs = kw_rest; /* released at the end of the call, by the block below */
+	PyObject *kw_hold = kw_rest;
 	/* Every argument converted here, so that a TypeError or OverflowError
 	 * names it (PyArg's formats name a keyword argument by its position). */
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOOOOOOOOpOOOOOpOpOOOO:Loader",
+	int parsed = PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOOOOOOOOpOOOOOpOpOOOO:Loader",
 					 kwlist, &paths_arg, &batch_arg, &fields_arg, &shuffle_arg,
 					 &seed_arg, &epoch_arg, &rank_arg, &world_arg,
 					 &device_arg, &depth_arg, &pinned_arg, &drop_last,
 					 &window_arg, &pinning_arg, &io_depth_arg, &direct_arg,
 					 &threads_arg, &verify, &var_bytes_arg, &map, &tokens_arg,
-					 &tensors_arg, &on_error_arg, &skip_limit_arg))
+					 &tensors_arg, &on_error_arg, &skip_limit_arg);
+	Py_XDECREF(kw_hold);
+	if (!parsed)
 		return -1;
 	const struct { PyObject *arg; const char *name; long long *v, lo, hi; } ints[] = {
 		{batch_arg, "batch_size", &batch_size, 1, 1LL << 30},
@@ -664,6 +673,9 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 		cfg->fields = self->fields;
 		cfg->nfields = (size_t)nf;
 	}
+	/* images= (rf_config.images), kept in self->keep. */
+	if (images_arg && rfpy_images_config(images_arg, self->keep, cfg) < 0)
+		return -1;
 
 	/* The sample count, for len(). */
 	rf_dataset *ds = NULL;

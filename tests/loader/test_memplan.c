@@ -3,8 +3,9 @@
  * Description: the memory plan as a pure function, over a table of inputs:
  * budgets (too small, enough, capped), devices (copy into device buffers,
  * in-place host delivery, dropped when too small to lend depth slots, a
- * device without the free memory), and modes (chunk reads, window, map,
- * full with and without bounce areas); the slot size and counts, queue
+ * device without the free memory), modes (chunk reads, window, map,
+ * full with and without bounce areas) and decoded images (the workers'
+ * chunk buffers, within RF_IMAGE_DECODE_BYTES_MAX); the slot size and counts, queue
  * depth and device bytes of each plan, and the numbers each refusal names.
  * The plan of the same inputs is the same every time, and a refusal leaves
  * the output untouched.
@@ -127,7 +128,7 @@ same(const struct rf_memplan *a, const struct rf_memplan *b)
 	       a->n_read == b->n_read && a->n_stage == b->n_stage && a->n_ring == b->n_ring &&
 	       a->ring_slot_bytes == b->ring_slot_bytes && a->qd == b->qd &&
 	       a->in_place == b->in_place && a->bspan == b->bspan && a->nbounce == b->nbounce &&
-	       a->dev_bytes == b->dev_bytes;
+	       a->dev_bytes == b->dev_bytes && a->decode_bytes == b->decode_bytes;
 }
 
 static void
@@ -200,11 +201,89 @@ run(const struct row *r)
 	EXPECT(same(&mp, &again), r);
 }
 
+/* Decoded images (rf_config.images): the decode workers' chunk buffers,
+ * over the inputs of rows[0]; the ring's plan is unchanged by them. */
+static const struct irow {
+	const char *what;
+	uint32_t workers;
+	uint64_t wbytes;
+	int rc;
+	uint64_t decode_bytes;
+	const char *msg[3];
+} irows[] = {
+	{"images: 4 workers x a chunk of 64 decoded 224x224x3", 4, 64 * 150528, 0,
+	 4 * 64 * 150528, {0}},
+	{"images: 16 workers x 256 MiB, exactly the limit", 16, 256 * MIB, 0, 4096 * MIB, {0}},
+	{"images: 16 workers x 300 MiB", 16, 300 * MIB, RF_EMEMPLAN, 0,
+	 {"16 decode workers x 300.00 MiB of decoded images", "is more than 4.00 GiB",
+	  "pack the images in smaller chunks (`ringfeed pack --chunk-bytes`)"}},
+	{"images: a product that overflows", 1u << 20, UINT64_MAX / 2, RF_EMEMPLAN, 0,
+	 {"more than 4.00 GiB", 0, 0}},
+};
+
+static void
+run_images(const struct irow *r)
+{
+	rf_batch_layout l;
+	layout_of(&rows[0], &l);
+	struct rf_memplan_in in = {.layout = &l, .nfields = 1, .max_span = MIB, .nchunks = 100,
+				   .pinned_bytes = 64 * MIB, .batch_size = 32, .depth = 2,
+				   .io_depth = 32, .direct = 1, .dev_desc = "test-device",
+				   .workers = r->workers, .worker_bytes = r->wbytes,
+				   .worker_scratch = 263 * MIB};
+	struct rf_memplan_in plain = in;
+	plain.workers = 0;
+	plain.worker_bytes = plain.worker_scratch = 0;
+	rf_diag d;
+	rf_diag_init(&d, NULL, NULL);
+	struct rf_memplan mp, base;
+	memset(&mp, 0xa5, sizeof mp);
+	struct rf_memplan untouched = mp;
+	int rc = rf_memplan_compute(&in, &mp, &d);
+	if (rc != r->rc) {
+		fprintf(stderr, "%s: rc %d (%s)\n", r->what, rc, d.msg);
+		failures++;
+		return;
+	}
+	if (rc) {
+		if (!same(&mp, &untouched))
+			failures++;
+		for (int i = 0; i < 3 && r->msg[i]; i++)
+			if (!strstr(d.msg, r->msg[i])) {
+				fprintf(stderr, "%s: \"%s\" not in \"%s\"\n", r->what, r->msg[i], d.msg);
+				failures++;
+			}
+		return;
+	}
+	if (mp.decode_bytes != r->decode_bytes) {
+		fprintf(stderr, "%s: decode_bytes %" PRIu64 "\n", r->what, mp.decode_bytes);
+		failures++;
+	}
+	if (rf_memplan_compute(&plain, &base, &d) != 0 || base.nslots != mp.nslots ||
+	    base.slot_bytes != mp.slot_bytes || base.decode_bytes != 0) {
+		fprintf(stderr, "%s: the ring's plan changed\n", r->what);
+		failures++;
+	}
+	char line[512], want[256];
+	rf_memplan_describe(&in, &mp, line, sizeof line);
+	char a[32];
+	rf_memplan_fmt_size(a, sizeof a, r->decode_bytes);
+	snprintf(want, sizeof want, "; decode %s = %u workers x %" PRIu64 " bytes of decoded "
+		 "images, and a decoder scratch each that grows as images need, to at most "
+		 "263.00 MiB", a, r->workers, r->wbytes);
+	if (!strstr(line, want)) {
+		fprintf(stderr, "%s: describe \"%s\"\n   lacks \"%s\"\n", r->what, line, want);
+		failures++;
+	}
+}
+
 int
 main(void)
 {
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
 		run(&rows[i]);
+	for (size_t i = 0; i < sizeof(irows) / sizeof(irows[0]); i++)
+		run_images(&irows[i]);
 
 	/* The log line of the first plan. */
 	rf_batch_layout l;

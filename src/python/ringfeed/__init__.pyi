@@ -101,6 +101,7 @@ class Loader:
         tensors: Literal["dlpack", "torch"] = "dlpack",
         on_error: Literal["raise", "skip"] = "raise",
         skip_limit: int = 0,
+        images: Optional[Dict[str, Any]] = None,
     ) -> None: ...
     # With tensors="torch", the values are torch tensors (pairs of them).
     def __iter__(self) -> Iterator[Dict[str, Any]]: ...

@@ -1,0 +1,142 @@
+# SPDX-License-Identifier: MIT
+"""Images/s of ringfeed's in-pipeline decoding against torchvision's
+ImageFolder + DataLoader, on the same JPEG files, the same output
+(uint8 224 x 224 x 3, RandomResizedCrop + horizontal flip, or Resize +
+CenterCrop for --transform eval) and the same number of threads, in one
+run.  docs/bench.md ("Images") gives the figures and how to read them.
+
+  /usr/bin/python3 tools/bench-images.py [--n 1200] [--threads 2] [--pairs 3]
+      [--ringfeed build/tools/ringfeed] [--dir /tmp/rf-bench-images]
+
+PYTHONPATH must reach the module (build/src/python).  The folder is made
+once (ImageNet-like sizes, quality 90, from Debian's Fashion-MNIST) and
+packed once.  Each pair runs ringfeed (decode_threads = T) and torchvision
+with 0 and T workers, in alternating order; the ratios are per pair, their
+median is the figure.
+"""
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "decode"))
+
+
+def make_folder(folder, n):
+    from imgdata import mnist, photo
+    imgs, labels = mnist(n)
+    sizes = [(500, 375), (375, 500), (500, 333), (640, 480), (500, 500), (800, 600)]
+    for i in range(n):
+        d = os.path.join(folder, "c%d" % labels[i % len(labels)])
+        os.makedirs(d, exist_ok=True)
+        w, h = sizes[i % len(sizes)]
+        photo(imgs, i, w, h).save(os.path.join(d, "%05d.jpg" % i), quality=90, subsampling=2)
+
+
+def cpu_now():
+    """CPU seconds of this process (all its threads) and of its children
+    that have been waited for (DataLoader workers, once the pass ends)."""
+    a = resource.getrusage(resource.RUSAGE_SELF)
+    b = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+
+
+def run_ringfeed(ds, size, threads, batch, transform):
+    import numpy as np
+    import ringfeed
+    spec = {"size": size, "transform": transform}
+    ld = ringfeed.Loader(ds, batch, images={"image": spec}, fields=["image", "label"],
+                         shuffle="chunks", seed=1, device="cpu", decode_threads=threads,
+                         drop_last=False)
+    n = 0
+    c0, t0 = cpu_now(), time.perf_counter()
+    for b in ld:
+        x = np.asarray(b["image"])
+        n += x.shape[0]
+    dt = time.perf_counter() - t0
+    ld.close()
+    return n / dt, (cpu_now() - c0) / n
+
+
+def run_torchvision(folder, size, workers, batch, transform):
+    import torch
+    from torchvision import datasets, transforms
+    if transform == "train":
+        tf = [transforms.RandomResizedCrop(size), transforms.RandomHorizontalFlip()]
+    else:
+        tf = [transforms.Resize(size * 8 // 7), transforms.CenterCrop(size)]
+    ds = datasets.ImageFolder(folder, transform=transforms.Compose(tf +
+                                                                   [transforms.PILToTensor()]))
+    dl = torch.utils.data.DataLoader(ds, batch_size=batch, shuffle=True, num_workers=workers)
+    n = 0
+    c0, t0 = cpu_now(), time.perf_counter()
+    for x, _ in dl:
+        n += x.shape[0]
+    dt = time.perf_counter() - t0
+    del dl  # its workers are joined: their CPU time is counted
+    return n / dt, (cpu_now() - c0) / n
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=1200)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--size", type=int, default=224)
+    ap.add_argument("--transform", default="train", choices=["train", "eval"])
+    ap.add_argument("--ringfeed", default=os.path.join(HERE, "..", "build", "tools", "ringfeed"))
+    ap.add_argument("--dir", default="/tmp/rf-bench-images")
+    ap.add_argument("--chunk-bytes", default="1M", help="pack --chunk-bytes (default 1M)")
+    a = ap.parse_args()
+    import torch
+    torch.set_num_threads(1)
+    folder = os.path.join(a.dir, "folder-%d" % a.n)
+    ds = os.path.join(a.dir, "images-%d-%s.rfs" % (a.n, a.chunk_bytes))
+    if not os.path.isdir(folder):
+        make_folder(folder, a.n)
+    if not os.path.exists(ds):
+        subprocess.run([a.ringfeed, "pack", "--images", folder, "-o", ds, "--chunk-bytes",
+                        a.chunk_bytes, "--shuffle", "0", "-q"], check=True)
+    mb = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(folder) for f in fs)
+    print("%d JPEGs (%.1f MB) in %s; %s %dx%d uint8, batch %d, %d threads; load %s" % (
+        a.n, mb / 1e6, folder, a.transform, a.size, a.size, a.batch, a.threads,
+        " ".join("%.2f" % v for v in os.getloadavg())))
+    rows = {"ringfeed": [], "tv0": [], "tvT": []}
+    cpu = {"ringfeed": [], "tv0": [], "tvT": []}
+    for p in range(a.pairs):
+        order = ["ringfeed", "tv0", "tvT"] if p % 2 == 0 else ["tvT", "tv0", "ringfeed"]
+        for k in order:
+            if k == "ringfeed":
+                r, c = run_ringfeed(ds, a.size, a.threads, a.batch, a.transform)
+            else:
+                w = 0 if k == "tv0" else a.threads
+                r, c = run_torchvision(folder, a.size, w, a.batch, a.transform)
+            rows[k].append(r)
+            cpu[k].append(c)
+        print("pair %d: images/s (CPU ms per image): ringfeed %.0f (%.2f), torchvision 0 "
+              "workers %.0f (%.2f), %d workers %.0f (%.2f)" % (
+                  p, rows["ringfeed"][-1], 1e3 * cpu["ringfeed"][-1], rows["tv0"][-1],
+                  1e3 * cpu["tv0"][-1], a.threads, rows["tvT"][-1], 1e3 * cpu["tvT"][-1]))
+    best = [max(x, y) for x, y in zip(rows["tv0"], rows["tvT"])]
+    ratios = [r / b for r, b in zip(rows["ringfeed"], best)]
+    print("median images/s: ringfeed %.0f, torchvision 0 workers %.0f, %d workers %.0f" % (
+        statistics.median(rows["ringfeed"]), statistics.median(rows["tv0"]), a.threads,
+        statistics.median(rows["tvT"])))
+    print("ringfeed / best torchvision, per pair: %s; median %.2f" % (
+        " ".join("%.2f" % r for r in ratios), statistics.median(ratios)))
+    cr = [min(x, y) / r for x, y, r in zip(cpu["tv0"], cpu["tvT"], cpu["ringfeed"])]
+    print("CPU per image, median ms: ringfeed %.2f, torchvision 0 workers %.2f, %d workers "
+          "%.2f; torchvision's lower / ringfeed's, per pair: %s; median %.2f" % (
+              1e3 * statistics.median(cpu["ringfeed"]), 1e3 * statistics.median(cpu["tv0"]),
+              a.threads, 1e3 * statistics.median(cpu["tvT"]), " ".join("%.2f" % r for r in cr),
+              statistics.median(cr)))
+    print("load after: %s" % " ".join("%.2f" % v for v in os.getloadavg()))
+
+
+if __name__ == "__main__":
+    main()
