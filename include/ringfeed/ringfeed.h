@@ -881,6 +881,22 @@ RF_API int rf_loader_release(rf_loader *ld, const rf_batch *batch, void *stream)
  * the loader's memory stays until the child exits or execs. */
 RF_API void rf_loader_close(rf_loader **ld);
 
+/* 1 when the calling process is a child of fork() (or a later descendant)
+ * of the process that opened ld, where every other rf_loader_* and rf_batch_*
+ * call on ld returns RF_EFORK; 0 in the process that opened it, and for
+ * NULL.  A load and a compare, no system call: a binding that keeps its
+ * own objects beside the loader (a Python Loader's held batches) asks it
+ * before touching the loader's state.  Any thread. */
+RF_API int rf_loader_forked(const rf_loader *ld);
+
+/* How many times fork() has been called, in this process and the ancestors
+ * it was forked from, since the first call of this function or of
+ * rf_loader_open in the process tree: an object stamped with one value and
+ * seen with another is in a child of the process that stamped it.  The
+ * count is kept by a pthread_atfork handler the first call installs; a
+ * load, no system call.  Any thread. */
+RF_API unsigned rf_fork_generation(void);
+
 /* Bytes enough for any position blob of this library version. */
 #define RF_STATE_MAX 128
 

@@ -699,7 +699,7 @@ int
 rfpy_loader_init(PyObject *module)
 {
 	if (!(rfpy_BatchType = rfpy_add_type(module, &rfpy_batch_spec, 0)) ||
-	    !(rfpy_ArrayType = rfpy_add_type(module, &rfpy_array_spec, 1)) ||
+	    !(rfpy_ArrayType = rfpy_add_type(module, rfpy_array_spec_pick(), 1)) ||
 	    !rfpy_add_type(module, &loader_spec, 1) ||
 	    !(IterType = rfpy_add_type(module, &iter_spec, 0)))
 		return -1;

@@ -4,11 +4,13 @@
 #define RFPY_MODULE_H
 
 #define PY_SSIZE_T_CLEAN
-/* The stable ABI of CPython 3.11 (the buffer protocol is part of it from
- * 3.11 on): one build of the module serves every later CPython (abi3).
- * RFPY_FULL_API builds against the full API instead (for CPython 3.10). */
+/* The stable ABI of CPython 3.9: one build of the module serves every
+ * CPython from 3.9 on (abi3).  What later versions add to it (the buffer
+ * protocol, 3.11) is used only when the module runs on them
+ * (rfpy_hexversion); buffer.c alone is compiled for 3.11's, and its code
+ * runs only there.  RFPY_FULL_API builds against the full API instead. */
 #if !defined(Py_LIMITED_API) && !defined(RFPY_FULL_API)
-#define Py_LIMITED_API 0x030B0000
+#define Py_LIMITED_API 0x03090000
 #endif
 #include <Python.h>
 #include <stdio.h>
@@ -69,6 +71,17 @@ PyTypeObject *rfpy_add_type(PyObject *module, PyType_Spec *spec, int add_name);
 
 /* Free a heap type's instance and drop its reference to the type. */
 void rfpy_free(PyObject *self);
+
+/* sys.hexversion of the running interpreter (0x030B0000 for 3.11.0). */
+extern unsigned long rfpy_hexversion;
+
+/* str's UTF-8 copied into buf (cut to cap - 1 bytes): buf, or NULL with an
+ * exception. */
+const char *rfpy_utf8(PyObject *str, char *buf, size_t cap);
+
+/* Add value to the module under name, the module taking its own reference:
+ * 0, or -1 with an exception. */
+int rfpy_add_ref(PyObject *module, const char *name, PyObject *value);
 
 /* Forks of this process and its ancestors since the module was loaded: an
  * object made under another count is in a child of fork(). */
