@@ -392,8 +392,6 @@ rfpy_add_ref(PyObject *module, const char *name, PyObject *value)
  * meant to come only from the module (a zeroed Array, whose first use
  * would crash).  There the type gets a __new__ that refuses, as 3.10's
  * flag does. */
-#define RFPY_TPFLAGS_DISALLOW_INSTANTIATION (1UL << 7)
-#define RFPY_TPFLAGS_IMMUTABLETYPE (1UL << 8)
 
 static PyObject *
 refuse_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
@@ -415,9 +413,9 @@ rfpy_add_type(PyObject *module, PyType_Spec *spec, int add_name)
 	PyType_Spec s39 = *spec;
 
 	if (rfpy_hexversion < 0x030A0000) {
-		s39.flags &= ~(unsigned)(RFPY_TPFLAGS_DISALLOW_INSTANTIATION |
-					 RFPY_TPFLAGS_IMMUTABLETYPE);
-		if (spec->flags & RFPY_TPFLAGS_DISALLOW_INSTANTIATION) {
+		s39.flags &= ~(unsigned)(Py_TPFLAGS_DISALLOW_INSTANTIATION |
+					 Py_TPFLAGS_IMMUTABLETYPE);
+		if (spec->flags & Py_TPFLAGS_DISALLOW_INSTANTIATION) {
 			/* The slots with Py_tp_new added (the copy lives as
 			 * long as the type: for the process's life). */
 			size_t n = 0;

@@ -17,6 +17,33 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* CPython 3.10's type flags, which 3.9's headers lack: the module gives
+ * them to 3.10 and later only (rfpy_add_type). */
+#ifndef Py_TPFLAGS_DISALLOW_INSTANTIATION
+#define Py_TPFLAGS_DISALLOW_INSTANTIATION (1UL << 7)
+#endif
+#ifndef Py_TPFLAGS_IMMUTABLETYPE
+#define Py_TPFLAGS_IMMUTABLETYPE (1UL << 8)
+#endif
+
+/* Built with the headers of CPython 3.9 (pip install under 3.9): names of
+ * the stable ABI its headers leave out.  Py_NewRef as 3.10's headers
+ * define it for the limited API before 3.10 (an increment); PyMem_Calloc
+ * is in the stable ABI since 3.7; the buffer slot's number is fixed. */
+#if PY_VERSION_HEX < 0x030A0000
+static inline PyObject *
+rfpy_new_ref(PyObject *o)
+{
+	Py_INCREF(o);
+	return o;
+}
+#define Py_NewRef(o) rfpy_new_ref((PyObject *)(o))
+PyAPI_FUNC(void *) PyMem_Calloc(size_t nelem, size_t elsize);
+#endif
+#ifndef Py_bf_getbuffer
+#define Py_bf_getbuffer 1
+#endif
+
 /* A function in a type's slot table (PyType_Slot.pfunc is a void *). */
 #define RFPY_FN(f) (__extension__ (void *)(f))
 
