@@ -133,6 +133,11 @@ RF_API const char *rf_dtype_name(enum rf_dtype dtype);
 RF_API int rf_dtype_parse(const char *name, enum rf_dtype *out);
 
 /* ---------------------------------------------------------------- loader */
+/* The default pinned budget (see rf_config.pinned_bytes): one loader's
+ * share at most, and the process's in all. */
+#define RF_PINNED_DEFAULT (256ull << 20)
+#define RF_PINNED_PROCESS (512ull << 20)
+
 /*
  * The streaming loader.  It reads a dataset's chunks with io_uring into a
  * fixed ring of page-locked host memory, verifies and decodes them on worker
@@ -140,6 +145,17 @@ RF_API int rf_dtype_parse(const char *name, enum rf_dtype *out);
  * moves it to the device with one asynchronous copy into one of `depth`
  * device buffers.  Memory is bounded: the host holds at most `pinned_bytes`
  * of page-locked memory, the device at most depth x batch bytes.
+ *
+ * The default pinned budget is the process's.  A loader opened with
+ * pinned_bytes 0 (rf_config_init's) takes at most RF_PINNED_DEFAULT of what
+ * the other loaders of the process opened that way leave of
+ * RF_PINNED_PROCESS, counted as the rings they allocated (a ring holds only
+ * the slots its dataset can use: a small dataset's takes less), and gives it
+ * back at rf_loader_close.  So a training and a validation loader open side
+ * by side within 512 MiB; one more fails at open with RF_EMEMPLAN, whose
+ * message names the loaders holding the budget and the fix (close one, or
+ * give it its own pinned_bytes, which is outside this count).  A child of
+ * fork() starts with the whole budget.
  *
  * Threads.  rf_loader_open starts a reader thread, `decode_threads` decode
  * workers and one copy thread; rf_loader_close joins them.  The consumer
@@ -535,7 +551,8 @@ typedef struct rf_config {
 	uint32_t depth;              /* device buffers in flight; default 2 (double buffering);
 	                                0 means the default; at most RF_DEPTH_MAX */
 
-	uint64_t pinned_bytes;       /* page-locked host budget; default 256 MiB */
+	uint64_t pinned_bytes;       /* page-locked host budget; 0 (default): a share
+	                                of the process's default budget, below */
 	enum rf_pinning pinning;     /* default RF_PINNING_RING */
 
 	uint32_t io_depth;           /* reads in flight; default 32, at most

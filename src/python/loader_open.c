@@ -452,7 +452,7 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 			PyErr_Format(PyExc_ValueError,
 				     "pinned_bytes %llu is more than this machine's physical memory "
 				     "(%llu bytes): page-locked memory cannot be paged out; give at "
-				     "most a fraction of it (the default is 256 MiB)",
+				     "most a fraction of it (the default is at most 256 MiB)",
 				     pinned_bytes, phys);
 			return -1;
 		}
