@@ -406,6 +406,31 @@ refuse_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 	return NULL;
 }
 
+/* CPython 3.9 drops a type's docstring signature ("Loader(paths, ...)\n--\n\n")
+ * where 3.10 keeps it as __text_signature__: the "(paths, ...)" part is kept
+ * as _text_signature, from which the package's __init__.py makes the
+ * type's __signature__ (for inspect.signature and help()). */
+static int
+keep_text_signature(PyObject *t, const PyType_Spec *spec)
+{
+	const char *doc = NULL, *dot = strrchr(spec->name, '.');
+	const char *name = dot ? dot + 1 : spec->name;
+
+	for (const PyType_Slot *sl = spec->slots; sl->slot; sl++)
+		if (sl->slot == Py_tp_doc)
+			doc = sl->pfunc;
+	size_t n = strlen(name);
+	const char *end = doc ? strstr(doc, ")\n--\n\n") : NULL;
+	if (!end || strncmp(doc, name, n) != 0 || doc[n] != '(')
+		return 0;
+	PyObject *sig = PyUnicode_FromStringAndSize(doc + n, end + 1 - (doc + n));
+	if (!sig)
+		return -1;
+	int rc = PyObject_SetAttrString(t, "_text_signature", sig);
+	Py_DECREF(sig);
+	return rc;
+}
+
 PyTypeObject *
 rfpy_add_type(PyObject *module, PyType_Spec *spec, int add_name)
 {
@@ -437,6 +462,10 @@ rfpy_add_type(PyObject *module, PyType_Spec *spec, int add_name)
 	PyObject *t = PyType_FromSpec(&s39);
 	if (!t)
 		return NULL;
+	if (rfpy_hexversion < 0x030A0000 && keep_text_signature(t, spec) < 0) {
+		Py_DECREF(t);
+		return NULL;
+	}
 	if (add_name && rfpy_add_ref(module, dot ? dot + 1 : spec->name, t) < 0) {
 		Py_DECREF(t);
 		return NULL;
