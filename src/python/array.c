@@ -420,7 +420,6 @@ static PyMethodDef array_methods_39[] = {
 	ARRAY_METHODS,
 };
 
-
 static PyGetSetDef array_getset[] = {
 	{"shape", (getter)array_shape, NULL, "The shape, batch dimension first.", NULL},
 	{"dtype", (getter)array_dtype, NULL, "The element type's ringfeed name (\"f32\", \"bf16\", ...).", NULL},
