@@ -233,7 +233,8 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 	    default_pinned_take(ld, (uint64_t)ld->mem.n_ring * ld->mem.ring_slot_bytes) < 0)
 		rc = rf_fail(&ld->diag, RF_EMEMPLAN, "memory plan: another loader of this "
 			     "process took the default pinned budget meanwhile");
-	if (rc < 0 && !cfg->pinned_bytes && others > 0) {
+	/* Blamed on the others only where they cut this loader's share. */
+	if (rc < 0 && !cfg->pinned_bytes && others > 0 && left < RF_PINNED_DEFAULT) {
 		char u[32], l[32], msg[sizeof(ld->diag.msg)];
 		rf_memplan_fmt_size(u, sizeof u, RF_PINNED_PROCESS - left);
 		rf_memplan_fmt_size(l, sizeof l, left);

@@ -7,7 +7,8 @@
  * that hold the budget and the fix; a loader with its own pinned_bytes is
  * outside the count; closing one gives its share back; a loader whose
  * dataset needs a small ring takes only that, leaving the rest; a child of
- * fork() starts with the whole budget.
+ * fork() starts with the whole budget; a loader too large for a whole
+ * share is not told the budget is spent.
  */
 #include <sys/wait.h>
 
@@ -126,6 +127,23 @@ main(void)
 	rf_loader_close(&b);
 	LT_CHECK(open_one(&c, "big.rfs", BATCH, 0, &rc_) == 0 && rc_ == RF_PINNED_DEFAULT);
 	rf_loader_close(&c);
+	/* A loader too large for a whole share is not told the others spent
+	 * the budget: a batch of 256 MiB needs 512 MiB of slots. */
+	{
+		struct lt_paths lp;
+		rf_config cfg;
+		lt_config(&cfg, &lp, dir, "big.rfs");
+		cfg.batch_size = 4096;
+		cfg.drop_last = 0;
+		cfg.log = NULL;
+		rc = rf_loader_open(&c, &cfg);
+		m = rf_loader_last_open_error();
+		LT_CHECK(rc == RF_EMEMPLAN && !strstr(m, "default pinned budget") &&
+			 strstr(m, "raise pinned_bytes"));
+		if (rc == 0)
+			rf_loader_close(&c);
+		fprintf(stderr, "too large: %.200s\n", m);
+	}
 
 	/* A small dataset's ring is what it can use, and the next loader
 	 * takes what is left after it: less than a full share. */
