@@ -243,7 +243,8 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 			       "(%u MiB, shared by the loaders that leave pinned_bytes at 0) is "
 			       "spent: %u other loader(s) hold %s of it, leaving %s, too little for "
 			       "this one; close one (rf_loader_close; in Python loader.close() or "
-			       "del), or give this loader its own pinned_bytes (%s)",
+			       "del, its batches let go), or give this loader its own "
+			       "pinned_bytes (%s)",
 			       (unsigned)(RF_PINNED_PROCESS >> 20), others, u, l, msg);
 	}
 	if (rc < 0)
