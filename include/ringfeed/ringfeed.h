@@ -133,6 +133,11 @@ RF_API const char *rf_dtype_name(enum rf_dtype dtype);
 RF_API int rf_dtype_parse(const char *name, enum rf_dtype *out);
 
 /* ---------------------------------------------------------------- loader */
+/* The default pinned budget (see rf_config.pinned_bytes): one loader's
+ * share at most, and the process's in all. */
+#define RF_PINNED_DEFAULT (256ull << 20)
+#define RF_PINNED_PROCESS (512ull << 20)
+
 /*
  * The streaming loader.  It reads a dataset's chunks with io_uring into a
  * fixed ring of page-locked host memory, verifies and decodes them on worker
@@ -140,6 +145,17 @@ RF_API int rf_dtype_parse(const char *name, enum rf_dtype *out);
  * moves it to the device with one asynchronous copy into one of `depth`
  * device buffers.  Memory is bounded: the host holds at most `pinned_bytes`
  * of page-locked memory, the device at most depth x batch bytes.
+ *
+ * The default pinned budget is the process's.  A loader opened with
+ * pinned_bytes 0 (rf_config_init's) takes at most RF_PINNED_DEFAULT of what
+ * the other loaders of the process opened that way leave of
+ * RF_PINNED_PROCESS, counted as the rings they allocated (a ring holds only
+ * the slots its dataset can use: a small dataset's takes less), and gives it
+ * back at rf_loader_close.  So a training and a validation loader open side
+ * by side within 512 MiB; one more fails at open with RF_EMEMPLAN, whose
+ * message names the loaders holding the budget and the fix (close one, or
+ * give it its own pinned_bytes, which is outside this count).  A child of
+ * fork() starts with the whole budget.
  *
  * Threads.  rf_loader_open starts a reader thread, `decode_threads` decode
  * workers and one copy thread; rf_loader_close joins them.  The consumer
@@ -623,7 +639,8 @@ typedef struct rf_config {
 	uint32_t depth;              /* device buffers in flight; default 2 (double buffering);
 	                                0 means the default; at most RF_DEPTH_MAX */
 
-	uint64_t pinned_bytes;       /* page-locked host budget; default 256 MiB */
+	uint64_t pinned_bytes;       /* page-locked host budget; 0 (default): a share
+	                                of the process's default budget, below */
 	enum rf_pinning pinning;     /* default RF_PINNING_RING */
 
 	uint32_t io_depth;           /* reads in flight; default 32, at most
@@ -1039,6 +1056,22 @@ RF_API int rf_loader_release(rf_loader *ld, const rf_batch *batch, void *stream)
  * io_uring, device and locks belong to the parent, and the child's copy of
  * the loader's memory stays until the child exits or execs. */
 RF_API void rf_loader_close(rf_loader **ld);
+
+/* 1 when the calling process is a child of fork() (or a later descendant)
+ * of the process that opened ld, where every other rf_loader_* and rf_batch_*
+ * call on ld returns RF_EFORK; 0 in the process that opened it, and for
+ * NULL.  A load and a compare, no system call: a binding that keeps its
+ * own objects beside the loader (a Python Loader's held batches) asks it
+ * before touching the loader's state.  Any thread. */
+RF_API int rf_loader_forked(const rf_loader *ld);
+
+/* How many times fork() has been called, in this process and the ancestors
+ * it was forked from, since the first call of this function or of
+ * rf_loader_open in the process tree: an object stamped with one value and
+ * seen with another is in a child of the process that stamped it.  The
+ * count is kept by a pthread_atfork handler the first call installs; a
+ * load, no system call.  Any thread. */
+RF_API unsigned rf_fork_generation(void);
 
 /* Bytes enough for any position blob of this library version: one
  * dataset's (128 bytes at most) and a mixture's of up to RF_SOURCES_MAX

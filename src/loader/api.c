@@ -44,6 +44,19 @@ forked(const rf_loader *ld)
 	return atomic_load_explicit(&fork_count, memory_order_relaxed) != ld->owner_forks;
 }
 
+RF_API int
+rf_loader_forked(const rf_loader *ld)
+{
+	return ld ? forked(ld) : 0;
+}
+
+RF_API unsigned
+rf_fork_generation(void)
+{
+	pthread_once(&fork_once, fork_watch);
+	return atomic_load_explicit(&fork_count, memory_order_relaxed);
+}
+
 /* RF_EFORK with its message when ld is used in a child of the process
  * that opened it, else 0. */
 static int

@@ -188,6 +188,11 @@ struct rf_loader {
 	 * child of fork() has the loader's memory but none of its threads. */
 	pid_t owner_pid;
 	unsigned owner_forks;
+	/* What the ring took of the process's default pinned budget
+	 * (pinned_bytes 0), returned at free; the fork generation it was
+	 * taken in. */
+	uint64_t default_pinned;
+	unsigned default_pinned_gen;
 
 	rf_dataset *ds;
 	const rf_schema *schema;
@@ -401,6 +406,8 @@ int rf_ld_config_check(rf_loader *ld);
 int rf_ld_resolve_settings(rf_loader *ld);
 int rf_ld_select_fields(rf_loader *ld, uint32_t *sel, uint32_t *nselp);
 int rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel);
+/* Give back what ld took of the process's default pinned budget. */
+void rf_ld_default_pinned_return(rf_loader *ld);
 
 /* order.c */
 enum rf_shuffle rf_ld_shuffle_of_mode(enum rf_plan_mode m);

@@ -22,7 +22,7 @@ rf_config_init(rf_config *cfg)
 	cfg->device = RF_DEVICE_AUTO;
 	cfg->device_index = RF_DEVICE_INDEX_AUTO;
 	cfg->depth = 2;
-	cfg->pinned_bytes = 256ull << 20;
+	cfg->pinned_bytes = 0; /* the process's default budget */
 	cfg->pinning = RF_PINNING_RING;
 	cfg->io_depth = 32;
 	cfg->direct = -1;
@@ -544,6 +544,7 @@ rf_ld_loader_free(rf_loader *ld)
 	free(ld->map.free);
 	free(ld->map.free_is);
 	rf_ring_close(&ld->ring);
+	rf_ld_default_pinned_return(ld);
 	rf_device_close(&ld->dev);
 	for (unsigned i = 0; ld->workers && i < ld->nworkers; i++) {
 		rf_decoder_fini(&ld->workers[i].dec);

@@ -8,6 +8,61 @@
 #include "config.h"
 #include "loader/internal.h"
 
+#include <stdatomic.h>
+
+/*
+ * The process's default pinned budget.  A loader whose pinned_bytes is 0
+ * takes at most RF_PINNED_DEFAULT of what the other such loaders of the
+ * process leave of RF_PINNED_PROCESS, counted as the rings they allocated
+ * (a ring holds only the slots its dataset can use): a notebook's train
+ * and validation loaders fit side by side, and a third fails at open,
+ * saying so, rather than page-locking another share.  The count belongs to
+ * the process that made it: a child of fork() starts from 0 (the parent's
+ * rings are not page-locked in it, and its copies of the parent's loaders
+ * never free theirs), which the fork generation tells.  Lock-free: a fork
+ * must not find a lock held.
+ */
+static _Atomic uint64_t default_pinned_used;
+static atomic_uint default_pinned_gen;
+static atomic_uint default_pinned_loaders;
+
+static void
+default_pinned_sync(void)
+{
+	unsigned g = rf_fork_generation(), old = atomic_load(&default_pinned_gen);
+	if (old != g && atomic_compare_exchange_strong(&default_pinned_gen, &old, g)) {
+		atomic_store(&default_pinned_used, 0);
+		atomic_store(&default_pinned_loaders, 0);
+	}
+}
+
+/* Take `bytes` of the process's default budget for ld: 0, or -1 when
+ * another thread's open took it meanwhile. */
+static int
+default_pinned_take(rf_loader *ld, uint64_t bytes)
+{
+	uint64_t used = atomic_load(&default_pinned_used);
+	do {
+		if (used > RF_PINNED_PROCESS || bytes > RF_PINNED_PROCESS - used)
+			return -1;
+	} while (!atomic_compare_exchange_weak(&default_pinned_used, &used, used + bytes));
+	atomic_fetch_add(&default_pinned_loaders, 1);
+	ld->default_pinned = bytes;
+	ld->default_pinned_gen = atomic_load(&default_pinned_gen);
+	return 0;
+}
+
+void
+rf_ld_default_pinned_return(rf_loader *ld)
+{
+	/* Only to the count it was taken from (not a child's fresh one). */
+	if (!ld->default_pinned || ld->default_pinned_gen != rf_fork_generation())
+		return;
+	atomic_fetch_sub(&default_pinned_used, ld->default_pinned);
+	atomic_fetch_sub(&default_pinned_loaders, 1);
+	ld->default_pinned = 0;
+}
+
 /* The default capacity of a variable field's region per batch: twice B
  * times the largest per-sample average of any chunk, so a batch of typical
  * samples fits with room for variance (the raw chunk bytes bound every
@@ -170,9 +225,36 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 	};
 	in.dev_free_known = ld->dev->ops->mem_info(ld->dev, &fr, &tot) == 0;
 	in.dev_free = fr;
+	uint64_t left = 0;
+	unsigned others = 0;
+	if (!cfg->pinned_bytes) {
+		default_pinned_sync();
+		uint64_t used = atomic_load(&default_pinned_used);
+		others = atomic_load(&default_pinned_loaders);
+		left = used < RF_PINNED_PROCESS ? RF_PINNED_PROCESS - used : 0;
+		in.pinned_bytes = left < RF_PINNED_DEFAULT ? left : RF_PINNED_DEFAULT;
+	}
 	rc = rf_memplan_compute(&in, &ld->mem, &ld->diag);
 	if (rc < 0 && ld->mix)
 		rf_ld_mix_memplan_note(ld, in.window);
+	if (rc == 0 && !cfg->pinned_bytes &&
+	    default_pinned_take(ld, (uint64_t)ld->mem.n_ring * ld->mem.ring_slot_bytes) < 0)
+		rc = rf_fail(&ld->diag, RF_EMEMPLAN, "memory plan: another loader of this "
+			     "process took the default pinned budget meanwhile");
+	/* Blamed on the others only where they cut this loader's share. */
+	if (rc < 0 && !cfg->pinned_bytes && others > 0 && left < RF_PINNED_DEFAULT) {
+		char u[32], l[32], msg[sizeof(ld->diag.msg)];
+		rf_memplan_fmt_size(u, sizeof u, RF_PINNED_PROCESS - left);
+		rf_memplan_fmt_size(l, sizeof l, left);
+		snprintf(msg, sizeof msg, "%s", ld->diag.msg);
+		return rf_fail(&ld->diag, rc, "memory plan: the process's default pinned budget "
+			       "(%u MiB, shared by the loaders that leave pinned_bytes at 0) is "
+			       "spent: %u other loader(s) hold %s of it, leaving %s, too little for "
+			       "this one; close one (rf_loader_close; in Python loader.close() or "
+			       "del, its batches let go), or give this loader its own "
+			       "pinned_bytes (%s)",
+			       (unsigned)(RF_PINNED_PROCESS >> 20), others, u, l, msg);
+	}
 	if (rc < 0)
 		return rc;
 	char line[512];

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* ringfeed.Array: one field of a held batch, exported without a copy
- * through DLPack, the buffer protocol and __array__. */
+ * through DLPack, the buffer protocol (CPython 3.11 and later),
+ * __array_interface__ and __array__. */
 #include "loader.h"
+#include "buffer.h"
 
 #include <string.h>
 
@@ -105,14 +107,10 @@ dlpack_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject
 }
 
 static PyObject *
-array_dlpack(ArrayObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+array_dlpack_vals(ArrayObject *self, PyObject *const *vals)
 {
-	PyObject *vals[4] = {Py_None, Py_None, Py_None, Py_None};
 	BatchObject *batch = self->batch;
 	DLDevice dev = batch->core->device;
-
-	if (dlpack_args(args, nargs, kwnames, vals) < 0)
-		return NULL;
 	PyObject *stream = vals[0], *dl_device = vals[2], *copy = vals[3];
 	if (dl_device != Py_None) {
 		int dt, di;
@@ -192,6 +190,29 @@ array_dlpack(ArrayObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
 }
 
 static PyObject *
+array_dlpack(ArrayObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+	PyObject *vals[4] = {Py_None, Py_None, Py_None, Py_None};
+
+	if (dlpack_args(args, nargs, kwnames, vals) < 0)
+		return NULL;
+	return array_dlpack_vals(self, vals);
+}
+
+/* The same for CPython 3.9, whose stable ABI has no METH_FASTCALL. */
+static PyObject *
+array_dlpack_kw(ArrayObject *self, PyObject *args, PyObject *kwargs)
+{
+	static char *kwlist[] = {"stream", "max_version", "dl_device", "copy", NULL};
+	PyObject *vals[4] = {Py_None, Py_None, Py_None, Py_None};
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO:__dlpack__", kwlist, &vals[0],
+					 &vals[1], &vals[2], &vals[3]))
+		return NULL;
+	return array_dlpack_vals(self, vals);
+}
+
+static PyObject *
 array_dlpack_device(ArrayObject *self, PyObject *unused)
 {
 	return Py_NewRef(self->batch->core->dev_tuple);
@@ -262,37 +283,65 @@ array_repr(ArrayObject *self)
 	return r;
 }
 
-static int
-array_getbuffer(ArrayObject *self, Py_buffer *view, int flags)
+/* Why NumPy and the buffer protocol cannot have the array: NULL when they
+ * can. */
+static const char *
+host_refusal(const ArrayObject *self)
 {
-	const char *fmt = rfpy_buffer_format(self->dtype);
+	if (self->batch->core->device.device_type != kDLCPU)
+		return "the array is in device memory: use torch.from_dlpack or cupy.from_dlpack";
+	if (!rfpy_buffer_format(self->dtype))
+		return "bf16 has no buffer-protocol format: use torch.from_dlpack";
+	return NULL;
+}
 
-	if (self->batch->core->device.device_type != kDLCPU) {
-		PyErr_SetString(PyExc_BufferError,
-				"the array is in device memory: use torch.from_dlpack or cupy.from_dlpack");
+int
+rfpy_array_export(PyObject *obj, int writable, struct rfpy_export *e)
+{
+	ArrayObject *self = (ArrayObject *)obj;
+	const char *why = host_refusal(self);
+
+	if (why) {
+		PyErr_SetString(PyExc_BufferError, why);
 		return -1;
 	}
-	if (!fmt) {
-		PyErr_SetString(PyExc_BufferError,
-				"bf16 has no buffer-protocol format: use torch.from_dlpack");
-		return -1;
-	}
-	if (flags & PyBUF_WRITABLE) {
+	if (writable) {
 		PyErr_SetString(PyExc_BufferError, "ringfeed arrays are read-only");
 		return -1;
 	}
-	view->obj = Py_NewRef((PyObject *)self);
-	view->buf = self->data;
-	view->len = (Py_ssize_t)array_nbytes(self);
-	view->readonly = 1;
-	view->itemsize = (Py_ssize_t)rf_dtype_size(self->dtype);
-	view->format = (flags & PyBUF_FORMAT) ? (char *)fmt : NULL;
-	view->ndim = self->ndim;
-	view->shape = (flags & PyBUF_ND) ? self->bshape : NULL;
-	view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? self->bstrides : NULL;
-	view->suboffsets = NULL;
-	view->internal = NULL;
+	Py_INCREF(obj);
+	e->buf = self->data;
+	e->len = (Py_ssize_t)array_nbytes(self);
+	e->itemsize = (Py_ssize_t)rf_dtype_size(self->dtype);
+	e->format = rfpy_buffer_format(self->dtype);
+	e->ndim = self->ndim;
+	e->shape = self->bshape;
+	e->strides = self->bstrides;
 	return 0;
+}
+
+/* NumPy's array interface (version 3), the way NumPy takes a host array
+ * without a copy where the buffer protocol is not in the stable ABI
+ * (CPython 3.9 and 3.10); NumPy keeps a reference to the Array.  Device
+ * memory and bf16 have none: AttributeError, after which NumPy asks
+ * __array__, which says why. */
+static PyObject *
+array_interface(ArrayObject *self, void *unused)
+{
+	const char *why = host_refusal(self);
+
+	if (why) {
+		PyErr_SetString(PyExc_AttributeError, why);
+		return NULL;
+	}
+	PyObject *shape = array_shape(self, NULL);
+	if (!shape)
+		return NULL;
+	PyObject *r = Py_BuildValue("{s:N,s:s,s:(N,O),s:O,s:i}", "shape", shape, "typestr",
+				    rfpy_numpy_dtype(self->dtype), "data",
+				    PyLong_FromVoidPtr(self->data), Py_True, "strides", Py_None,
+				    "version", 3);
+	return r;
 }
 
 /* numpy.asarray tries the buffer protocol first and, when it fails (device
@@ -316,30 +365,21 @@ array_array(ArrayObject *self, PyObject *args, PyObject *kwargs)
 			     (int)self->batch->core->device.device_id);
 		return NULL;
 	}
-	PyObject *mv = PyMemoryView_FromObject((PyObject *)self);
-	if (!mv) {
-		if (PyErr_ExceptionMatches(PyExc_BufferError)) {
-			PyObject *type, *value, *tb;
-			PyErr_Fetch(&type, &value, &tb);
-			PyObject *m = value ? PyObject_Str(value) : NULL;
-			Py_XDECREF(type);
-			Py_XDECREF(value);
-			Py_XDECREF(tb);
-			if (m) {
-				PyErr_Format(PyExc_TypeError, "NumPy cannot read this array: %U", m);
-				Py_DECREF(m);
-			}
-		}
+	const char *why = host_refusal(self);
+	if (why) {
+		PyErr_Format(PyExc_TypeError, "NumPy cannot read this array: %s", why);
 		return NULL;
 	}
+	/* numpy.asarray of the array itself takes the buffer protocol (3.11
+	 * and later) or __array_interface__: no copy, and no call back here. */
 	PyObject *np = PyImport_ImportModule("numpy");
 	PyObject *r = NULL;
 	if (np) {
-		r = dtype == Py_None ? PyObject_CallMethod(np, "asarray", "O", mv)
-				     : PyObject_CallMethod(np, "asarray", "OO", mv, dtype);
+		r = dtype == Py_None ? PyObject_CallMethod(np, "asarray", "O", (PyObject *)self)
+				     : PyObject_CallMethod(np, "asarray", "OO", (PyObject *)self,
+							   dtype);
 		Py_DECREF(np);
 	}
-	Py_DECREF(mv);
 	if (r && copy != Py_None && PyObject_IsTrue(copy) == 1) {
 		PyObject *c = PyObject_CallMethod(r, "copy", NULL);
 		Py_DECREF(r);
@@ -348,20 +388,36 @@ array_array(ArrayObject *self, PyObject *args, PyObject *kwargs)
 	return r;
 }
 
+/* METH_FASTCALL: in the stable ABI from 3.10 on; the method table with it
+ * is used on 3.11 and later only (rfpy_array_spec_pick). */
+#define RFPY_METH_FASTCALL 0x0080
+
+#define DLPACK_DOC \
+	"__dlpack__(*, stream=None) -> PyCapsule\n\n" \
+	"Export without a copy.  For a CUDA array the consumer's stream (an integer\n" \
+	"cudaStream_t; None or 1 the legacy default stream, 2 the per-thread one)\n" \
+	"is made to wait for the batch's copy, without blocking the host; the batch\n" \
+	"goes back to the loader on that stream once every array of it is released."
+
+#define ARRAY_METHODS \
+	{"__array__", (PyCFunction)(void (*)(void))array_array, METH_VARARGS | METH_KEYWORDS, \
+	 "__array__($self, /, dtype=None, copy=None)\n--\n\n" \
+	 "numpy.asarray(a): the array itself on the host (no copy); TypeError for\n" \
+	 "device memory or bf16, which NumPy cannot read."}, \
+	{"__dlpack_device__", (PyCFunction)array_dlpack_device, METH_NOARGS, \
+	 "(device_type, device_id): (1, 0) for the CPU, (2, N) for CUDA device N."}, \
+	{NULL, NULL, 0, NULL}
+
 static PyMethodDef array_methods[] = {
-	{"__dlpack__", (PyCFunction)(void (*)(void))array_dlpack, METH_FASTCALL | METH_KEYWORDS,
-	 "__dlpack__(*, stream=None) -> PyCapsule\n\n"
-	 "Export without a copy.  For a CUDA array the consumer's stream (an integer\n"
-	 "cudaStream_t; None or 1 the legacy default stream, 2 the per-thread one)\n"
-	 "is made to wait for the batch's copy, without blocking the host; the batch\n"
-	 "goes back to the loader on that stream once every array of it is released."},
-	{"__array__", (PyCFunction)(void (*)(void))array_array, METH_VARARGS | METH_KEYWORDS,
-	 "__array__($self, /, dtype=None, copy=None)\n--\n\n"
-	 "numpy.asarray(a): the array itself on the host (no copy); TypeError for\n"
-	 "device memory or bf16, which NumPy cannot read."},
-	{"__dlpack_device__", (PyCFunction)array_dlpack_device, METH_NOARGS,
-	 "(device_type, device_id): (1, 0) for the CPU, (2, N) for CUDA device N."},
-	{NULL, NULL, 0, NULL},
+	{"__dlpack__", (PyCFunction)(void (*)(void))array_dlpack,
+	 RFPY_METH_FASTCALL | METH_KEYWORDS, DLPACK_DOC},
+	ARRAY_METHODS,
+};
+
+static PyMethodDef array_methods_39[] = {
+	{"__dlpack__", (PyCFunction)(void (*)(void))array_dlpack_kw, METH_VARARGS | METH_KEYWORDS,
+	 DLPACK_DOC},
+	ARRAY_METHODS,
 };
 
 static PyGetSetDef array_getset[] = {
@@ -371,19 +427,38 @@ static PyGetSetDef array_getset[] = {
 	{"nbytes", (getter)array_nbytes_get, NULL, "Bytes of data.", NULL},
 	{"ndim", (getter)array_ndim, NULL, "Number of dimensions.", NULL},
 	{"data_ptr", (getter)array_ptr, NULL, "Address of the first element.", NULL},
+	{"__array_interface__", (getter)array_interface, NULL,
+	 "NumPy's array interface (host arrays other than bf16).", NULL},
 	{NULL, NULL, NULL, NULL, NULL},
 };
 
+static const char array_doc[] =
+	"A field of a batch in the loader's buffer, exported without a copy through\n"
+	"DLPack (torch.from_dlpack, numpy.from_dlpack, cupy.from_dlpack) and, on the\n"
+	"CPU, the buffer protocol (read-only; CPython 3.11 and later) and NumPy's\n"
+	"__array_interface__.  The batch's buffer returns to the loader when every\n"
+	"array of the batch, and every tensor made from one, is gone.";
+
+/* CPython 3.11 and later: the buffer protocol (its slot filled in by
+ * rfpy_array_spec_pick) and the METH_FASTCALL __dlpack__. */
 static PyType_Slot array_slots[] = {
 	{Py_tp_dealloc, RFPY_FN(array_dealloc)},
 	{Py_tp_repr, RFPY_FN(array_repr)},
-	{Py_bf_getbuffer, RFPY_FN(array_getbuffer)},
 	{Py_tp_methods, array_methods},
 	{Py_tp_getset, array_getset},
-	{Py_tp_doc, (void *)"A field of a batch in the loader's buffer, exported without a copy through\n"
-	 "DLPack (torch.from_dlpack, numpy.from_dlpack, cupy.from_dlpack) and, on the\n"
-		  "CPU, the buffer protocol (read-only).  The batch's buffer returns to the\n"
-		  "loader when every array of the batch, and every tensor made from one, is gone."},
+	{Py_tp_doc, (void *)array_doc},
+	{Py_bf_getbuffer, NULL},
+	{0, NULL},
+};
+
+/* CPython 3.9 and 3.10: no buffer protocol in their stable ABI (NumPy takes
+ * __array_interface__), __dlpack__ with the classic calling convention. */
+static PyType_Slot array_slots_39[] = {
+	{Py_tp_dealloc, RFPY_FN(array_dealloc)},
+	{Py_tp_repr, RFPY_FN(array_repr)},
+	{Py_tp_methods, array_methods_39},
+	{Py_tp_getset, array_getset},
+	{Py_tp_doc, (void *)array_doc},
 	{0, NULL},
 };
 
@@ -393,5 +468,19 @@ PyType_Spec rfpy_array_spec = {
 	.flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
 	.slots = array_slots,
 };
+
+PyType_Spec *
+rfpy_array_spec_pick(void)
+{
+	if (rfpy_hexversion >= 0x030B0000) {
+		for (PyType_Slot *sl = array_slots; sl->slot; sl++)
+			if (sl->slot == Py_bf_getbuffer)
+				sl->pfunc = rfpy_array_getbuffer_slot();
+		rfpy_array_spec.slots = array_slots;
+	} else {
+		rfpy_array_spec.slots = array_slots_39;
+	}
+	return &rfpy_array_spec;
+}
 
 PyTypeObject *rfpy_ArrayType;

@@ -14,7 +14,7 @@
 int
 rfpy_core_forked(const struct core *c)
 {
-	return c->forks != rfpy_forks();
+	return rf_loader_forked(c->ld);
 }
 
 PyObject *

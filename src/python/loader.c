@@ -618,7 +618,8 @@ static const char loader_doc[] =
 	"                  'cpu', 'cuda' or 'cuda:N' (or a torch.device).\n"
 	"  depth           batches that may be alive at once (one more raises\n"
 	"                  ringfeed.Error EHELD); the loader keeps depth + 1 buffers.\n"
-	"  pinned_bytes    page-locked host memory budget; 0: the default, 256 MiB.\n"
+	"  pinned_bytes    page-locked host budget; 0: up to 256 MiB of the\n"
+	"                  512 MiB the process's Loaders left at 0 share.\n"
 	"  drop_last       drop an epoch's last, partial batch (default True).  A\n"
 	"                  loader with no batch per epoch raises ValueError.\n"
 	"  window          decoded chunks in the 'window' shuffle; 0: the dataset's\n"
@@ -719,7 +720,7 @@ int
 rfpy_loader_init(PyObject *module)
 {
 	if (!(rfpy_BatchType = rfpy_add_type(module, &rfpy_batch_spec, 0)) ||
-	    !(rfpy_ArrayType = rfpy_add_type(module, &rfpy_array_spec, 1)) ||
+	    !(rfpy_ArrayType = rfpy_add_type(module, rfpy_array_spec_pick(), 1)) ||
 	    !rfpy_add_type(module, &loader_spec, 1) ||
 	    !(IterType = rfpy_add_type(module, &iter_spec, 0)))
 		return -1;

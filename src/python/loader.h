@@ -44,9 +44,6 @@ struct core {
 	PyObject *names;         /* the batches' field names (interned str), a tuple
 	                            made from the first batch: one C loader's
 	                            fields never change */
-	unsigned forks;          /* rfpy_forks() at open: another count means a
-	                            child of fork(), where the C loader's threads
-	                            are not */
 	long pid;                /* the process that opened it */
 };
 
@@ -111,9 +108,11 @@ typedef struct {
 /* The types, made at the module's init from their specs (heap types). */
 extern PyType_Spec rfpy_batch_spec, rfpy_array_spec;
 extern PyTypeObject *rfpy_BatchType, *rfpy_ArrayType;
+/* rfpy_array_spec as the running CPython takes it (array.c). */
+PyType_Spec *rfpy_array_spec_pick(void);
 
 /* core.c */
-/* In a child of fork(): the C loader is the parent's. */
+/* In a child of fork(): the C loader is the parent's (rf_loader_forked). */
 int rfpy_core_forked(const struct core *c);
 /* Raise ringfeed.Error EFORK for a core used in a child of fork(). */
 PyObject *rfpy_raise_forked(const struct core *c);

@@ -71,7 +71,6 @@ rfpy_loader_open_core(LoaderObject *self, uint64_t epoch, const void *resume, si
 		return -1;
 	}
 	c->ld = ld;
-	c->forks = rfpy_forks();
 	c->pid = (long)getpid();
 	c->epoch0 = epoch;
 	c->device.device_type = kDLCPU;
@@ -110,10 +109,11 @@ parse_device(PyObject *arg, rf_config *cfg)
 {
 	PyObject *s = PyObject_Str(arg);
 	const char *d;
+	char dbuf[128];
 
 	if (!s)
 		return -1;
-	d = PyUnicode_AsUTF8AndSize(s, NULL);
+	d = rfpy_utf8(s, dbuf, sizeof(dbuf));
 	if (!d) {
 		Py_DECREF(s);
 		return -1;
@@ -159,7 +159,8 @@ parse_shuffle(PyObject *arg, enum rf_shuffle *out)
 			     rfpy_type_name(arg));
 		return -1;
 	}
-	const char *name = PyUnicode_AsUTF8AndSize(arg, NULL);
+	char nbuf[64];
+	const char *name = rfpy_utf8(arg, nbuf, sizeof(nbuf));
 	if (!name)
 		return -1;
 	if (rf_shuffle_parse(name, out) == 0)
@@ -466,6 +467,7 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	for (size_t i = 0; i < sizeof(u64s) / sizeof(u64s[0]); i++)
 		if (u64s[i].arg && rfpy_arg_u64(u64s[i].arg, u64s[i].name, u64s[i].v) < 0)
 			return -1;
+	char sbuf[4][64];
 	const struct { PyObject *arg; const char *name; const char **v; } strs[] = {
 		{pinning_arg, "pinning", &pinning}, {tokens_arg, "tokens", &tokens},
 		{tensors_arg, "tensors", &tensors}, {on_error_arg, "on_error", &on_error},
@@ -478,7 +480,7 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 				     rfpy_type_name(strs[i].arg));
 			return -1;
 		}
-		if (!(*strs[i].v = PyUnicode_AsUTF8AndSize(strs[i].arg, NULL)))
+		if (!(*strs[i].v = rfpy_utf8(strs[i].arg, sbuf[i], sizeof(sbuf[i]))))
 			return -1;
 	}
 	enum rf_shuffle shuffle;
@@ -559,7 +561,7 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 			PyErr_Format(PyExc_ValueError,
 				     "pinned_bytes %llu is more than this machine's physical memory "
 				     "(%llu bytes): page-locked memory cannot be paged out; give at "
-				     "most a fraction of it (the default is 256 MiB)",
+				     "most a fraction of it (the default is at most 256 MiB)",
 				     pinned_bytes, phys);
 			return -1;
 		}

@@ -98,7 +98,9 @@ rfpy_loader_load_state_dict(LoaderObject *self, PyObject *state)
 		return NULL;
 	}
 	PyObject *mode = PyDict_GetItemString(state, "shuffle");
-	const char *ms = mode ? PyUnicode_AsUTF8AndSize(mode, NULL) : NULL;
+	char msbuf[32];
+	const char *ms = mode && PyUnicode_Check(mode) ? rfpy_utf8(mode, msbuf, sizeof(msbuf))
+						       : NULL;
 	if (!ms) {
 		PyErr_Clear();
 		PyErr_SetString(PyExc_ValueError, "state: missing \"shuffle\"");

@@ -8,8 +8,6 @@
 
 #include <limits.h>
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,29 +17,19 @@ PyObject *rfpy_Error;
 PyObject *rfpy_Warning;
 
 /* fork() copies the module's objects into the child; a loader's threads
- * stay in the parent.  A pthread_atfork handler counts the forks, so an
- * object compares the count with the one it was made under (a load, no
+ * stay in the parent.  The library counts the forks (rf_fork_generation):
+ * an object compares the count with the one it was made under (a load, no
  * system call). */
-static atomic_uint fork_count;
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-
-static void
-fork_child(void)
-{
-	atomic_fetch_add_explicit(&fork_count, 1, memory_order_relaxed);
-}
-
-static void
-fork_watch(void)
-{
-	pthread_atfork(NULL, NULL, fork_child);
-}
-
 unsigned
 rfpy_forks(void)
 {
-	return atomic_load_explicit(&fork_count, memory_order_relaxed);
+	return rf_fork_generation();
 }
+
+/* sys.hexversion of the running interpreter, read at import: the module is
+ * built for the stable ABI of 3.9 and uses what later versions add only
+ * when it runs on them. */
+unsigned long rfpy_hexversion;
 
 /* The library's error codes by their names, the module's constants. */
 static const struct { const char *name; int code; } codes[] = {
@@ -353,24 +341,132 @@ rfpy_type_name(PyObject *obj)
 	static char buf[128];
 	/* __name__ rather than PyType_GetName, which CPython 3.10 lacks. */
 	PyObject *name = PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__name__");
-	const char *s = name ? PyUnicode_AsUTF8AndSize(name, NULL) : NULL;
+	const char *s = name ? rfpy_utf8(name, buf, sizeof(buf)) : NULL;
 
-	snprintf(buf, sizeof(buf), "%s", s ? s : "?");
+	if (!s)
+		snprintf(buf, sizeof(buf), "?");
 	if (!s)
 		PyErr_Clear();
 	Py_XDECREF(name);
 	return buf;
 }
 
+const char *
+rfpy_utf8(PyObject *str, char *buf, size_t cap)
+{
+	/* PyUnicode_AsUTF8AndSize, which lends the str's own UTF-8, is not
+	 * in the stable ABI of 3.9: the bytes are copied out. */
+	PyObject *b = PyUnicode_AsUTF8String(str);
+	char *p;
+	Py_ssize_t n;
+
+	if (!b)
+		return NULL;
+	if (PyBytes_AsStringAndSize(b, &p, &n) < 0) {
+		Py_DECREF(b);
+		return NULL;
+	}
+	if ((size_t)n >= cap)
+		n = (Py_ssize_t)cap - 1;
+	memcpy(buf, p, (size_t)n);
+	buf[n] = 0;
+	Py_DECREF(b);
+	return buf;
+}
+
+int
+rfpy_add_ref(PyObject *module, const char *name, PyObject *value)
+{
+	/* PyModule_AddObject takes the reference only when it succeeds
+	 * (PyModule_AddObjectRef, which never takes it, is 3.10's). */
+	Py_INCREF(value);
+	if (PyModule_AddObject(module, name, value) < 0) {
+		Py_DECREF(value);
+		return -1;
+	}
+	return 0;
+}
+
+/* Py_TPFLAGS_DISALLOW_INSTANTIATION and Py_TPFLAGS_IMMUTABLETYPE are
+ * CPython 3.10's: 3.9 ignores them, and would make instances of a type
+ * meant to come only from the module (a zeroed Array, whose first use
+ * would crash).  There the type gets a __new__ that refuses, as 3.10's
+ * flag does. */
+
+static PyObject *
+refuse_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+	PyObject *mod = PyObject_GetAttrString((PyObject *)type, "__module__");
+	PyObject *name = mod ? PyObject_GetAttrString((PyObject *)type, "__name__") : NULL;
+
+	if (name)
+		PyErr_Format(PyExc_TypeError, "cannot create '%U.%U' instances", mod, name);
+	Py_XDECREF(mod);
+	Py_XDECREF(name);
+	return NULL;
+}
+
+/* CPython 3.9 drops a type's docstring signature ("Loader(paths, ...)\n--\n\n")
+ * where 3.10 keeps it as __text_signature__: the "(paths, ...)" part is kept
+ * as _text_signature, from which the package's __init__.py makes the
+ * type's __signature__ (for inspect.signature and help()). */
+static int
+keep_text_signature(PyObject *t, const PyType_Spec *spec)
+{
+	const char *doc = NULL, *dot = strrchr(spec->name, '.');
+	const char *name = dot ? dot + 1 : spec->name;
+
+	for (const PyType_Slot *sl = spec->slots; sl->slot; sl++)
+		if (sl->slot == Py_tp_doc)
+			doc = sl->pfunc;
+	size_t n = strlen(name);
+	const char *end = doc ? strstr(doc, ")\n--\n\n") : NULL;
+	if (!end || strncmp(doc, name, n) != 0 || doc[n] != '(')
+		return 0;
+	PyObject *sig = PyUnicode_FromStringAndSize(doc + n, end + 1 - (doc + n));
+	if (!sig)
+		return -1;
+	int rc = PyObject_SetAttrString(t, "_text_signature", sig);
+	Py_DECREF(sig);
+	return rc;
+}
+
 PyTypeObject *
 rfpy_add_type(PyObject *module, PyType_Spec *spec, int add_name)
 {
-	PyObject *t = PyType_FromModuleAndSpec(module, spec, NULL);
 	const char *dot = strrchr(spec->name, '.');
+	PyType_Spec s39 = *spec;
 
+	if (rfpy_hexversion < 0x030A0000) {
+		s39.flags &= ~(unsigned)(Py_TPFLAGS_DISALLOW_INSTANTIATION |
+					 Py_TPFLAGS_IMMUTABLETYPE);
+		if (spec->flags & Py_TPFLAGS_DISALLOW_INSTANTIATION) {
+			/* The slots with Py_tp_new added (the copy lives as
+			 * long as the type: for the process's life). */
+			size_t n = 0;
+			while (spec->slots[n].slot)
+				n++;
+			PyType_Slot *slots = PyMem_Calloc(n + 2, sizeof(*slots));
+			if (!slots) {
+				PyErr_NoMemory();
+				return NULL;
+			}
+			memcpy(slots, spec->slots, n * sizeof(*slots));
+			slots[n].slot = Py_tp_new;
+			slots[n].pfunc = RFPY_FN(refuse_new);
+			s39.slots = slots;
+		}
+	}
+	/* PyType_FromSpec rather than PyType_FromModuleAndSpec (3.10's): no
+	 * method looks for its module through its type. */
+	PyObject *t = PyType_FromSpec(&s39);
 	if (!t)
 		return NULL;
-	if (add_name && PyModule_AddObjectRef(module, dot ? dot + 1 : spec->name, t) < 0) {
+	if (rfpy_hexversion < 0x030A0000 && keep_text_signature(t, spec) < 0) {
+		Py_DECREF(t);
+		return NULL;
+	}
+	if (add_name && rfpy_add_ref(module, dot ? dot + 1 : spec->name, t) < 0) {
 		Py_DECREF(t);
 		return NULL;
 	}
@@ -468,7 +564,13 @@ PyInit__ringfeed(void)
 
 	if (!m)
 		return NULL;
-	pthread_once(&fork_once, fork_watch);
+	PyObject *hex = PySys_GetObject("hexversion"); /* borrowed */
+	rfpy_hexversion = hex ? PyLong_AsUnsignedLong(hex) : 0;
+	if (PyErr_Occurred())
+		goto fail;
+	/* The fork count starts with the module: a Dataset made before any
+	 * Loader is opened compares against it. */
+	(void)rf_fork_generation();
 	rfpy_Error = PyErr_NewExceptionWithDoc("ringfeed.Error",
 		"A failure reported by the ringfeed library.  .code is the library's\n"
 		"negative error code (a negated errno value or one of the RF_E* codes),\n"
@@ -476,7 +578,7 @@ PyInit__ringfeed(void)
 		"an errno value), .description what the code means (ringfeed.strerror);\n"
 		"the message, str(e), names the file, chunk and offset.",
 		PyExc_RuntimeError, NULL);
-	if (!rfpy_Error || PyModule_AddObjectRef(m, "Error", rfpy_Error) < 0)
+	if (!rfpy_Error || rfpy_add_ref(m, "Error", rfpy_Error) < 0)
 		goto fail;
 	rfpy_Warning = PyErr_NewExceptionWithDoc("ringfeed.RingfeedWarning",
 		"A setting the Loader took from the environment, or changed by itself,\n"
@@ -484,7 +586,7 @@ PyInit__ringfeed(void)
 		"variables, a fallback to the host).  A RuntimeWarning: shown once per\n"
 		"place by default; warnings.filterwarnings silences it.",
 		PyExc_RuntimeWarning, NULL);
-	if (!rfpy_Warning || PyModule_AddObjectRef(m, "RingfeedWarning", rfpy_Warning) < 0)
+	if (!rfpy_Warning || rfpy_add_ref(m, "RingfeedWarning", rfpy_Warning) < 0)
 		goto fail;
 	if (PyModule_AddStringConstant(m, "__version__", rf_version_string()) < 0)
 		goto fail;

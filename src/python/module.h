@@ -4,16 +4,45 @@
 #define RFPY_MODULE_H
 
 #define PY_SSIZE_T_CLEAN
-/* The stable ABI of CPython 3.11 (the buffer protocol is part of it from
- * 3.11 on): one build of the module serves every later CPython (abi3).
- * RFPY_FULL_API builds against the full API instead (for CPython 3.10). */
+/* The stable ABI of CPython 3.9: one build of the module serves every
+ * CPython from 3.9 on (abi3).  What later versions add to it (the buffer
+ * protocol, 3.11) is used only when the module runs on them
+ * (rfpy_hexversion); buffer.c alone is compiled for 3.11's, and its code
+ * runs only there.  RFPY_FULL_API builds against the full API instead. */
 #if !defined(Py_LIMITED_API) && !defined(RFPY_FULL_API)
-#define Py_LIMITED_API 0x030B0000
+#define Py_LIMITED_API 0x03090000
 #endif
 #include <Python.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* CPython 3.10's type flags, which 3.9's headers lack: the module gives
+ * them to 3.10 and later only (rfpy_add_type). */
+#ifndef Py_TPFLAGS_DISALLOW_INSTANTIATION
+#define Py_TPFLAGS_DISALLOW_INSTANTIATION (1UL << 7)
+#endif
+#ifndef Py_TPFLAGS_IMMUTABLETYPE
+#define Py_TPFLAGS_IMMUTABLETYPE (1UL << 8)
+#endif
+
+/* Built with the headers of CPython 3.9 (pip install under 3.9): names of
+ * the stable ABI its headers leave out.  Py_NewRef as 3.10's headers
+ * define it for the limited API before 3.10 (an increment); PyMem_Calloc
+ * is in the stable ABI since 3.7; the buffer slot's number is fixed. */
+#if PY_VERSION_HEX < 0x030A0000
+static inline PyObject *
+rfpy_new_ref(PyObject *o)
+{
+	Py_INCREF(o);
+	return o;
+}
+#define Py_NewRef(o) rfpy_new_ref((PyObject *)(o))
+PyAPI_FUNC(void *) PyMem_Calloc(size_t nelem, size_t elsize);
+#endif
+#ifndef Py_bf_getbuffer
+#define Py_bf_getbuffer 1
+#endif
 
 /* A function in a type's slot table (PyType_Slot.pfunc is a void *). */
 #define RFPY_FN(f) (__extension__ (void *)(f))
@@ -69,6 +98,17 @@ PyTypeObject *rfpy_add_type(PyObject *module, PyType_Spec *spec, int add_name);
 
 /* Free a heap type's instance and drop its reference to the type. */
 void rfpy_free(PyObject *self);
+
+/* sys.hexversion of the running interpreter (0x030B0000 for 3.11.0). */
+extern unsigned long rfpy_hexversion;
+
+/* str's UTF-8 copied into buf (cut to cap - 1 bytes): buf, or NULL with an
+ * exception. */
+const char *rfpy_utf8(PyObject *str, char *buf, size_t cap);
+
+/* Add value to the module under name, the module taking its own reference:
+ * 0, or -1 with an exception. */
+int rfpy_add_ref(PyObject *module, const char *name, PyObject *value);
 
 /* Forks of this process and its ancestors since the module was loaded: an
  * object made under another count is in a child of fork(). */

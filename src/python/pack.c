@@ -1,19 +1,36 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ringfeed.pack: write a dataset from in-memory arrays, read through the
- * buffer protocol (no NumPy headers needed).
+ * ringfeed.pack: write a dataset from in-memory arrays, read through
+ * NumPy's __array_interface__ (no NumPy headers needed; the buffer
+ * protocol's C side is not in CPython 3.9's stable ABI).
  */
 #include "module.h"
 
 #include <errno.h>
 #include <string.h>
 
+/* An input array's memory, C-contiguous, as NumPy describes it. */
+struct view {
+	PyObject *obj;           /* the array (a reference): keeps buf alive */
+	const void *buf;
+	Py_ssize_t len, itemsize;
+	int ndim;
+	Py_ssize_t shape[RF_MAX_RANK + 2];
+	char format[16];         /* the struct-module format of an item */
+};
+
+static void
+view_release(struct view *v)
+{
+	Py_CLEAR(v->obj);
+}
+
 struct pack_col {
 	PyObject *name;          /* borrowed from the dict */
 	int var;                 /* a list of per-sample arrays */
-	Py_buffer view;          /* fixed field */
+	struct view view;        /* fixed field */
 	int have_view;
-	Py_buffer *items;        /* var field: one view per sample */
+	struct view *items;      /* var field: one view per sample */
 	Py_ssize_t nitems;
 	uint64_t value_bytes;    /* fixed field: bytes of one sample's value */
 };
@@ -42,9 +59,9 @@ unsupported_format(PyObject *name, const char *format)
 
 /* The dtype of a buffer from its struct-module format and item size. */
 static int
-dtype_of_format(PyObject *name, const Py_buffer *v, enum rf_dtype *out)
+dtype_of_format(PyObject *name, const struct view *v, enum rf_dtype *out)
 {
-	const char *f = v->format ? v->format : "B";
+	const char *f = v->format;
 
 	if (*f == '>' || *f == '!') {
 		PyErr_Format(PyExc_TypeError,
@@ -89,11 +106,12 @@ dtype_of_format(PyObject *name, const Py_buffer *v, enum rf_dtype *out)
 /* The dtype: the override's name when given (its size must match the
  * buffer's items), else the buffer's own. */
 static int
-column_dtype(PyObject *name, const Py_buffer *v, PyObject *override, enum rf_dtype *out)
+column_dtype(PyObject *name, const struct view *v, PyObject *override, enum rf_dtype *out)
 {
 	if (!override)
 		return dtype_of_format(name, v, out);
-	const char *s = PyUnicode_AsUTF8AndSize(override, NULL);
+	char sbuf[64];
+	const char *s = rfpy_utf8(override, sbuf, sizeof(sbuf));
 	if (!s)
 		return -1;
 	if (rf_dtype_parse(s, out) < 0) {
@@ -114,9 +132,9 @@ pack_cols_free(struct pack_col *cols, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		if (cols[i].have_view)
-			PyBuffer_Release(&cols[i].view);
+			view_release(&cols[i].view);
 		for (Py_ssize_t k = 0; k < cols[i].nitems; k++)
-			PyBuffer_Release(&cols[i].items[k]);
+			view_release(&cols[i].items[k]);
 		PyMem_Free(cols[i].items);
 	}
 	PyMem_Free(cols);
@@ -148,7 +166,8 @@ static PyObject *
 host_array(PyObject *value, int *bf16)
 {
 	*bf16 = 0;
-	if (PyObject_CheckBuffer(value) || !PyObject_HasAttrString(value, "detach") ||
+	if (PyObject_HasAttrString(value, "__array_interface__") ||
+	    !PyObject_HasAttrString(value, "detach") ||
 	    !PyObject_HasAttrString(value, "cpu") || !PyObject_HasAttrString(value, "numpy")) {
 		Py_INCREF(value);
 		return value;
@@ -162,7 +181,8 @@ host_array(PyObject *value, int *bf16)
 		return NULL;
 	PyObject *dtype = PyObject_GetAttrString(t, "dtype");
 	PyObject *dname = dtype ? PyObject_Str(dtype) : NULL;
-	const char *dn = dname ? PyUnicode_AsUTF8AndSize(dname, NULL) : NULL;
+	char dnbuf[64];
+	const char *dn = dname ? rfpy_utf8(dname, dnbuf, sizeof(dnbuf)) : NULL;
 	if (dn && !strcmp(dn, "torch.bfloat16")) {
 		PyObject *torch = PyImport_ImportModule("torch");
 		PyObject *i16 = torch ? PyObject_GetAttrString(torch, "int16") : NULL;
@@ -184,32 +204,157 @@ host_array(PyObject *value, int *bf16)
 	return u;
 }
 
-/* The buffer of `value` (an array, or a tensor through host_array) into
+/* The struct-module format of NumPy's typestr ("<f4": byte order, kind,
+ * item size) into f (16 bytes): "f", ">f" for a big-endian one, "?" for
+ * bool, "w" for str, "O" for objects, "Zf" for complex; NULL for any
+ * other kind. */
+static const char *
+typestr_format(const char *ts, char *f)
+{
+	static const char ints[] = "bhiq", uints[] = "BHIQ", floats[] = "efd";
+	char order = ts[0], kind = ts[0] ? ts[1] : 0;
+	long size = kind ? strtol(ts + 2, NULL, 10) : 0;
+	int lg = size == 1 ? 0 : size == 2 ? 1 : size == 4 ? 2 : size == 8 ? 3 : -1;
+	char c;
+
+	switch (kind) {
+	case 'b': c = '?'; break;
+	case 'i': c = lg >= 0 ? ints[lg] : 'i'; break;
+	case 'u': c = lg >= 0 ? uints[lg] : 'I'; break;
+	case 'f': c = lg >= 1 ? floats[lg - 1] : 'g'; break;
+	case 'U': c = 'w'; break;
+	case 'S': c = 's'; break;
+	case 'O': c = 'O'; break;
+	case 'c': /* complex: Zf, Zd */
+		snprintf(f, 16, "Z%c", size == 8 ? 'f' : 'd');
+		return f;
+	default: return NULL; /* datetimes, records: the typestr itself */
+	}
+	snprintf(f, 16, "%s%c", order == '>' && size > 1 ? ">" : "", c);
+	return f;
+}
+
+/* view from NumPy's __array_interface__ of arr (a dict: shape, typestr,
+ * data as (address, read-only), strides None when C-contiguous): 0; 1 when
+ * it is not C-contiguous; -1 with an exception. */
+static int
+interface_view(PyObject *arr, struct view *view)
+{
+	PyObject *ai = PyObject_GetAttrString(arr, "__array_interface__");
+	int rc = -1;
+
+	if (!ai)
+		return -1;
+	PyObject *shape = PyDict_Check(ai) ? PyDict_GetItemString(ai, "shape") : NULL;
+	PyObject *ts = PyDict_Check(ai) ? PyDict_GetItemString(ai, "typestr") : NULL;
+	PyObject *data = PyDict_Check(ai) ? PyDict_GetItemString(ai, "data") : NULL;
+	PyObject *strides = PyDict_Check(ai) ? PyDict_GetItemString(ai, "strides") : NULL;
+	char tsb[32];
+	if (!shape || !PyTuple_Check(shape) || !ts || !PyUnicode_Check(ts) || !data ||
+	    !PyTuple_Check(data) || PyTuple_Size(data) < 1 || !rfpy_utf8(ts, tsb, sizeof(tsb))) {
+		PyErr_Clear();
+		PyErr_Format(PyExc_TypeError, "a malformed __array_interface__ on %.100s",
+			     rfpy_type_name(arr));
+		goto out;
+	}
+	Py_ssize_t nd = PyTuple_Size(shape);
+	if (nd > RF_MAX_RANK + 1) {
+		PyErr_Format(PyExc_ValueError, "an array of %zd dimensions: at most %d", nd,
+			     RF_MAX_RANK + 1);
+		goto out;
+	}
+	if (!typestr_format(tsb, view->format))
+		snprintf(view->format, sizeof(view->format), "%.15s", tsb);
+	view->itemsize = (Py_ssize_t)strtol(tsb + (tsb[0] ? 2 : 0), NULL, 10);
+	view->ndim = (int)nd;
+	view->len = view->itemsize;
+	for (Py_ssize_t d = 0; d < nd; d++) {
+		view->shape[d] = PyLong_AsSsize_t(PyTuple_GetItem(shape, d));
+		if (view->shape[d] < 0) {
+			if (!PyErr_Occurred())
+				PyErr_SetString(PyExc_ValueError, "a negative dimension");
+			goto out;
+		}
+		view->len *= view->shape[d];
+	}
+	/* Strides given: C-contiguous all the same when they are the C ones
+	 * (or the array is empty). */
+	if (strides && strides != Py_None) {
+		Py_ssize_t want = view->itemsize;
+		int contiguous = PyTuple_Check(strides) && PyTuple_Size(strides) == nd;
+		for (Py_ssize_t d = nd - 1; contiguous && d >= 0; d--) {
+			Py_ssize_t st = PyLong_AsSsize_t(PyTuple_GetItem(strides, d));
+			if (st == -1 && PyErr_Occurred())
+				goto out;
+			contiguous = view->shape[d] == 1 || st == want;
+			want *= view->shape[d];
+		}
+		if (!contiguous && view->len > 0) {
+			rc = 1;
+			goto out;
+		}
+	}
+	view->buf = PyLong_AsVoidPtr(PyTuple_GetItem(data, 0));
+	if (!view->buf && PyErr_Occurred())
+		goto out;
+	view->obj = arr;
+	Py_INCREF(arr);
+	rc = 0;
+out:
+	Py_DECREF(ai);
+	return rc;
+}
+
+/* The memory of `value` (an array, or a tensor through host_array) into
  * *view; a bf16 tensor sets *bf16.  0, or -1 with a TypeError naming the
  * field (and the sample of a variable field: sample >= 0). */
 static int
-get_view(PyObject *name, Py_ssize_t sample, PyObject *value, Py_buffer *view, int *bf16)
+get_view(PyObject *name, Py_ssize_t sample, PyObject *value, struct view *view, int *bf16)
 {
 	PyObject *arr = host_array(value, bf16);
 	if (!arr)
 		return -1;
-	int rc = PyObject_GetBuffer(arr, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT);
-	if (rc < 0) {
-		PyErr_Clear();
-		char where[64] = "";
-		if (sample >= 0)
-			snprintf(where, sizeof(where), ", sample %zd", sample);
-		if (PyObject_CheckBuffer(arr))
-			PyErr_Format(PyExc_TypeError,
-				     "field %R%s: the array is not C-contiguous "
-				     "(numpy.ascontiguousarray makes a contiguous copy)", name, where);
-		else
+	/* Another object with the buffer protocol (bytes, array.array, a
+	 * memoryview) through numpy.asarray, which shares its memory. */
+	if (!PyObject_HasAttrString(arr, "__array_interface__")) {
+		PyObject *mv = PyMemoryView_FromObject(arr);
+		PyObject *np = mv ? PyImport_ImportModule("numpy") : NULL;
+		PyObject *a = np ? PyObject_CallMethod(np, "asarray", "O", mv) : NULL;
+		Py_XDECREF(np);
+		Py_XDECREF(mv);
+		Py_DECREF(arr);
+		if (!a) {
+			char where[64] = "";
+			if (sample >= 0)
+				snprintf(where, sizeof(where), ", sample %zd", sample);
+			if (mv && PyErr_ExceptionMatches(PyExc_ImportError)) {
+				PyErr_Clear();
+				PyErr_Format(PyExc_ImportError,
+					     "field %R%s: ringfeed.pack reads a %.100s through NumPy, "
+					     "which is not installed (pip install numpy)",
+					     name, where, rfpy_type_name(value));
+				return -1;
+			}
+			PyErr_Clear();
 			PyErr_Format(PyExc_TypeError,
 				     "field %R%s: expected an array (a NumPy array, a torch "
 				     "tensor or another object with the buffer protocol), an "
 				     "(array, dtype) pair or a list of arrays; got %.100s "
 				     "(numpy.asarray converts a sequence)",
 				     name, where, rfpy_type_name(value));
+			return -1;
+		}
+		arr = a;
+	}
+	int rc = interface_view(arr, view);
+	if (rc > 0) {
+		char where[64] = "";
+		if (sample >= 0)
+			snprintf(where, sizeof(where), ", sample %zd", sample);
+		PyErr_Format(PyExc_TypeError,
+			     "field %R%s: the array is not C-contiguous "
+			     "(numpy.ascontiguousarray makes a contiguous copy)", name, where);
+		rc = -1;
 	}
 	/* The view holds its own reference to the array. */
 	Py_DECREF(arr);
@@ -248,7 +393,8 @@ add_fixed(struct pack_col *c, rf_schema *schema, PyObject *value, PyObject *over
 			     c->name, c->view.shape[0], *nsamples);
 		return -1;
 	}
-	const char *name = PyUnicode_AsUTF8AndSize(c->name, NULL);
+	char nbuf[256];
+	const char *name = rfpy_utf8(c->name, nbuf, sizeof(nbuf));
 	if (!name)
 		return -1;
 	if (rf_schema_add(schema, name, dt, (uint32_t)(c->view.ndim - 1), shape, -1) < 0) {
@@ -270,13 +416,13 @@ add_var(struct pack_col *c, rf_schema *schema, PyObject *list, PyObject *overrid
 	int ndim = -1;
 
 	c->var = 1;
-	c->items = PyMem_Calloc(n ? (size_t)n : 1, sizeof(Py_buffer));
+	c->items = PyMem_Calloc(n ? (size_t)n : 1, sizeof(struct view));
 	if (!c->items) {
 		PyErr_NoMemory();
 		return -1;
 	}
 	for (Py_ssize_t i = 0; i < n; i++) {
-		Py_buffer *v = &c->items[i];
+		struct view *v = &c->items[i];
 		int bf16;
 		if (get_view(c->name, i, PyList_GetItem(list, i), v, &bf16) < 0)
 			return -1;
@@ -320,7 +466,8 @@ add_var(struct pack_col *c, rf_schema *schema, PyObject *list, PyObject *overrid
 			     c->name, n, *nsamples);
 		return -1;
 	}
-	const char *name = PyUnicode_AsUTF8AndSize(c->name, NULL);
+	char nbuf[256];
+	const char *name = rfpy_utf8(c->name, nbuf, sizeof(nbuf));
 	if (!name)
 		return -1;
 	if (rf_schema_add(schema, name, dt, (uint32_t)ndim, shape, 0) < 0) {

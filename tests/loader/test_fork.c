@@ -5,9 +5,10 @@
  * loader's threads read ahead.  In each child every public call on the
  * parent's loader (next, try_next, next_timeout, release, batch_wait,
  * field_read, state save and load, stats) returns RF_EFORK with a message
- * that names the fix, rf_loader_close returns without touching the parent's
- * threads, and a loader the child opens itself reads the whole dataset.
- * The parent then reads every sample, exactly once, in order.  A hang fails
+ * that names the fix (and rf_loader_forked says 1 there, 0 in the parent,
+ * whose rf_fork_generation is unchanged), rf_loader_close returns without
+ * touching the parent's threads, and a loader the child opens itself reads
+ * the whole dataset.  The parent then reads every sample, exactly once, in order.  A hang fails
  * the test: each child has an alarm, and the parent waits for it with a
  * deadline and kills it.  Argument "cuda": the same on the cudart emulator.
  */
@@ -98,6 +99,7 @@ child(rf_loader *ld, const rf_batch *held)
 {
 	const rf_batch *b = NULL;
 	alarm(20); /* a hang ends the child with SIGALRM, which the parent reports */
+	LT_CHECK(rf_loader_forked(ld) == 1 && rf_loader_forked(NULL) == 0);
 	LT_CHECK(is_fork_error(ld, rf_loader_next(ld, &b)) && b == NULL);
 	LT_CHECK(is_fork_error(ld, rf_loader_try_next(ld, &b)));
 	LT_CHECK(is_fork_error(ld, rf_loader_next_timeout(ld, &b, 1000000000u)));
@@ -188,6 +190,8 @@ main(int argc, char **argv)
 		LT_CHECK(b->first_sample == next);
 		next += b->samples;
 		fflush(NULL);
+		LT_CHECK(rf_loader_forked(ld) == 0);
+		unsigned gen = rf_fork_generation();
 		pid_t pid = fork();
 		if (pid < 0) {
 			perror("fork");
@@ -196,6 +200,7 @@ main(int argc, char **argv)
 		if (pid == 0)
 			_exit(child(ld, b));
 		LT_CHECK(wait_child(pid));
+		LT_CHECK(rf_fork_generation() == gen && rf_loader_forked(ld) == 0);
 		/* The parent's loader goes on: the batch is still held here. */
 		LT_CHECK(rf_batch_wait(b, NULL) == 0);
 		LT_CHECK(lt_check_batch(b, b->first_sample) == 0);

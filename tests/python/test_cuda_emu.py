@@ -37,7 +37,7 @@ for name, arr in arrays:
     try:
         memoryview(arr)
         check(False, "a device array exported a host buffer")
-    except BufferError:
+    except (BufferError, TypeError):  # TypeError: no buffer protocol before 3.11
         pass
     cap = arr.__dlpack__(stream=stream)
     _, t = capsule_tensor(cap)

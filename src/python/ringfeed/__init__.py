@@ -7,10 +7,11 @@ torch tensors with tensors="torch".  open() and pack() read and write
 datasets for small jobs.  The `ringfeed` command comes with the package.
 """
 
+import sys as _sys
+
 from . import _ringfeed
 from ._ringfeed import *  # noqa: F401,F403  (the extension's public names)
 from ._ringfeed import __version__  # noqa: F401
-
 
 
 class Source:
@@ -32,3 +33,23 @@ class Source:
 
 
 __all__ = [n for n in dir(_ringfeed) if not n.startswith("_")] + ["Source"]
+
+
+def _signatures_for_39():
+    # CPython 3.9 drops the signature line of an extension type's docstring
+    # (3.10 keeps it as __text_signature__); the module keeps it as
+    # _text_signature, made here into the __signature__ that
+    # inspect.signature and help() read.
+    import inspect
+    for name in __all__:
+        t = getattr(_ringfeed, name, None)
+        text = getattr(t, "_text_signature", None) if isinstance(t, type) else None
+        if text:
+            ns = {}
+            exec("def f%s: pass" % text, ns)
+            t.__signature__ = inspect.signature(ns["f"])
+
+
+if _sys.version_info < (3, 10):
+    _signatures_for_39()
+

@@ -39,7 +39,8 @@ class RingfeedWarning(RuntimeWarning):
     """A setting the Loader took from the environment or changed by itself."""
 
 class Array:
-    """A field of a batch in the loader's buffer (DLPack, buffer protocol)."""
+    """A field of a batch in the loader's buffer (DLPack; on the host NumPy's
+    array interface, and the buffer protocol on CPython 3.11 and later)."""
 
     @property
     def shape(self) -> Tuple[int, ...]: ...
@@ -57,6 +58,8 @@ class Array:
                    dl_device: Optional[Tuple[int, int]] = None, copy: Optional[bool] = None) -> Any: ...
     def __dlpack_device__(self) -> Tuple[int, int]: ...
     def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> _NDArray: ...
+    @property
+    def __array_interface__(self) -> Dict[str, Any]: ...
 
 class Source:
     """One dataset of a mixture: Loader([Source(path, weight=0.7), ...])."""
