@@ -560,8 +560,13 @@ full_main_mem(rf_loader *ld, rf_plan_item *items, const struct sums_res *sr, cha
 		}
 		struct fbatch fb = {.slot = slot, .n = n, .epoch = epoch, .k = k,
 				    .first = items[0].pos, .check = check};
+		/* The consumer it makes ready is woken after the unlock, not
+		 * to block on mu at once (see rf_ld_unlock_wake). */
+		ld->wake_defer = 1;
 		full_push_locked(ld, &fb);
 		k++;
+		rf_ld_unlock_wake(ld);
+		pthread_mutex_lock(&ld->mu);
 	}
 	rf_io_map_close(&m);
 	free(base);
