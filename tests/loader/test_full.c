@@ -14,7 +14,8 @@
  * one load.  Checksums: a byte flipped in one sample's value stops the stream
  * with RF_ECHECKSUM naming shard, chunk, sample and field, no batch holding
  * it delivered, and so does a byte flipped in its row of checksums (verify off delivers it; chunk modes catch it by the chunk
- * checksum); a format 1 shard (no per-sample checksums) is refused with
+ * checksum); the same from memory when the checks run on the consumer's
+ * thread (the first batch's); a format 1 shard (no per-sample checksums) is refused with
  * verify on, with a message that says how to repack, reads with verify off,
  * and still reads in every other mode.  Argument "cuda": the same on the
  * cudart emulator, with its hazard counters checked at the end.
