@@ -81,8 +81,14 @@ rf_loader_close(rf_loader **ldp)
 	 * are shared with the parent, so nothing is stopped, freed or closed.
 	 * The memory is the child's copy of the parent's and goes with the
 	 * child (at exit or exec). */
-	if (!forked(*ldp))
+	if (!forked(*ldp)) {
+		/* The full thread's checks for the consumer (full.c) outlive
+		 * that thread: freed once every thread has stopped. */
+		rf_ld_pipeline_stop(*ldp);
+		uint64_t *cw = (*ldp)->full.cw;
 		rf_ld_loader_free(*ldp);
+		free(cw);
+	}
 	*ldp = NULL;
 }
 
@@ -111,6 +117,13 @@ loader_next(rf_loader *ld, const rf_batch **out, uint64_t wait_ns)
 	uint64_t t0 = 0;
 	int rc = 0, timed_out = 0;
 	struct timespec deadline;
+	if (ld->full.cons_rc) {
+		/* A batch failed its checks here: none after it goes out. */
+		rc = ld->full.cons_rc;
+		snprintf(ld->diag.msg, sizeof(ld->diag.msg), "%s", ld->delivery.final_msg);
+		pthread_mutex_unlock(&ld->mu);
+		return rc;
+	}
 	rf_ld_zc_promote_locked(ld);
 	while (ld->delivery.rq_len == 0) {
 		if (ld->delivery.final_code) {
@@ -144,6 +157,31 @@ loader_next(rf_loader *ld, const rf_batch **out, uint64_t wait_ns)
 	struct dbuf *b = &ld->delivery.dbufs[ld->delivery.rq[ld->delivery.rq_head]];
 	ld->delivery.rq_head = (ld->delivery.rq_head + 1) % ld->resolved.depth;
 	ld->delivery.rq_len--;
+	if (b->zc_src && b->src.check) {
+		/* Full shuffling left this batch's checks to the consumer's
+		 * thread (full.c, full_main_mem).  Out of the ready queue and
+		 * not held, nobody else touches the buffer meanwhile. */
+		pthread_mutex_unlock(&ld->mu);
+		char msg[RF_ERRMSG_MAX];
+		int vr = rf_ld_full_check_lent(ld, b, msg, sizeof(msg));
+		pthread_mutex_lock(&ld->mu);
+		ld->full.cw_busy &= ~(1u << (b->src.check - 1));
+		b->src.check = 0;
+		if (vr < 0) {
+			ld->full.cons_rc = vr;
+			rf_ld_fail_locked(ld, vr, msg);
+			if (!ld->delivery.final_code) {
+				ld->delivery.final_code = vr;
+				snprintf(ld->delivery.final_msg, sizeof(ld->delivery.final_msg), "%s",
+					 msg);
+			}
+			snprintf(ld->diag.msg, sizeof(ld->diag.msg), "%s", msg);
+			b->state = DB_FREE;
+			rf_ld_zc_recycle_locked(ld, b, 1);
+			rf_ld_unlock_wake(ld);
+			return vr;
+		}
+	}
 	b->state = DB_HELD;
 	ld->delivery.held++;
 	rf_ld_note_max(&ld->stats.max_held, ld->delivery.held);
@@ -382,6 +420,8 @@ rf_loader_state_load(rf_loader *ld, const void *buf, size_t len)
 	uint64_t epoch_was = ld->resolved.epoch;
 	rf_ld_pipeline_stop(ld);
 	rf_ld_pipeline_reset(ld);
+	ld->full.cons_rc = 0; /* and no batch left to check (full.c) */
+	ld->full.cw_busy = 0;
 	/* rf_batch.index counts batches handed out: the ones read ahead and
 	 * dropped here were not. */
 	ld->gather.batch_counter = ld->stats.batches;

@@ -115,6 +115,10 @@ struct staged {             /* a batch in its staging slot, or a marker */
 	 * whose first substitute of the epoch it holds (rf_stats counts them
 	 * when the batch is delivered) */
 	uint32_t subst, subst_chunks;
+	/* Full shuffling, host delivery: 1 + the entry of full.cw holding the
+	 * checksums its samples are checked against in rf_loader_next, on
+	 * the consumer's thread (rf_ld_full_check_lent); 0: checked already. */
+	unsigned check;
 	/* copy stage */
 	int dbuf;           /* device buffer it is copied into */
 	int err;            /* the issue failed */
@@ -309,6 +313,12 @@ struct rf_loader {
 		uint64_t next;       /* the next plan batch of reader.epoch to read */
 		int sums;            /* check every sample against its format 2 checksums */
 		int mem;             /* copy samples from the mapped shards (resident data) */
+		/* Checks left to the consumer (full_main_mem): per entry, B
+		 * rows of the loaded parts' checksums and the sample; cw_busy
+		 * the entries in use (mu); cons_rc sticks once one failed. */
+		uint64_t *cw;
+		uint32_t cw_busy;
+		int cons_rc;
 	} full;
 
 	/* rf_config.on_error = skip (worker.c): the zero bytes substitute
@@ -394,6 +404,9 @@ enum { WAKE_CONS = 1u << 0, WAKE_STAGE = 1u << 1, WAKE_COPY = 1u << 2 };
 
 /* api.c */
 void rf_ld_fork_note(rf_loader *ld);
+
+/* full.c */
+int rf_ld_full_check_lent(rf_loader *ld, const struct dbuf *b, char *msg, size_t cap);
 
 /* open.c */
 int rf_ld_start_threads(rf_loader *ld);

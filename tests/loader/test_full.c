@@ -14,7 +14,8 @@
  * one load.  Checksums: a byte flipped in one sample's value stops the stream
  * with RF_ECHECKSUM naming shard, chunk, sample and field, no batch holding
  * it delivered, and so does a byte flipped in its row of checksums (verify off delivers it; chunk modes catch it by the chunk
- * checksum); a format 1 shard (no per-sample checksums) is refused with
+ * checksum); the same from memory when the checks run on the consumer's
+ * thread (the first batch's); a format 1 shard (no per-sample checksums) is refused with
  * verify on, with a message that says how to repack, reads with verify off,
  * and still reads in every other mode.  Argument "cuda": the same on the
  * cudart emulator, with its hazard counters checked at the end.
@@ -668,6 +669,73 @@ test_flip_table(void)
 	}
 }
 
+/* The first batch of a host run from memory: the consumer waits for it, so
+ * its checks run on the consumer's thread, in rf_loader_next (full.c).  A
+ * byte flipped in its first sample's value, or in that sample's row of
+ * checksums, stops the stream there the same way: nothing delivered, the
+ * message naming sample and field, and every later call failing too. */
+static void
+test_flip_first(void)
+{
+	if (use_cuda || lt_gpu_on)
+		return;
+	const uint64_t N = 500;
+	for (int what = 0; what < 2; what++) {
+		const char *name = what ? "q1.rfs" : "q0.rfs";
+		LT_CHECK(lt_pack(dir, what ? "q1" : "q0", N, 0, 4096, 0, 0) == 0);
+		struct opts o = {.pattern = name, .seed = 9, .rank = 0, .world = 1, .batch = 8,
+				 .epochs = 1, .direct = 2, .no_verify = 1};
+		rf_loader *ld = open_full(&o);
+		LT_CHECK(ld != NULL);
+		if (!ld)
+			return;
+		const rf_batch *b;
+		uint64_t g = 0;
+		LT_CHECK(rf_loader_next(ld, &b) == 0 && b);
+		if (b) {
+			g = row_sample(b, 0);
+			rf_loader_release(ld, b, NULL);
+		}
+		rf_loader_close(&ld);
+		uint64_t chunk = 0, in_chunk = 0;
+		uint64_t at = img_offset(name, g, &chunk, &in_chunk);
+		LT_CHECK(at > 0);
+		if (what == 0) {
+			flip_byte(name, at + 3);
+		} else {
+			char path[512];
+			snprintf(path, sizeof(path), "%s/%s", dir, name);
+			const char *paths[] = {path};
+			rf_dataset *ds;
+			LT_CHECK(rf_dataset_open(&ds, paths, 1, NULL) == 0);
+			rf_chunk_info ci;
+			rf_dataset_chunk_info(ds, chunk, &ci);
+			rf_dataset_close(&ds);
+			/* Fields x, y, img: y's entry is the second of the row. */
+			flip_byte(name, rf_fmt_sums_offset(ci.offset, ci.stored_bytes) +
+					in_chunk * 24 + 8 + 5);
+		}
+		char want[128];
+		snprintf(want, sizeof(want), "sample %llu of the chunk (sample %llu of the "
+			 "dataset), field %s", (unsigned long long)in_chunk, (unsigned long long)g,
+			 what ? "y" : "img");
+		o.no_verify = 0;
+		ld = open_full(&o);
+		LT_CHECK(ld != NULL);
+		if (!ld)
+			return;
+		size_t bad, wrong, rows;
+		LT_CHECK(drain(ld, g, &bad, &wrong, &rows) == RF_ECHECKSUM);
+		LT_CHECK(bad == 0 && wrong == 0 && rows == 0);
+		const char *m = rf_loader_errmsg(ld);
+		LT_CHECK(strstr(m, name) && strstr(m, want));
+		if (!strstr(m, want))
+			fprintf(stderr, "message: %s (want %s)\n", m, want);
+		LT_CHECK(rf_loader_next(ld, &b) == RF_ECHECKSUM && strstr(rf_loader_errmsg(ld), want));
+		rf_loader_close(&ld);
+	}
+}
+
 /* A hash of every byte of a batch's fields (host memory only). */
 static uint64_t
 batch_hash(const rf_batch *b)
@@ -782,6 +850,7 @@ main(int argc, char **argv)
 	test_refused();
 	test_flip();
 	test_flip_table();
+	test_flip_first();
 	test_mem("f.rfs", N);
 	test_mem("w.rfs", NW);
 	test_v1(N);
