@@ -33,7 +33,7 @@
 	"[--device host|cuda|auto] [--pinned SIZE] [--depth D] [--pin ring|transient] "    \
 	"[--shuffle none|chunks|window|full] [--seed S] [--epoch E] [--window W] "         \
 	"[--rank R] [--world W] [--batches N] [--state-out FILE] [--state-in FILE] "       \
-	"[--on-error raise|skip]"
+	"[--on-error raise|skip] [--cache-dir DIR] [--cache-bytes SIZE]"
 
 static void
 cat_help(void)
@@ -74,6 +74,9 @@ cat_help(void)
 	       "      --on-error P     a chunk that fails its checksum, decompression or\n"
 	       "                       read: raise (stop, default) or skip (its samples\n"
 	       "                       come out as zeros, logged; at most 16 chunks)\n"
+	       "      --cache-dir DIR  keep the chunks of a remote dataset in DIR, so a\n"
+	       "                       later run reads them locally (docs/remote.md)\n"
+	       "      --cache-bytes SIZE  the cache's cap, K/M/G suffixes (default 10G)\n"
 	       "  -q, --quiet          no summary\n"
 	       "  -v, --verbose        the loader's messages and a summary\n"
 	       "  -h, --help           this help\n"
@@ -307,6 +310,8 @@ rf_cmd_cat(int argc, char **argv)
 		{"state-out", required_argument, NULL, 'o'},
 		{"state-in", required_argument, NULL, 'i'},
 		{"on-error", required_argument, NULL, 'E'},
+		{"cache-dir", required_argument, NULL, 'C'},
+		{"cache-bytes", required_argument, NULL, 'B'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -330,6 +335,13 @@ rf_cmd_cat(int argc, char **argv)
 		case 'r': text = 0; break;
 		case 't': text = 1; break;
 		case 'T': cfg.tokens = RF_TOKENS_INPUTS_TARGETS; break;
+		case 'C': cfg.cache_dir = optarg; break;
+		case 'B':
+			if (rf_cli_parse_size(optarg, &v) < 0 || v == 0)
+				return rf_cli_usage_error(CAT_USAGE, "--cache-bytes: '%s' is not a "
+							  "size (e.g. 20G)", optarg);
+			cfg.cache_bytes = v;
+			break;
 		case 'b':
 			if (rf_cli_parse_uint(optarg, 1, UINT32_MAX, &v) < 0)
 				return rf_cli_usage_error(CAT_USAGE, "--batch: '%s' is not a number "

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "io/http.h"
+#include "io/cache.h"
 #include "io/s3.h"
 
 #define RF_HTTP_MAX_DEPTH 1024
@@ -33,6 +34,8 @@ struct rf_http_file {
 	char *url;       /* as requested */
 	int s3;          /* sign with SigV4 */
 	uint64_t size;   /* UINT64_MAX until a response says it */
+	int cached;      /* reads go through h->cache (rf_http_cache_file) */
+	uint64_t version;
 };
 
 struct rf_http_req {
@@ -42,6 +45,7 @@ struct rf_http_req {
 	uint64_t tag;
 	int file;
 	int suffix;          /* a tail read whose offset is not known yet */
+	int cache;           /* store the bytes in h->cache once complete */
 	uint64_t offset;     /* of the whole read */
 	char *buf;
 	size_t len;          /* asked */
@@ -80,6 +84,7 @@ struct rf_http {
 	unsigned outstanding;
 	unsigned nactive;
 	uint64_t rng;
+	rf_cache *cache;     /* NULL: none */
 };
 
 /* http.c */

@@ -233,6 +233,10 @@ static void
 complete(rf_http *h, unsigned idx, int64_t res)
 {
 	struct rf_http_req *r = &h->reqs[idx];
+	if (r->cache && res == (int64_t)r->len) {
+		const struct rf_http_file *f = &h->files[r->file];
+		rf_cache_put(h->cache, f->name, f->version, r->offset, r->buf, r->len);
+	}
 	rf_io_done *d = &h->ready[(h->ready_head + h->ready_count) % h->qd];
 	d->tag = r->tag;
 	d->res = res;
@@ -253,11 +257,23 @@ queue(rf_http *h, int file, int suffix, uint64_t offset, void *buf, size_t len, 
 			       h->files[file].name, offset, len);
 	if (h->outstanding >= h->qd)
 		return -EAGAIN;
+	const struct rf_http_file *f = &h->files[file];
+	int cache = f->cached && !suffix;
+	if (cache && rf_cache_get(h->cache, f->name, f->version, offset, buf, len)) {
+		/* A hit: complete now, without a slot. */
+		rf_io_done *d = &h->ready[(h->ready_head + h->ready_count) % h->qd];
+		d->tag = tag;
+		d->res = (int64_t)len;
+		h->ready_count++;
+		h->outstanding++;
+		return 0;
+	}
 	unsigned idx = h->free_stack[--h->nfree];
 	struct rf_http_req *r = &h->reqs[idx];
 	r->tag = tag;
 	r->file = file;
 	r->suffix = suffix;
+	r->cache = cache;
 	r->offset = offset;
 	r->buf = buf;
 	r->len = len;
