@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "config.h"
 #include "io/http_impl.h"
 #include "xxh.h"
 
@@ -202,8 +203,12 @@ s3_list(rf_http *h, const char *path, int (*add)(void *arg, const char *url), vo
 	struct keylist kl = {0};
 	char *token = NULL;
 	char *ep = rf_url_encode(prefix, 0);
-	/* Test hook: small pages, so a test's few shards take several. */
-	unsigned max_keys = rf_http_env_uint("RINGFEED_S3_MAX_KEYS", 0);
+	unsigned max_keys = 0;
+#if RF_TEST_HOOKS
+	/* Test hook (-Dtest_hooks): small pages, so a test's few shards take
+	 * several. */
+	max_keys = rf_http_env_uint("RINGFEED_S3_MAX_KEYS", 0);
+#endif
 	char mk[32] = "";
 	if (max_keys)
 		snprintf(mk, sizeof mk, "&max-keys=%u", max_keys);
