@@ -97,6 +97,12 @@ int rf_http_s3_setup(rf_http *h);
 int rf_http_resolve(rf_http *h, const char *name, char **url, int *s3);
 
 /* http_transfer.c */
+/* The options every request of `f` is made with, the reader's and the
+ * bench's raw GETs alike (rf_dataset_remote_limit): URL, timeouts,
+ * protocols, HTTP/2, CA bundle, SigV4 (its headers added to *hdrs, freed by
+ * the caller). */
+void rf_http_easy_common(rf_http *h, CURL *e, const struct rf_http_file *f,
+			 struct curl_slist **hdrs);
 /* Whether a curl error is worth another attempt. */
 int rf_http_transient(CURLcode rc);
 /* The server's error code and message from r's error body, for messages. */

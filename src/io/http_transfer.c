@@ -158,6 +158,41 @@ on_progress(void *arg, curl_off_t dlt, curl_off_t dln, curl_off_t ult, curl_off_
 
 /* ------------------------------------------------------------- requests */
 
+void
+rf_http_easy_common(rf_http *h, CURL *e, const struct rf_http_file *f, struct curl_slist **hdrs)
+{
+	curl_easy_setopt(e, CURLOPT_URL, f->url);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)h->connect_ms);
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+	curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+	curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+	/* The body is a byte range of a file: a server's compression would
+	 * make the ranges mean something else. */
+	curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, NULL);
+	curl_easy_setopt(e, CURLOPT_USERAGENT, "ringfeed");
+	if (h->ca_bundle)
+		curl_easy_setopt(e, CURLOPT_CAINFO, h->ca_bundle);
+	if (f->s3) {
+		curl_easy_setopt(e, CURLOPT_AWS_SIGV4, h->s3.sigv4);
+		curl_easy_setopt(e, CURLOPT_USERPWD, h->s3.userpwd);
+		*hdrs = curl_slist_append(*hdrs, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+		if (h->s3.token) {
+			char *t = NULL;
+			if (asprintf(&t, "x-amz-security-token: %s", h->s3.token) >= 0) {
+				struct curl_slist *l = curl_slist_append(*hdrs, t);
+				if (l)
+					*hdrs = l;
+				free(t);
+			}
+		}
+		curl_easy_setopt(e, CURLOPT_HTTPHEADER, *hdrs);
+	}
+}
+
 static int
 start(rf_http *h, unsigned idx)
 {
@@ -181,7 +216,6 @@ start(rf_http *h, unsigned idx)
 	else
 		snprintf(r->range, sizeof r->range, "%" PRIu64 "-%" PRIu64, r->offset + r->done,
 			 r->offset + r->len - 1);
-	curl_easy_setopt(e, CURLOPT_URL, f->url);
 	curl_easy_setopt(e, CURLOPT_RANGE, r->range);
 	curl_easy_setopt(e, CURLOPT_PRIVATE, (void *)r);
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
@@ -191,35 +225,7 @@ start(rf_http *h, unsigned idx)
 	curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
 	curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
 	curl_easy_setopt(e, CURLOPT_XFERINFODATA, (void *)r);
-	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)h->connect_ms);
-	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
-	curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
-	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
-	curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
-	/* The body is a byte range of a file: a server's compression would
-	 * make the ranges mean something else. */
-	curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, NULL);
-	curl_easy_setopt(e, CURLOPT_USERAGENT, "ringfeed");
-	if (h->ca_bundle)
-		curl_easy_setopt(e, CURLOPT_CAINFO, h->ca_bundle);
-	if (f->s3) {
-		curl_easy_setopt(e, CURLOPT_AWS_SIGV4, h->s3.sigv4);
-		curl_easy_setopt(e, CURLOPT_USERPWD, h->s3.userpwd);
-		r->hdrs = curl_slist_append(r->hdrs, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-		if (h->s3.token) {
-			char *t = NULL;
-			if (asprintf(&t, "x-amz-security-token: %s", h->s3.token) >= 0) {
-				struct curl_slist *l = curl_slist_append(r->hdrs, t);
-				if (l)
-					r->hdrs = l;
-				free(t);
-			}
-		}
-		curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
-	}
+	rf_http_easy_common(h, e, f, &r->hdrs);
 	CURLMcode mc = curl_multi_add_handle(h->multi, e);
 	if (mc != CURLM_OK)
 		return rf_fail(h->diag, -EIO, "http: cannot start a request: %s",
