@@ -25,6 +25,7 @@
 #define RF_HTTP_MAX_DEPTH 1024
 #define RF_HTTP_ERRBODY 2048        /* bytes of an error body kept */
 #define RF_HTTP_BACKOFF_CAP_MS 10000
+#define RF_HTTP_RECV_BUFFER (256L << 10) /* libcurl's receive buffer per request */
 #define RF_HTTP_SMALL_MAX (64u << 20) /* largest manifest or listing page */
 
 enum { SLOT_FREE, SLOT_PENDING, SLOT_ACTIVE, SLOT_BACKOFF };
