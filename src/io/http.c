@@ -141,7 +141,7 @@ rf_http_pread(rf_http *h, int file, void *buf, size_t len, uint64_t offset, size
 }
 
 int
-rf_http_expand(rf_http *h, const char *path, int (*add)(void *arg, const char *url), void *arg)
+rf_http_expand(rf_http *h, const char *path, rf_http_add_fn add, void *arg)
 {
 	(void)h, (void)path, (void)add, (void)arg;
 	return -ENOTSUP;

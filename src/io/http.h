@@ -116,18 +116,30 @@ const char *rf_http_file_name(const rf_http *h, int file);
  * Only when no other read is outstanding. */
 int rf_http_pread(rf_http *h, int file, void *buf, size_t len, uint64_t offset, size_t *got);
 
-/* Expand a remote dataset path into shard URLs, appended by add(arg, url):
+/* What a pack manifest records of one of its shards, for the reader to
+ * compare with the shard (as it does for a local pack). */
+struct rf_http_expect {
+	const char *manifest;  /* the manifest's URL */
+	uint64_t pack, size, samples, footer_xxh3;
+};
+/* Receives each shard URL of an expansion, with what a manifest says of it
+ * (NULL when it did not come from a manifest); 0 or a negative error. */
+typedef int (*rf_http_add_fn)(void *arg, const char *url, const struct rf_http_expect *ex);
+
+/* Expand a remote dataset path into shard URLs, appended by add():
  *  - s3://bucket/prefix/ (ends in '/', or names no .rfs key): the .rfs keys
  *    under the prefix, listed with ListObjectsV2 (every page), in byte
  *    order;
  *  - a URL whose path ends in .rfs (a query may follow, as in a presigned
  *    URL): itself;
  *  - a pack manifest (text starting "ringfeed-manifest 1", docs/format.md):
- *    its shards, its checksum line checked;
+ *    its shards, parsed and checked by the format library's parser, each
+ *    added with what the manifest says of it (pack id, size, samples,
+ *    footer checksum);
  *  - any other http(s):// or s3:// URL: a manifest, a text file listing
  *    the shards one a line (blank lines and lines starting with '#'
  *    skipped), each a URL or a name relative to the manifest's directory.
  * Returns 0 or a negative error with the message on the diag. */
-int rf_http_expand(rf_http *h, const char *path, int (*add)(void *arg, const char *url), void *arg);
+int rf_http_expand(rf_http *h, const char *path, rf_http_add_fn add, void *arg);
 
 #endif
