@@ -46,10 +46,12 @@ entry_name(char *out, size_t cap, uint64_t url, uint64_t version, uint64_t offse
 		 offset, len);
 }
 
+/* The URL without its query: a presigned URL's signature and expiry change
+ * from run to run, the object it names does not. */
 static uint64_t
 url_hash(const char *url)
 {
-	return XXH3_64bits(url, strlen(url));
+	return XXH3_64bits(url, strcspn(url, "?#"));
 }
 
 static int

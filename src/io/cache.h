@@ -5,9 +5,11 @@
  * later read of the same range (the next epoch, another rank on the node)
  * is served from local disk.
  *
- * An entry is one file named after its key: the URL's XXH3-64, the
- * object's version (its size, given by the owner), the offset and the
- * length.  It starts with a 64-byte header (magic, the key, the XXH3-64 of
+ * An entry is one file named after its key: the XXH3-64 of the URL
+ * without its query (a presigned URL's signature changes, its object does
+ * not), the object's version (its size, given by the owner), the offset and
+ * the length.  Reads shorter than RF_CACHE_MIN_READ (single samples of the
+ * full shuffle) are not cached: a file each would cost more than it saves.  It starts with a 64-byte header (magic, the key, the XXH3-64 of
  * the payload) followed by the payload.  An entry is written whole to a
  * temporary file and renamed into place, so a reader sees it complete or
  * not at all; it is checked (header and XXH3-64) every time it is reused,
@@ -37,6 +39,7 @@
 typedef struct rf_cache rf_cache;
 
 #define RF_CACHE_HEADER 64
+#define RF_CACHE_MIN_READ 4096
 
 /* Open (creating it if needed) the cache directory `dir` of at most `cap`
  * bytes.  A directory that cannot be made or written is an error naming

@@ -269,7 +269,7 @@ queue(rf_http *h, int file, int suffix, uint64_t offset, void *buf, size_t len, 
 	if (h->outstanding >= h->qd)
 		return -EAGAIN;
 	const struct rf_http_file *f = &h->files[file];
-	int cache = f->cached && !suffix;
+	int cache = f->cached && !suffix && len >= RF_CACHE_MIN_READ;
 	if (cache && rf_cache_get(h->cache, f->name, f->version, offset, buf, len)) {
 		/* A hit: complete now, without a slot. */
 		rf_io_done *d = &h->ready[(h->ready_head + h->ready_count) % h->qd];

@@ -3,8 +3,9 @@
 # a second run reads its chunks from the cache (nginx's access log shows
 # only the requests an open makes), a corrupted cache file is deleted and
 # fetched again (never delivered), two processes sharing a small cache
-# never hold more than its cap between them, and a cache directory that
-# cannot be made is a clear error.
+# never hold more than its cap between them, single samples of the full
+# shuffle are not kept, and a cache directory that cannot be made is a
+# clear error.
 import os
 import subprocess
 import threading
@@ -149,6 +150,17 @@ with TempDir() as tmp:
               % (peak[0], final, cap))
         check(not [f for f in os.listdir(small) if f.startswith(".tmp-")],
               "temporary files left in the cache")
+
+        # Full shuffling reads single samples: none of them is kept (a file
+        # per sample would cost more than it saves).
+        full = os.path.join(tmp, "full")
+        a3 = ["--shuffle", "full", "--seed", "5"]
+        want3, _ = cat(local, *a3)
+        got, _ = cat(url, *a3, "--cache-dir", full)
+        check(got == want3, "full shuffle over a cache differs")
+        small_entries = [f for f in entries(full)
+                         if os.path.getsize(os.path.join(full, f)) < ENTRY_HEADER + 4096]
+        check(not small_entries, "full shuffle cached %d single samples" % len(small_entries))
 
         # A cache directory that cannot be made.
         blocker = os.path.join(tmp, "file")
