@@ -336,6 +336,16 @@ manifest(rf_http *h, const char *path, rf_http_add_fn add, void *arg)
 	size_t len;
 	rc = get_small(h, path, url, s3, &body, &len);
 	free(url);
+	size_t plen = strlen(path);
+	int dir = plen && path[plen - 1] == '/';
+	if (rc < 0 && dir) {
+		/* A directory URL: the server's listing, if any, is no list. */
+		char was[RF_ERRMSG_MAX];
+		snprintf(was, sizeof was, "%s", h->diag->msg);
+		return rf_fail(h->diag, rc, "%s (a web server's directory is not listed: name the "
+			       "pack's manifest, %sBASE.rfm as ringfeed pack wrote it, or a shard "
+			       "list)", was, path);
+	}
 	if (rc < 0)
 		return rc;
 	if (memchr(body, '\0', len) || (len >= 8 && memcmp(body, "\x89RFS", 4) == 0)) {

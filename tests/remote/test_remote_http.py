@@ -49,6 +49,9 @@ with TempDir() as tmp:
         check(info_json(web.url + "mf/d.rfm") == info_json(plain), "info of a pack manifest")
         rc, out, err = rf("info", web.url + "mfbad/d.rfm")
         check(rc == 1 and "checksum" in err, "tampered manifest: %r" % err)
+        rc, out, err = rf("info", web.url + "plain/")
+        check(rc == 1 and "HTTP 403" in err and "BASE.rfm" in err,
+              "a directory URL: %d %r" % (rc, err))
         rc, out, err = rf("info", web.url + "mixed/d.rfm")
         check(rc == 1 and "not of this pack" in err and "mixed/" + shards[1] in err and
               "mixed/" + shards[0] not in err, "a shard of another pack: %d %r" % (rc, err))
