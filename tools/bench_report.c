@@ -96,8 +96,9 @@ bench_compute(const bench_opts *o, bench_result *res)
 					   : (double)res->info.value_bytes;
 	threads = o->decode_threads ? o->decode_threads : 1;
 
-	set_limit(res, BENCH_LIMIT_SEQUENTIAL,
-		  res->remote ? "remote_ranged_gets" : "storage_sequential",
+	/* A remote dataset's storage is the server: same key (scripts read
+	 * it), its own label. */
+	set_limit(res, BENCH_LIMIT_SEQUENTIAL, "storage_sequential",
 		  res->remote ? "remote, ranged GETs" : "storage, sequential", &res->sequential, 1,
 		  per_sample(res->info.stored_bytes, res->info.samples), true);
 	/* A random read moves one sample's values: its rate is in samples. */

@@ -595,10 +595,10 @@ run_storage_half(const bench_opts *o, rf_dataset *ds, bench_result *res)
 		r.bytes = b;
 		r.seconds = t;
 		r.ops = (double)n;
-		snprintf(r.note, sizeof r.note, "%s%s", rc == 0 ? "raw, " : "", rc == 0 ?
-			 "no checks" : why);
+		snprintf(r.note, sizeof r.note, "%s", rc == 0 ? "raw ranged GETs, no checks" : why);
 		if (rc == 0 && o->shuffle == RF_SHUFFLE_FULL)
-			snprintf(r.note, sizeof r.note, "raw, whole chunks (full reads samples)");
+			snprintf(r.note, sizeof r.note, "raw ranged GETs of whole chunks (full reads "
+				 "samples)");
 		rate_merge(&res->sequential, &r);
 		return;
 	}

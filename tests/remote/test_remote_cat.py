@@ -56,8 +56,9 @@ with TempDir() as tmp:
         # and the loader against it.
         rc, out, err = rf("bench", "--device", "host", "--epochs", "1", "--json", url)
         j = json.loads(out) if rc == 0 else {}
-        lim = j.get("limits", {}).get("remote_ranged_gets", {})
+        lim = j.get("limits", {}).get("storage_sequential", {})
         check(lim.get("measured") and lim.get("gb_per_s", 0) > 0 and
+              "ranged GETs" in lim.get("note", "") and
               j.get("remote_efficiency", 0) > 0, "bench remote limit: %s %s" % (out, err))
         rc, out, err = rf("bench", "--device", "host", "--epochs", "1", url)
         check("remote, ranged GETs" in out and "remote efficiency: " in out,
