@@ -130,6 +130,13 @@ rf_cache_close(rf_cache **cp)
 }
 
 void
+rf_cache_set_diag(rf_cache *c, rf_diag *diag)
+{
+	if (c)
+		c->diag = diag;
+}
+
+void
 rf_cache_stats(const rf_cache *c, struct rf_cache_stats *out)
 {
 	if (c)

@@ -46,6 +46,8 @@ typedef struct rf_cache rf_cache;
  * it. */
 int rf_cache_open(rf_cache **out, const char *dir, uint64_t cap, rf_diag *diag);
 void rf_cache_close(rf_cache **c);
+/* Where later messages go (the owner's diag moved). */
+void rf_cache_set_diag(rf_cache *c, rf_diag *diag);
 
 /* Fill buf with the len bytes at `offset` of `url` (version `version`)
  * when the cache holds them and they pass their check: 1; else 0 (a

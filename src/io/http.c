@@ -291,8 +291,10 @@ rf_http_close(rf_http **hp)
 void
 rf_http_set_diag(rf_http *h, rf_diag *diag)
 {
-	if (h)
+	if (h) {
 		h->diag = diag;
+		rf_cache_set_diag(h->cache, diag);
+	}
 }
 
 int
