@@ -96,8 +96,10 @@ bench_compute(const bench_opts *o, bench_result *res)
 					   : (double)res->info.value_bytes;
 	threads = o->decode_threads ? o->decode_threads : 1;
 
-	set_limit(res, BENCH_LIMIT_SEQUENTIAL, "storage_sequential", "storage, sequential",
-		  &res->sequential, 1,
+	/* A remote dataset's storage is the server: same key (scripts read
+	 * it), its own label. */
+	set_limit(res, BENCH_LIMIT_SEQUENTIAL, "storage_sequential",
+		  res->remote ? "remote, ranged GETs" : "storage, sequential", &res->sequential, 1,
 		  per_sample(res->info.stored_bytes, res->info.samples), true);
 	/* A random read moves one sample's values: its rate is in samples. */
 	set_limit(res, BENCH_LIMIT_RANDOM, "storage_random", "storage, random", &res->random, 1,
@@ -182,10 +184,15 @@ bench_print_table(FILE *f, const bench_opts *o, const bench_result *res)
 		or_unknown(rf_pinning_name(o->pinning)), o->io_depth,
 		o->decode_threads, o->direct ? "O_DIRECT" : o->map ? "buffered, mapped" : "buffered",
 		o->verify ? "" : ", no verify", o->step_us, o->touch ? ", touch" : "");
-	fprintf(f, "page cache: %s%.1f%% of %" PRIu64 " pages resident at start%s%s\n",
-		o->cold ? (res->cache.dropped ? "dropped, " : "drop FAILED, ") : "warm, ",
-		res->cache.pages ? 100.0 * (double)res->cache.resident / (double)res->cache.pages : 0,
-		res->cache.pages, res->cache.note[0] ? ": " : "", res->cache.note);
+	if (res->remote)
+		fprintf(f, "page cache: - (remote shards: read from the server%s)\n",
+			res->stats.io_engine[0] && strchr(res->stats.io_engine, '+') ? " and disk" : "");
+	else
+		fprintf(f, "page cache: %s%.1f%% of %" PRIu64 " pages resident at start%s%s\n",
+			o->cold ? (res->cache.dropped ? "dropped, " : "drop FAILED, ") : "warm, ",
+			res->cache.pages ? 100.0 * (double)res->cache.resident / (double)res->cache.pages
+					 : 0,
+			res->cache.pages, res->cache.note[0] ? ": " : "", res->cache.note);
 	fprintf(f, "\n");
 	fprintf(f, "loader\n");
 	fprintf(f, "  %-26s %.2f s, %" PRIu64 " epoch%s, %" PRIu64 " batches (open %.3f s)\n", "run",
@@ -242,6 +249,10 @@ bench_print_table(FILE *f, const bench_opts *o, const bench_result *res)
 		fprintf(f, "efficiency: - (%s)\n",
 			res->interrupted ? "interrupted" : !res->batches ? "no batch delivered"
 							 : "no limit measured");
+	const bench_limit *rl = &res->limits[BENCH_LIMIT_SEQUENTIAL];
+	if (res->remote && rl->measured && res->batches && !res->interrupted)
+		fprintf(f, "remote efficiency: %.2f (loader / raw ranged GETs of the same chunks "
+			"at io_depth %" PRIu32 ")\n", rl->loader_ratio, o->io_depth);
 }
 
 /* ------------------------------------------------------------------ JSON */
@@ -406,6 +417,12 @@ bench_print_json(FILE *f, const bench_opts *o, const bench_result *res)
 	}
 	fputs("}, ", f);
 	json_str(f, "binding_limit", res->binding >= 0 ? res->limits[res->binding].key : NULL, true);
-	json_num(f, "efficiency", res->efficiency, false);
+	json_num(f, "efficiency", res->efficiency, true);
+	/* The loader over raw ranged GETs (remote datasets), else null. */
+	const bench_limit *rl = &res->limits[BENCH_LIMIT_SEQUENTIAL];
+	if (res->remote && rl->measured && res->batches && !res->interrupted)
+		json_num(f, "remote_efficiency", rl->loader_ratio, false);
+	else
+		json_str(f, "remote_efficiency", NULL, false);
 	fputs("}\n", f);
 }

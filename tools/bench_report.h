@@ -96,6 +96,8 @@ typedef struct bench_result {
 	double consumer_runq_s;  /* the same for the consumer thread */
 	double context_switches; /* of every thread of the process during the run */
 	bool device_is_cuda;
+	bool remote;             /* a shard is a URL: the storage row is the remote
+	                            limit, raw ranged GETs (rf_dataset_remote_limit) */
 	bool interrupted;
 	bool failed;
 	rf_stats stats;

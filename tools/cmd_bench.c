@@ -43,8 +43,8 @@
 	"                      [--cold] [--json] [--step-us U] [--io-depth Q] "                  \
 	"[--decode-threads T]\n"                                                                 \
 	"                      [--buffered] [--map] [--no-verify] [--touch] [--seed N]\n"            \
-	"                      [--timings FILE] [--on-error raise|skip] [--mix] [-q|-v]\n"                \
-	"                      " RF_IMAGE_USAGE " PATH..."
+	"                      [--timings FILE] [--on-error raise|skip] [--mix] [--cache-dir DIR]\n" \
+	"                      [--cache-bytes SIZE] [-q|-v] " RF_IMAGE_USAGE " PATH..."
 
 /* --on-error (rf_config.on_error): kept here rather than in bench_opts,
  * which the report shares. */
@@ -56,6 +56,9 @@ static rf_source bench_src[RF_SOURCES_MAX];
 static const char *bench_src_paths[RF_SOURCES_MAX];
 /* --image-*: a field of encoded images decoded in the pipeline. */
 static struct rf_image_opts bench_img;
+/* --cache-dir, --cache-bytes (rf_config.cache_dir, cache_bytes): the same. */
+static const char *bench_cache_dir;
+static uint64_t bench_cache_bytes;
 
 /* Progress redraws per second at most. */
 #define PROGRESS_HZ 6.0
@@ -96,6 +99,9 @@ bench_help(void)
 	       "                      place, logged; at most 16 chunks)\n"
 	       "  --mix               each PATH is [NAME=]PATH:WEIGHT, a source of a mixture\n"
 	       "                      drawn at the weights' proportions\n"
+	       "  --cache-dir DIR     keep a remote dataset's chunks in DIR (rf_config.cache_dir):\n"
+	       "                      epochs after the first read them locally\n"
+	       "  --cache-bytes SIZE  the cache's cap, K/M/G suffixes (default 10G)\n"
 	       "  --timings FILE      write one line per batch: index, epoch, samples, time\n"
 	       "                      since the start and wait in rf_loader_next (us)\n"
 	       RF_IMAGE_HELP
@@ -152,7 +158,7 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 		OPT_BATCH = 256, OPT_SHUFFLE, OPT_DEVICE, OPT_PINNED, OPT_DEPTH, OPT_PIN,
 		OPT_SECONDS, OPT_EPOCHS, OPT_COLD, OPT_JSON, OPT_STEP, OPT_IODEPTH,
 		OPT_THREADS, OPT_BUFFERED, OPT_MAP, OPT_NOVERIFY, OPT_TOUCH, OPT_SEED, OPT_TIMINGS,
-		OPT_ON_ERROR, OPT_MIX,
+		OPT_ON_ERROR, OPT_MIX, OPT_CACHE_DIR, OPT_CACHE_BYTES,
 	};
 	static const struct option longopts[] = {
 		{"batch", required_argument, NULL, OPT_BATCH},
@@ -176,6 +182,8 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 		{"timings", required_argument, NULL, OPT_TIMINGS},
 		{"on-error", required_argument, NULL, OPT_ON_ERROR},
 		{"mix", no_argument, NULL, OPT_MIX},
+		{"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
+		{"cache-bytes", required_argument, NULL, OPT_CACHE_BYTES},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -253,6 +261,14 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 		case OPT_NOVERIFY: o->verify = false; break;
 		case OPT_TOUCH: o->touch = true; break;
 		case OPT_TIMINGS: o->timings = optarg; break;
+		case OPT_CACHE_DIR:
+			bench_cache_dir = optarg;
+			break;
+		case OPT_CACHE_BYTES:
+			if (rf_cli_parse_size(optarg, &bench_cache_bytes) < 0 || !bench_cache_bytes)
+				return rf_cli_usage_error(BENCH_USAGE, "bad --cache-bytes '%s' (a size, "
+							  "e.g. 20G)", optarg);
+			break;
 		case OPT_ON_ERROR:
 			if (!strcmp(optarg, "raise"))
 				bench_on_error = RF_ON_ERROR_RAISE;
@@ -478,6 +494,8 @@ run_loader(const bench_opts *o, bench_result *res)
 	cfg.on_error = bench_on_error;
 	if (rf_image_opts_apply(&bench_img, &cfg, BENCH_USAGE) < 0)
 		return RF_CLI_USAGE;
+	cfg.cache_dir = bench_cache_dir;
+	cfg.cache_bytes = bench_cache_bytes;
 	/* One process reading the whole dataset, whatever launcher variables
 	 * (RANK, WORLD_SIZE, ...) the environment holds. */
 	cfg.rank = 0;
@@ -603,6 +621,25 @@ run_storage_half(const bench_opts *o, rf_dataset *ds, bench_result *res)
 	bench_rate r;
 
 	secs = secs < 0.05 ? 0.05 : secs > 2.0 ? 2.0 : secs;
+	if (res->remote) {
+		/* The remote limit: raw ranged GETs of the same chunks at the
+		 * same concurrency. */
+		double b = 0, t = 0;
+		uint64_t n = 0;
+		char why[128] = "";
+		memset(&r, 0, sizeof r);
+		int rc = rf_dataset_remote_limit(ds, depth, secs, &b, &t, &n, why, sizeof why);
+		r.ok = rc == 0 && t > 0;
+		r.bytes = b;
+		r.seconds = t;
+		r.ops = (double)n;
+		snprintf(r.note, sizeof r.note, "%s", rc == 0 ? "raw ranged GETs, no checks" : why);
+		if (rc == 0 && o->shuffle == RF_SHUFFLE_FULL)
+			snprintf(r.note, sizeof r.note, "raw ranged GETs of whole chunks (full reads "
+				 "samples)");
+		rate_merge(&res->sequential, &r);
+		return;
+	}
 	/* Cold: start from a dropped cache.  Buffered reads fill the cache as
 	 * they go, so a second pass over a dataset the cache holds would be a
 	 * warm read: they read each chunk once at most. */
@@ -680,13 +717,19 @@ rf_cmd_bench(int argc, char **argv)
 	if (rf_cli_open_dataset(&ds, o.paths, o.npaths, 0) < 0)
 		return RF_CLI_FAIL;
 	bench_dataset_info(ds, &res.info);
+	for (size_t i = 0; i < rf_dataset_shards(ds); i++) {
+		const char *p = rf_dataset_shard_path(ds, i);
+		if (!strncmp(p, "http://", 7) || !strncmp(p, "https://", 8) || !strncmp(p, "s3://", 5))
+			res.remote = true;
+	}
 	/* Precise short sleeps for --step-us: the default 50 us timer slack
 	 * would stretch every simulated step. */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 	rf_cli_signals_install();
 
 	run_storage_half(&o, ds, &res);
-	bench_cache_check(ds, o.cold, &res.cache);
+	if (!res.remote)
+		bench_cache_check(ds, o.cold, &res.cache);
 	rc = run_loader(&o, &res);
 	if (!o.decode_threads) /* reported, and the zstd limit, as the loader ran */
 		o.decode_threads = res.stats.decode_threads;

@@ -35,7 +35,7 @@
 	"[--device host|cuda|auto] [--pinned SIZE] [--depth D] [--pin ring|transient] "    \
 	"[--shuffle none|chunks|window|full] [--seed S] [--epoch E] [--window W] "         \
 	"[--rank R] [--world W] [--batches N] [--state-out FILE] [--state-in FILE] "       \
-	"[--on-error raise|skip] [--mix] [--epoch-samples N] " RF_IMAGE_USAGE
+	"[--on-error raise|skip] [--mix] [--epoch-samples N] [--cache-dir DIR] [--cache-bytes SIZE] " RF_IMAGE_USAGE
 
 static void
 cat_help(void)
@@ -81,6 +81,9 @@ cat_help(void)
 	       "      --epoch-samples N  a mixture epoch's samples (default: the sources'\n"
 	       "                       samples together)\n"
 	       RF_IMAGE_HELP
+	       "      --cache-dir DIR  keep the chunks of a remote dataset in DIR, so a\n"
+	       "                       later run reads them locally (docs/remote.md)\n"
+	       "      --cache-bytes SIZE  the cache's cap, K/M/G suffixes (default 10G)\n"
 	       "  -q, --quiet          no summary\n"
 	       "  -v, --verbose        the loader's messages and a summary\n"
 	       "  -h, --help           this help\n"
@@ -316,6 +319,8 @@ rf_cmd_cat(int argc, char **argv)
 		{"on-error", required_argument, NULL, 'E'},
 		{"mix", no_argument, NULL, 'M'},
 		{"epoch-samples", required_argument, NULL, 'N'},
+		{"cache-dir", required_argument, NULL, 'C'},
+		{"cache-bytes", required_argument, NULL, 'B'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -344,6 +349,13 @@ rf_cmd_cat(int argc, char **argv)
 		case 'r': text = 0; break;
 		case 't': text = 1; break;
 		case 'T': cfg.tokens = RF_TOKENS_INPUTS_TARGETS; break;
+		case 'C': cfg.cache_dir = optarg; break;
+		case 'B':
+			if (rf_cli_parse_size(optarg, &v) < 0 || v == 0)
+				return rf_cli_usage_error(CAT_USAGE, "--cache-bytes: '%s' is not a "
+							  "size (e.g. 20G)", optarg);
+			cfg.cache_bytes = v;
+			break;
 		case 'b':
 			if (rf_cli_parse_uint(optarg, 1, UINT32_MAX, &v) < 0)
 				return rf_cli_usage_error(CAT_USAGE, "--batch: '%s' is not a number "

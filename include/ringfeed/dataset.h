@@ -310,6 +310,20 @@ RF_API int rf_dataset_open(rf_dataset **out, const char *const *paths, size_t np
  * the HTTP status and the server's error code.  Settings come from the
  * environment: docs/remote.md. */
 
+/* The remote limit that `ringfeed bench` compares the loader with: raw
+ * ranged GETs of the stored bytes of the dataset's remote chunks, in
+ * dataset order (passes repeated until min_seconds have passed), `depth`
+ * in flight over the same kept-alive connections and with the same
+ * request options as the loader's reader, each body copied into a buffer
+ * and nothing checked, retried or decoded.  *bytes and *seconds are the
+ * bytes of the completed requests and the time from the first request to
+ * the last completion; *requests counts them.  Returns 0; -ENOTSUP when no
+ * shard is remote (or built without libcurl), -EIO when a request fails
+ * (msg, when not NULL, gets the reason: URL, range, status). */
+RF_API int rf_dataset_remote_limit(const rf_dataset *ds, uint32_t depth, double min_seconds,
+				   double *bytes, double *seconds, uint64_t *requests, char *msg,
+				   size_t msg_cap);
+
 /* The message of the calling thread's last failed rf_dataset_open ("" when
  * none): thread-local, valid until that thread's next open. */
 RF_API const char *rf_dataset_last_open_error(void);

@@ -805,7 +805,25 @@ typedef struct rf_config {
 	const rf_image_field *images;
 	size_t nimages;
 
-	uint8_t reserved[72];        /* zero; room to grow */
+	/*
+	 * A local cache of a remote dataset's chunks (docs/remote.md "Cache"),
+	 * so that later epochs, and later runs, read them from local disk.
+	 * NULL (default): none, every epoch reads from the server.  A
+	 * directory (made if missing): every chunk read from a URL is kept
+	 * there in a file of its own, written to a temporary name and renamed,
+	 * and checked against its own XXH3-64 each time it is reused (one that
+	 * fails is deleted and read from the server again: a corrupted cache
+	 * file is never delivered).  Entries are keyed by the URL, the shard's
+	 * size and the byte range.  The entries never add up to more than
+	 * cache_bytes: when one would not fit, the least recently used are
+	 * deleted.  Several processes (the ranks of a node) may share the
+	 * directory: insertions are serialized by a lock file in it, so the
+	 * cap holds for all of them together.  Local shards are never cached.
+	 * A directory that cannot be made or written fails the open. */
+	const char *cache_dir;
+	uint64_t cache_bytes;        /* the cap; 0 (default): 10 GiB */
+
+	uint8_t reserved[56];        /* zero; room to grow */
 } rf_config;
 
 /* One source of a mixture (rf_config.sources). */

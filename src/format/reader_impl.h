@@ -86,7 +86,8 @@ struct pathlist {
 
 /* reader_path.c */
 int rf_rd_expand(struct pathlist *pl, const char *p, rf_diag *d);
-int rf_rd_pl_add_url(void *arg, const char *url);
+/* rf_http_expand's callback: a shard URL, with what a manifest says of it. */
+int rf_rd_pl_add_url(void *arg, const char *url, const struct rf_http_expect *hx);
 void rf_rd_pl_free(struct pathlist *pl);
 int rf_rd_check_packs(rf_dataset *ds, const struct pathlist *pl, rf_diag *d);
 

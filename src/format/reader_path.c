@@ -499,9 +499,14 @@ rf_rd_expand(struct pathlist *pl, const char *p, rf_diag *d)
 /* ------------------------------------------------------------- remote */
 
 int
-rf_rd_pl_add_url(void *arg, const char *url)
+rf_rd_pl_add_url(void *arg, const char *url, const struct rf_http_expect *hx)
 {
-	return pl_add(arg, url);
+	if (!hx)
+		return pl_add(arg, url);
+	/* From a remote pack manifest: checked by rf_rd_check_packs. */
+	struct expect ex = {(char *)(uintptr_t)hx->manifest, NULL, hx->pack, hx->size,
+			    hx->samples, hx->footer_xxh3, 0};
+	return pl_add_ex(arg, url, &ex);
 }
 
 /* The group a shard's name puts it in: BASE for BASE-NNNNN.rfs (the shards a

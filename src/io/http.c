@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "io/http.h"
+#include "io/cache.h"
 #include "io/s3.h"
 
 int
@@ -84,6 +85,19 @@ rf_http_read_tail(rf_http *h, int file, void *buf, size_t len, uint64_t tag)
 	return -ENOTSUP;
 }
 
+void
+rf_http_cache_file(rf_http *h, int file, uint64_t version)
+{
+	(void)h, (void)file, (void)version;
+}
+
+void
+rf_http_cache_stats(const rf_http *h, struct rf_cache_stats *out)
+{
+	(void)h;
+	memset(out, 0, sizeof *out);
+}
+
 int
 rf_http_submit(rf_http *h)
 {
@@ -127,7 +141,7 @@ rf_http_pread(rf_http *h, int file, void *buf, size_t len, uint64_t offset, size
 }
 
 int
-rf_http_expand(rf_http *h, const char *path, int (*add)(void *arg, const char *url), void *arg)
+rf_http_expand(rf_http *h, const char *path, rf_http_add_fn add, void *arg)
 {
 	(void)h, (void)path, (void)add, (void)arg;
 	return -ENOTSUP;
@@ -209,6 +223,14 @@ rf_http_open(rf_http **out, const rf_http_config *cfg, rf_diag *diag)
 		ca = getenv("AWS_CA_BUNDLE");
 	if (ca && *ca && !(h->ca_bundle = strdup(ca)))
 		goto nomem;
+	if (cfg->cache_dir && *cfg->cache_dir) {
+		int rc = rf_cache_open(&h->cache, cfg->cache_dir,
+				       cfg->cache_bytes ? cfg->cache_bytes : RF_HTTP_CACHE_DEFAULT, diag);
+		if (rc < 0) {
+			rf_http_close(&h);
+			return rc;
+		}
+	}
 	h->rng = (uint64_t)rf_http_now_ns() ^ (uint64_t)(uintptr_t)h;
 	h->reqs = calloc(h->qd, sizeof *h->reqs);
 	h->free_stack = calloc(h->qd, sizeof *h->free_stack);
@@ -262,14 +284,17 @@ rf_http_close(rf_http **hp)
 	free(h->free_stack);
 	free(h->ready);
 	free(h->ca_bundle);
+	rf_cache_close(&h->cache);
 	free(h);
 }
 
 void
 rf_http_set_diag(rf_http *h, rf_diag *diag)
 {
-	if (h)
+	if (h) {
 		h->diag = diag;
+		rf_cache_set_diag(h->cache, diag);
+	}
 }
 
 int
@@ -337,6 +362,21 @@ rf_http_add_file(rf_http *h, const char *name, int *file)
 	}
 	*file = (int)h->nfiles++;
 	return 0;
+}
+
+void
+rf_http_cache_file(rf_http *h, int file, uint64_t version)
+{
+	if (h && h->cache && file >= 0 && (unsigned)file < h->nfiles) {
+		h->files[file].cached = 1;
+		h->files[file].version = version;
+	}
+}
+
+void
+rf_http_cache_stats(const rf_http *h, struct rf_cache_stats *out)
+{
+	rf_cache_stats(h ? h->cache : NULL, out);
 }
 
 int

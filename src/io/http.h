@@ -53,7 +53,11 @@ typedef struct rf_http_config {
 	unsigned stall_ms;           /* no byte in this long: retry; default 30000 */
 	unsigned connect_ms;         /* connect timeout; default 10000 */
 	const char *ca_bundle;       /* PEM file of trusted CAs, NULL: system's */
+	const char *cache_dir;       /* local cache of ranges read (cache.h); NULL: none */
+	uint64_t cache_bytes;        /* its cap; 0 with a cache_dir: 10 GiB */
 } rf_http_config;
+
+#define RF_HTTP_CACHE_DEFAULT (10ull << 30)
 
 /* Whether `path` is a URL this reader takes (http://, https://, s3://). */
 int rf_is_url(const char *path);
@@ -74,6 +78,17 @@ int rf_http_add_file(rf_http *h, const char *url, int *file);
 /* Queue a ranged GET of [offset, offset+len) of `file` into buf (no
  * alignment needed).  -EAGAIN when queue_depth reads are outstanding. */
 int rf_http_read(rf_http *h, int file, uint64_t offset, void *buf, size_t len, uint64_t tag);
+
+/* With a cache_dir: reads of `file` go through the cache, under the
+ * object's `version` (its size, or anything that changes when the object
+ * does), so that an object replaced by another is never served from the
+ * cache.  Files without a version are not cached (tail reads never are).
+ * A hit completes at the next wait without a request. */
+void rf_http_cache_file(rf_http *h, int file, uint64_t version);
+
+/* The cache's counters (all zero without a cache). */
+struct rf_cache_stats;
+void rf_http_cache_stats(const rf_http *h, struct rf_cache_stats *out);
 
 /* Queue a GET of the last `len` bytes of `file` (a suffix range): it
  * completes with min(len, size) bytes, and the object's size is known from
@@ -101,18 +116,30 @@ const char *rf_http_file_name(const rf_http *h, int file);
  * Only when no other read is outstanding. */
 int rf_http_pread(rf_http *h, int file, void *buf, size_t len, uint64_t offset, size_t *got);
 
-/* Expand a remote dataset path into shard URLs, appended by add(arg, url):
+/* What a pack manifest records of one of its shards, for the reader to
+ * compare with the shard (as it does for a local pack). */
+struct rf_http_expect {
+	const char *manifest;  /* the manifest's URL */
+	uint64_t pack, size, samples, footer_xxh3;
+};
+/* Receives each shard URL of an expansion, with what a manifest says of it
+ * (NULL when it did not come from a manifest); 0 or a negative error. */
+typedef int (*rf_http_add_fn)(void *arg, const char *url, const struct rf_http_expect *ex);
+
+/* Expand a remote dataset path into shard URLs, appended by add():
  *  - s3://bucket/prefix/ (ends in '/', or names no .rfs key): the .rfs keys
  *    under the prefix, listed with ListObjectsV2 (every page), in byte
  *    order;
  *  - a URL whose path ends in .rfs (a query may follow, as in a presigned
  *    URL): itself;
  *  - a pack manifest (text starting "ringfeed-manifest 1", docs/format.md):
- *    its shards, its checksum line checked;
+ *    its shards, parsed and checked by the format library's parser, each
+ *    added with what the manifest says of it (pack id, size, samples,
+ *    footer checksum);
  *  - any other http(s):// or s3:// URL: a manifest, a text file listing
  *    the shards one a line (blank lines and lines starting with '#'
  *    skipped), each a URL or a name relative to the manifest's directory.
  * Returns 0 or a negative error with the message on the diag. */
-int rf_http_expand(rf_http *h, const char *path, int (*add)(void *arg, const char *url), void *arg);
+int rf_http_expand(rf_http *h, const char *path, rf_http_add_fn add, void *arg);
 
 #endif

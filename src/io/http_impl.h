@@ -19,11 +19,13 @@
 #include <stdint.h>
 
 #include "io/http.h"
+#include "io/cache.h"
 #include "io/s3.h"
 
 #define RF_HTTP_MAX_DEPTH 1024
 #define RF_HTTP_ERRBODY 2048        /* bytes of an error body kept */
 #define RF_HTTP_BACKOFF_CAP_MS 10000
+#define RF_HTTP_RECV_BUFFER (256L << 10) /* libcurl's receive buffer per request */
 #define RF_HTTP_SMALL_MAX (64u << 20) /* largest manifest or listing page */
 
 enum { SLOT_FREE, SLOT_PENDING, SLOT_ACTIVE, SLOT_BACKOFF };
@@ -33,6 +35,8 @@ struct rf_http_file {
 	char *url;       /* as requested */
 	int s3;          /* sign with SigV4 */
 	uint64_t size;   /* UINT64_MAX until a response says it */
+	int cached;      /* reads go through h->cache (rf_http_cache_file) */
+	uint64_t version;
 };
 
 struct rf_http_req {
@@ -42,6 +46,7 @@ struct rf_http_req {
 	uint64_t tag;
 	int file;
 	int suffix;          /* a tail read whose offset is not known yet */
+	int cache;           /* store the bytes in h->cache once complete */
 	uint64_t offset;     /* of the whole read */
 	char *buf;
 	size_t len;          /* asked */
@@ -80,6 +85,7 @@ struct rf_http {
 	unsigned outstanding;
 	unsigned nactive;
 	uint64_t rng;
+	rf_cache *cache;     /* NULL: none */
 };
 
 /* http.c */
@@ -92,6 +98,12 @@ int rf_http_s3_setup(rf_http *h);
 int rf_http_resolve(rf_http *h, const char *name, char **url, int *s3);
 
 /* http_transfer.c */
+/* The options every request of `f` is made with, the reader's and the
+ * bench's raw GETs alike (rf_dataset_remote_limit): URL, timeouts,
+ * protocols, HTTP/2, CA bundle, SigV4 (its headers added to *hdrs, freed by
+ * the caller). */
+void rf_http_easy_common(rf_http *h, CURL *e, const struct rf_http_file *f,
+			 struct curl_slist **hdrs);
 /* Whether a curl error is worth another attempt. */
 int rf_http_transient(CURLcode rc);
 /* The server's error code and message from r's error body, for messages. */

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "config.h"
+#include "format/manifest.h"
 #include "io/http_impl.h"
 #include "xxh.h"
 
@@ -191,7 +193,7 @@ cmp_str(const void *a, const void *b)
 }
 
 static int
-s3_list(rf_http *h, const char *path, int (*add)(void *arg, const char *url), void *arg)
+s3_list(rf_http *h, const char *path, rf_http_add_fn add, void *arg)
 {
 	int rc = rf_http_s3_setup(h);
 	if (rc < 0)
@@ -202,8 +204,12 @@ s3_list(rf_http *h, const char *path, int (*add)(void *arg, const char *url), vo
 	struct keylist kl = {0};
 	char *token = NULL;
 	char *ep = rf_url_encode(prefix, 0);
-	/* Test hook: small pages, so a test's few shards take several. */
-	unsigned max_keys = rf_http_env_uint("RINGFEED_S3_MAX_KEYS", 0);
+	unsigned max_keys = 0;
+#if RF_TEST_HOOKS
+	/* Test hook (-Dtest_hooks): small pages, so a test's few shards take
+	 * several. */
+	max_keys = rf_http_env_uint("RINGFEED_S3_MAX_KEYS", 0);
+#endif
 	char mk[32] = "";
 	if (max_keys)
 		snprintf(mk, sizeof mk, "&max-keys=%u", max_keys);
@@ -261,7 +267,7 @@ s3_list(rf_http *h, const char *path, int (*add)(void *arg, const char *url), vo
 			char *u = NULL;
 			if (asprintf(&u, "s3://%s/%s", bucket, kl.v[i]) < 0)
 				rc = rf_fail(h->diag, -ENOMEM, "s3: out of memory");
-			else if ((rc = add(arg, u)) < 0)
+			else if ((rc = add(arg, u, NULL)) < 0)
 				rf_fail(h->diag, rc, "s3: out of memory");
 			free(u);
 		}
@@ -284,74 +290,43 @@ names_shard(const char *url)
 }
 
 /* The manifest `ringfeed pack` writes last (BASE.rfm, docs/format.md
- * "Manifest"): version 1, its closing XXH3 line checked, its `shard` lines'
- * names taken in order.  The pack id and each shard's size and footer
- * checksum it records are not compared here: the format library's parser
- * does that for local packs. */
+ * "Manifest"), parsed and checked by the format library's parser (version,
+ * syntax, count, closing checksum); its shards, in its order, each with what
+ * the manifest records of it: the reader compares those with the shard
+ * (pack id, size, samples, footer) as for a local pack, so shards of two
+ * packs are never read as one. */
 static int
-pack_manifest(rf_http *h, const char *path, char *body, size_t len,
-	      int (*add)(void *arg, const char *url), void *arg)
+pack_manifest(rf_http *h, const char *path, char *body, size_t len, rf_http_add_fn add, void *arg)
 {
-	if (len < 20 || memcmp(body, "ringfeed-manifest 1\n", 20) != 0)
-		return rf_fail(h->diag, RF_EFORMAT, "%s: a pack manifest of a version other than 1",
-			       path);
-	/* The last line: "xxh3 HEX\n", over every byte before it. */
-	size_t end = len;
-	if (end && body[end - 1] == '\n')
-		end--;
-	size_t ls = end;
-	while (ls && body[ls - 1] != '\n')
-		ls--;
-	unsigned long long want;
-	char tail[64];
-	size_t tl = end - ls < sizeof tail - 1 ? end - ls : sizeof tail - 1;
-	memcpy(tail, body + ls, tl);
-	tail[tl] = '\0';
-	if (sscanf(tail, "xxh3 %16llx", &want) != 1 || XXH3_64bits(body, ls) != want)
-		return rf_fail(h->diag, RF_ECORRUPT, "%s: the manifest's checksum line is missing or "
-			       "does not match its text", path);
-	body[ls] = '\0';
+	rf_manifest m;
+	int rc = rf_manifest_parse(body, len, &m, path, h->diag);
+	if (rc < 0)
+		return rc;
 	const char *slash = strrchr(path, '/');
 	size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
-	unsigned long long want_n = 0;
-	size_t count = 0;
-	int rc = 0;
-	char *save = NULL;
-	for (char *line = strtok_r(body, "\n", &save); line && rc == 0;
-	     line = strtok_r(NULL, "\n", &save)) {
-		if (sscanf(line, "shards %llu", &want_n) == 1)
-			continue;
-		if (strncmp(line, "shard ", 6) != 0)
-			continue;
-		const char *name = line;
-		for (int k = 0; k < 4 && name; k++) {
-			name = strchr(name, ' ');
-			if (name)
-				name++;
-		}
-		if (!name || !*name || strchr(name, '/') || !names_shard(name)) {
-			rc = rf_fail(h->diag, RF_ECORRUPT, "%s: manifest line \"%.80s\" names no shard",
-				     path, line);
+	for (size_t i = 0; i < m.nshards && rc == 0; i++) {
+		const rf_manifest_shard *s = &m.shards[i];
+		if (!names_shard(s->name)) {
+			rc = rf_fail(h->diag, RF_ECORRUPT, "%s: manifest shard \"%.80s\" is not a "
+				     ".rfs file", path, s->name);
 			break;
 		}
 		char *u = NULL;
-		if (asprintf(&u, "%.*s%s", (int)dirlen, path, name) < 0) {
+		if (asprintf(&u, "%.*s%s", (int)dirlen, path, s->name) < 0) {
 			rc = rf_fail(h->diag, -ENOMEM, "http: out of memory");
 			break;
 		}
-		if ((rc = add(arg, u)) < 0)
+		struct rf_http_expect ex = {path, m.pack_id, s->size, s->samples, s->footer_xxh3};
+		if ((rc = add(arg, u, &ex)) < 0)
 			rf_fail(h->diag, rc, "http: out of memory");
 		free(u);
-		count++;
 	}
-	if (rc == 0 && (count == 0 || count != want_n))
-		rc = rf_fail(h->diag, RF_ECORRUPT, "%s: the manifest lists %zu shards, its count says "
-			     "%llu", path, count, want_n);
+	rf_manifest_free(&m);
 	return rc;
 }
 
 static int
-manifest(rf_http *h, const char *path, int (*add)(void *arg, const char *url), void *arg)
+manifest(rf_http *h, const char *path, rf_http_add_fn add, void *arg)
 {
 	char *url;
 	int s3, rc = rf_http_resolve(h, path, &url, &s3);
@@ -361,6 +336,16 @@ manifest(rf_http *h, const char *path, int (*add)(void *arg, const char *url), v
 	size_t len;
 	rc = get_small(h, path, url, s3, &body, &len);
 	free(url);
+	size_t plen = strlen(path);
+	int dir = plen && path[plen - 1] == '/';
+	if (rc < 0 && dir) {
+		/* A directory URL: the server's listing, if any, is no list. */
+		char was[RF_ERRMSG_MAX];
+		snprintf(was, sizeof was, "%s", h->diag->msg);
+		return rf_fail(h->diag, rc, "%s (a web server's directory is not listed: name the "
+			       "pack's manifest, %sBASE.rfm as ringfeed pack wrote it, or a shard "
+			       "list)", was, path);
+	}
 	if (rc < 0)
 		return rc;
 	if (memchr(body, '\0', len) || (len >= 8 && memcmp(body, "\x89RFS", 4) == 0)) {
@@ -401,7 +386,7 @@ manifest(rf_http *h, const char *path, int (*add)(void *arg, const char *url), v
 			rc = rf_fail(h->diag, -ENOMEM, "http: out of memory");
 			break;
 		}
-		if ((rc = add(arg, u)) < 0)
+		if ((rc = add(arg, u, NULL)) < 0)
 			rf_fail(h->diag, rc, "http: out of memory");
 		free(u);
 		count++;
@@ -413,10 +398,10 @@ manifest(rf_http *h, const char *path, int (*add)(void *arg, const char *url), v
 }
 
 int
-rf_http_expand(rf_http *h, const char *path, int (*add)(void *arg, const char *url), void *arg)
+rf_http_expand(rf_http *h, const char *path, rf_http_add_fn add, void *arg)
 {
 	if (names_shard(path)) {
-		int rc = add(arg, path);
+		int rc = add(arg, path, NULL);
 		return rc < 0 ? rf_fail(h->diag, rc, "http: out of memory") : 0;
 	}
 	if (strncmp(path, "s3://", 5) == 0 && (ends_with(path, "/") || !strchr(path + 5, '/')))

@@ -99,6 +99,11 @@ rf_io_open(rf_io **out, const rf_io_config *cfg, rf_diag *diag)
 	io->want_direct = cfg->direct != 0;
 	io->region = cfg->region;
 	io->region_bytes = cfg->region ? cfg->region_bytes : 0;
+	io->cache_bytes = cfg->cache_bytes;
+	if (cfg->cache_dir && *cfg->cache_dir && !(io->cache_dir = strdup(cfg->cache_dir))) {
+		free(io);
+		return rf_fail(diag, -ENOMEM, "io: out of memory");
+	}
 #if RF_TEST_HOOKS
 	/* Test-only switches (-Dtest_hooks): injected faults, small pieces,
 	 * a simulated O_DIRECT refusal. */
@@ -158,6 +163,7 @@ rf_io_close(rf_io **iop)
 	/* Engines wait for reads still in flight: the memory they land in
 	 * belongs to the caller, who may unmap it as soon as this returns. */
 	rf_io_remote_close(io);
+	free(io->cache_dir);
 	if (io->ops)
 		io->ops->teardown(io);
 	for (unsigned i = 0; i < io->nfiles; i++) {

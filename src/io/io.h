@@ -62,6 +62,8 @@ typedef struct rf_io_config {
 	int engine;            /* 0 auto, 1 force io_uring, 2 force pread */
 	void *region;          /* memory reads land in (registered once); may be NULL */
 	size_t region_bytes;
+	const char *cache_dir; /* URL files: local cache of their reads (cache.h); NULL: none */
+	uint64_t cache_bytes;  /* its cap; 0: 10 GiB */
 } rf_io_config;
 
 void rf_io_config_init(rf_io_config *cfg);
@@ -74,6 +76,11 @@ void rf_io_close(rf_io **io);
  * io_remote.c): its reads are ranged GETs, never O_DIRECT, counted against
  * queue_depth with the local ones and returned by rf_io_wait like them. */
 int rf_io_add_file(rf_io *io, const char *path, int *file);
+
+/* A URL file's reads go through the cache (when the reader has one) under
+ * the object's `version` (its size in bytes, as the dataset read it):
+ * rf_http_cache_file.  Nothing for a local file. */
+void rf_io_cache_file(rf_io *io, int file, uint64_t version);
 
 /* Queue a read of [offset, offset+len) of `file` into buf.  With O_DIRECT,
  * buf, offset and len must be 4096-aligned.  -EAGAIN when queue_depth reads

@@ -141,6 +141,8 @@ struct rf_io {
 	 * and its reads among `outstanding`. */
 	struct rf_http *http;
 	unsigned remote_out;
+	char *cache_dir;       /* copied from the config, for the remote reader */
+	uint64_t cache_bytes;
 	char engine_name[64];  /* rf_io_engine() once a URL file is added */
 };
 

@@ -22,6 +22,8 @@ rf_io_remote_add(rf_io *io, const char *path, int *file)
 		rf_http_config cfg;
 		rf_http_config_init(&cfg);
 		cfg.queue_depth = io->qd;
+		cfg.cache_dir = io->cache_dir;
+		cfg.cache_bytes = io->cache_bytes;
 		int rc = rf_http_open(&io->http, &cfg, io->diag);
 		if (rc < 0)
 			return rc;
@@ -55,6 +57,13 @@ rf_io_remote_engine(rf_io *io)
 	else
 		snprintf(io->engine_name, sizeof io->engine_name, "http");
 	return io->engine_name;
+}
+
+void
+rf_io_cache_file(rf_io *io, int file, uint64_t version)
+{
+	if (file >= 0 && (unsigned)file < io->nfiles && io->files[file].remote)
+		rf_http_cache_file(io->http, io->files[file].remote - 1, version);
 }
 
 int

@@ -4,6 +4,7 @@
  * buffers, threads) and tearing it down.
  */
 #include "loader/internal.h"
+#include "io/http.h"
 
 static _Thread_local char open_error[RF_ERRMSG_MAX];
 
@@ -180,6 +181,8 @@ open_io(rf_loader *ld)
 	rf_io_config_init(&icfg);
 	icfg.queue_depth = ld->mem.qd;
 	icfg.direct = ld->resolved.direct;
+	icfg.cache_dir = ld->cfg.cache_dir;
+	icfg.cache_bytes = ld->cfg.cache_bytes;
 	/* Registered with io_uring, the ring's pages are locked for as long
 	 * as the loader lives: not with transient pinning, whose point is to
 	 * lock only the slots being copied. */
@@ -199,6 +202,7 @@ open_io(rf_loader *ld)
 		rc = rf_io_add_file(ld->io, rf_dataset_shard_path(ld->ds, i), &ld->files[i]);
 		if (rc < 0)
 			return rf_fail(&ld->diag, rc, "%s", ld->io_diag.msg);
+		rf_io_cache_file(ld->io, ld->files[i], rf_dataset_shard_bytes(ld->ds, i));
 	}
 	snprintf(ld->stats.io_engine, sizeof(ld->stats.io_engine), "%s", rf_io_engine(ld->io));
 	ld->stats.io_direct = rf_io_direct(ld->io);
@@ -233,8 +237,15 @@ open_maps(rf_loader *ld)
 	map_slots_reset(ld);
 	int rc = rf_io_map_open(&ld->map.m, ld->nshards, rf_dataset_max_stored_span(ld->ds),
 				&ld->diag);
-	for (size_t i = 0; rc == 0 && i < ld->nshards; i++)
-		rc = rf_io_map_add(ld->map.m, i, rf_dataset_shard_path(ld->ds, i));
+	for (size_t i = 0; rc == 0 && i < ld->nshards; i++) {
+		const char *p = rf_dataset_shard_path(ld->ds, i);
+		if (rf_is_url(p))
+			rc = rf_fail(&ld->diag, RF_EUSAGE, "map needs local files: shard %zu is the URL "
+				     "%s; read it without map (map = 0, bench without --map), or "
+				     "copy the dataset to a local disk", i, p);
+		else
+			rc = rf_io_map_add(ld->map.m, i, p);
+	}
 	if (rc < 0)
 		return rc;
 	snprintf(ld->stats.io_engine, sizeof(ld->stats.io_engine), "mmap");

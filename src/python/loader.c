@@ -584,18 +584,25 @@ static PyGetSetDef loader_getset[] = {
 	{NULL, NULL, NULL, NULL, NULL},
 };
 
-static const char loader_doc[] =
+/* The help text, made at import from two literals (C compilers need not
+ * take one literal this long). */
+static char loader_doc[8192];
+
+static const char loader_doc_head[] =
 	"Loader(paths, batch_size, *, fields=None, shuffle='none', seed=0, epoch=0,\n"
 	"       rank=None, world=None, device='auto', depth=2, pinned_bytes=0,\n"
 	"       drop_last=True, window=0, pinning='ring', io_depth=0, direct=None,\n"
 	"       decode_threads=0, verify=True, var_bytes=0, map=False, tokens='stored',\n"
-	"       tensors='dlpack', on_error='raise', skip_limit=0, images=None)\n"
+	"       tensors='dlpack', on_error='raise', skip_limit=0, cache_dir=None,\n"
+	"       cache_bytes=0, images=None)\n"
 	"--\n\n"
 	"Stream a dataset in batches.  Each pass (for batch in loader) yields one\n"
 	"epoch's len(loader) batches, then advances the epoch; each batch is a dict\n"
 	"{field: Array}, a variable-length field an (offsets, data) pair.  Arrays speak\n"
 	"DLPack: torch.from_dlpack(batch[\"x\"]) is a tensor on the loader's device with\n"
-	"no copy.\n\n"
+	"no copy.\n\n";
+
+static const char loader_doc_args[] =
 	"Arguments (the order of each epoch depends only on paths, shuffle, seed,\n"
 	"window, batch_size, world and drop_last: keep them equal on every rank):\n"
 	"  paths           a .rfs shard, a directory of shards, a glob, a list, or\n"
@@ -633,15 +640,18 @@ static const char loader_doc[] =
 	"  on_error        'raise', or 'skip': a bad chunk's samples as zeros.\n"
 	"  skip_limit      chunks skipped before raising; 0: 16.\n"
 	"  var_bytes       a variable field's bytes per batch; 0: from the dataset.\n"
-	"  map             read chunks through memory maps (SIGBUS if a shard is\n"
-	"                  truncated meanwhile).\n"
+	"  map             read through memory maps (SIGBUS if a shard shrinks).\n"
 	"  tokens          'stored', or 'inputs_targets': a field \"tokens\" of T + 1\n"
 	"                  tokens (ringfeed pack --llmc) delivered as int32 \"inputs\"\n"
 	"                  and \"targets\" of shape [B, T].\n"
 	"  tensors         'dlpack' (batches of ringfeed.Array), or 'torch': torch\n"
 	"                  tensors (torch.from_dlpack of each, no copy); with a\n"
 	"                  PyTorch without CUDA, 'auto' delivers on the host (a\n"
-	"                  warning) and 'cuda' raises ValueError.\n\n"
+	"                  warning) and 'cuda' raises ValueError.\n"
+	"  cache_dir       a directory keeping a remote dataset's chunks for later\n"
+	"                  epochs and runs; cache_bytes its cap (0: 10 GiB).\n"
+	"  images          {field: size or {options}}: encoded JPEG/PNG images\n"
+	"                  decoded and transformed in the pipeline (docs/python.md).\n\n"
 	"A batch's buffer is reused once every array and tensor made from it is\n"
 	"gone (docs/python.md).  state_dict()/load_state_dict() resume\n"
 	"mid-epoch.  A Loader belongs to the process that opened it: in a child of\n"
@@ -719,6 +729,7 @@ static PyType_Spec iter_spec = {
 int
 rfpy_loader_init(PyObject *module)
 {
+	snprintf(loader_doc, sizeof loader_doc, "%s%s", loader_doc_head, loader_doc_args);
 	if (!(rfpy_BatchType = rfpy_add_type(module, &rfpy_batch_spec, 0)) ||
 	    !(rfpy_ArrayType = rfpy_add_type(module, rfpy_array_spec_pick(), 1)) ||
 	    !rfpy_add_type(module, &loader_spec, 1) ||

@@ -414,13 +414,14 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 				 "rank", "world", "device", "depth", "pinned_bytes", "drop_last",
 				 "window", "pinning", "io_depth", "direct", "decode_threads",
 				 "verify", "var_bytes", "map", "tokens", "tensors", "on_error",
-				 "skip_limit", NULL};
+				 "skip_limit", "cache_dir", "cache_bytes", NULL};
 	PyObject *paths_arg, *fields_arg = Py_None, *rank_arg = Py_None, *world_arg = Py_None,
 		 *device_arg = NULL, *batch_arg, *shuffle_arg = NULL, *seed_arg = NULL,
 		 *epoch_arg = NULL, *depth_arg = NULL, *pinned_arg = NULL, *window_arg = NULL,
 		 *pinning_arg = NULL, *io_depth_arg = NULL, *threads_arg = NULL,
 		 *var_bytes_arg = NULL, *tokens_arg = NULL, *tensors_arg = NULL,
-		 *on_error_arg = NULL, *skip_limit_arg = NULL;
+		 *on_error_arg = NULL, *skip_limit_arg = NULL, *cache_dir_arg = Py_None,
+		 *cache_bytes_arg = NULL;
 	const char *pinning = "ring", *tokens = "stored", *tensors = "dlpack", *on_error = "raise";
 	unsigned long long seed = 0, epoch = 0, pinned_bytes = 0, var_bytes = 0;
 	long long batch_size = 0, depth = 2, window = 0, io_depth = 0, decode_threads = 0;
@@ -438,13 +439,14 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	PyObject *kw_hold = kw_rest;
 	/* Every argument converted here, so that a TypeError or OverflowError
 	 * names it (PyArg's formats name a keyword argument by its position). */
-	int parsed = PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOOOOOOOOpOOOOOpOpOOOO:Loader",
+	int parsed = PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOOOOOOOOpOOOOOpOpOOOOOO:Loader",
 					 kwlist, &paths_arg, &batch_arg, &fields_arg, &shuffle_arg,
 					 &seed_arg, &epoch_arg, &rank_arg, &world_arg,
 					 &device_arg, &depth_arg, &pinned_arg, &drop_last,
 					 &window_arg, &pinning_arg, &io_depth_arg, &direct_arg,
 					 &threads_arg, &verify, &var_bytes_arg, &map, &tokens_arg,
-					 &tensors_arg, &on_error_arg, &skip_limit_arg);
+					 &tensors_arg, &on_error_arg, &skip_limit_arg,
+					 &cache_dir_arg, &cache_bytes_arg);
 	Py_XDECREF(kw_hold);
 	if (!parsed)
 		return -1;
@@ -724,6 +726,25 @@ counted:
 	}
 	if (cfg->world < 0 && warn_batch_system_rank(self) < 0)
 		return -1;
+	/* cache_dir= (str or os.PathLike), cache_bytes=: a local cache of a
+	 * remote dataset's chunks (docs/remote.md "Cache"). */
+	if (cache_dir_arg != Py_None) {
+		PyObject *b = NULL;
+		if (!PyUnicode_FSConverter(cache_dir_arg, &b))
+			return -1;
+		if (PyList_Append(self->keep, b) < 0) {
+			Py_DECREF(b);
+			return -1;
+		}
+		cfg->cache_dir = PyBytes_AsString(b);
+		Py_DECREF(b);
+	}
+	if (cache_bytes_arg) {
+		unsigned long long cb;
+		if (rfpy_arg_u64(cache_bytes_arg, "cache_bytes", &cb) < 0)
+			return -1;
+		cfg->cache_bytes = cb;
+	}
 	if (rfpy_loader_open_core(self, epoch, NULL, 0) < 0)
 		return -1;
 	/* device="auto" chose a CUDA device that this PyTorch cannot use:

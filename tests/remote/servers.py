@@ -108,7 +108,7 @@ pid %(d)s/nginx.pid;
 error_log %(d)s/error.log;
 events {}
 http {
-  log_format rf '$server_protocol $connection $status';
+  log_format rf '$server_protocol $connection $status $http_range';
   access_log %(d)s/access.log rf;
   client_body_temp_path %(t)s; proxy_temp_path %(t)s; fastcgi_temp_path %(t)s;
   uwsgi_temp_path %(t)s; scgi_temp_path %(t)s;
@@ -128,7 +128,7 @@ http {
         kill(self.proc)
 
     def log(self):
-        """[(protocol, connection serial, status)] of the requests so far
+        """[(protocol, connection serial, status, range or "-")] of the requests so far
         (nginx writes its log line when a request ends)."""
         path = os.path.join(self.workdir, "nginx-%d" % self.port, "access.log")
         try:

@@ -4,6 +4,7 @@
 # 503s and cut bodies, writes exactly the bytes `cat` of the local copy
 # writes, in every shuffle mode, for each of two ranks, and when stopped
 # after a few batches and resumed from the saved state.
+import json
 import os
 
 from remotetest import TempDir, check, finish, make_dataset, rf
@@ -51,6 +52,21 @@ with TempDir() as tmp:
         rc, out, err = rf("bench", "--device", "host", "--epochs", "1", url)
         check(rc == 0 and "I/O engine                 http " in out, "bench engine: %s %s"
               % (out, err))
+        # ... measures the remote limit (raw ranged GETs) in the same run,
+        # and the loader against it.
+        rc, out, err = rf("bench", "--device", "host", "--epochs", "1", "--json", url)
+        j = json.loads(out) if rc == 0 else {}
+        lim = j.get("limits", {}).get("storage_sequential", {})
+        check(lim.get("measured") and lim.get("gb_per_s", 0) > 0 and
+              "ranged GETs" in lim.get("note", "") and
+              j.get("remote_efficiency", 0) > 0, "bench remote limit: %s %s" % (out, err))
+        rc, out, err = rf("bench", "--device", "host", "--epochs", "1", url)
+        check("remote, ranged GETs" in out and "remote efficiency: " in out,
+              "bench remote limit, table: %s" % out)
+        # --map needs local files: said so, naming the URL.
+        rc, out, err = rf("bench", "--device", "host", "--epochs", "1", "--map", url)
+        check(rc == 1 and "map needs local files" in err and web.url in err,
+              "bench --map of a URL: %d %s" % (rc, err))
         first = web.url + "plain/" + sorted(os.listdir(os.path.join(www, "plain")))[0]
         rc, out, err = rf("bench", "--device", "host", "--epochs", "1", first,
                           os.path.join(www, "zstd"))

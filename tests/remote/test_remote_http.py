@@ -27,34 +27,34 @@ with TempDir() as tmp:
     with open(os.path.join(www, "missing.txt"), "w") as f:
         f.write("plain/%s\nplain/gone.rfs\n" % shards[0])
 
-    # A pack manifest (docs/format.md, "Manifest"), as `ringfeed pack` writes
-    # it: the shards it names, in its order.
-    def write_manifest(path, names):
-        text = "ringfeed-manifest 1\npack 8c0a2f6b1d2e3f40\nwriter_pid 4242\nshards %d\n" % len(
-            names)
-        for n in names:
-            text += "shard %d 0 0000000000000000 %s\n" % (os.path.getsize(os.path.join(plain, n)), n)
-        with open(path, "w") as f:
-            f.write(text)
-        rc, out, err = read("--xxh3", path)
-        with open(path, "a") as f:
-            f.write("xxh3 %s\n" % out.strip())
-    # In directories of their own: a local directory's manifests are read
-    # with it, and these name no real pack.
-    for m in ("mf", "mfbad"):
+    # A pack manifest (docs/format.md, "Manifest"), as `ringfeed pack` wrote
+    # it: the shards it names, in its order.  In directories of their own.
+    for m in ("mf", "mfbad", "mixed"):
         os.makedirs(os.path.join(www, m))
         for n in shards:
             shutil.copy(os.path.join(plain, n), os.path.join(www, m, n))
-    write_manifest(os.path.join(www, "mf", "d.rfm"), shards)
-    write_manifest(os.path.join(www, "mfbad", "bad.rfm"), shards)
-    with open(os.path.join(www, "mfbad", "bad.rfm"), "r+b") as f:
-        f.seek(len("ringfeed-manifest 1\npack 8"))
-        f.write(b"9")
+        shutil.copy(os.path.join(plain, "d.rfm"), os.path.join(www, m, "d.rfm"))
+    with open(os.path.join(www, "mfbad", "d.rfm"), "r+b") as f:
+        f.seek(len("ringfeed-manifest 1\npack "))
+        c = f.read(1)
+        f.seek(len("ringfeed-manifest 1\npack "))
+        f.write(b"1" if c != b"1" else b"2")
+    # Other data packed under the same name is another pack (another pack
+    # id): one of its shards among the first pack's is refused, by name.
+    again = make_dataset(tmp, "again", n=2990)
+    check(shards[1] in again, "repacked names: %s" % again)
+    shutil.copy(os.path.join(tmp, "again", shards[1]), os.path.join(www, "mixed", shards[1]))
 
     with Nginx(www, tmp) as web, Nginx(www, tmp, tls=True) as tls:
         check(info_json(web.url + "mf/d.rfm") == info_json(plain), "info of a pack manifest")
-        rc, out, err = rf("info", web.url + "mfbad/bad.rfm")
+        rc, out, err = rf("info", web.url + "mfbad/d.rfm")
         check(rc == 1 and "checksum" in err, "tampered manifest: %r" % err)
+        rc, out, err = rf("info", web.url + "plain/")
+        check(rc == 1 and "HTTP 403" in err and "BASE.rfm" in err,
+              "a directory URL: %d %r" % (rc, err))
+        rc, out, err = rf("info", web.url + "mixed/d.rfm")
+        check(rc == 1 and "not of this pack" in err and "mixed/" + shards[1] in err and
+              "mixed/" + shards[0] not in err, "a shard of another pack: %d %r" % (rc, err))
         for base, env in ((web.url, None), (tls.url, {"RINGFEED_CA_BUNDLE": tls.ca})):
             for ds in ("plain", "zstd"):
                 local = info_json(os.path.join(www, ds), env=env)

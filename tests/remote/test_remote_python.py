@@ -38,6 +38,31 @@ with TempDir() as tmp:
             check(len(want) == len(got) > 0 and all(
                 a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
                 for a, b in zip(want, got)), "Loader %s: remote batches differ" % kw)
+        # cache_dir=: a second pass reads its chunks from the cache (only
+        # an open's requests reach nginx); a path-like works.
+        import pathlib
+        cache = pathlib.Path(tmp) / "cache"
+        kw = dict(shuffle="chunks", seed=4)
+        want = batches(local, **kw)
+        n0 = len(web.log())
+        got = batches(url, cache_dir=cache, cache_bytes=1 << 30, **kw)
+        n1 = len(web.log())
+        again = batches(url, cache_dir=str(cache), **kw)
+        n2 = len(web.log())
+        for g in (got, again):
+            check(len(want) == len(g) and all(np.array_equal(a[k], b[k]) for a, b in
+                                              zip(want, g) for k in a), "cached batches differ")
+        check(any(f.suffix == ".rfc" for f in cache.iterdir()), "nothing in the cache")
+        # (Loader opens the dataset twice: for len() and to stream; each
+        # open reads the list and every shard's head and tail.)
+        check(n2 - n1 <= 4 * len(shards) + 2 < n1 - n0, "cached pass: %d requests for %d "
+              "shards, first pass %d" % (n2 - n1, len(shards), n1 - n0))
+        # map=True needs local files: a clear message naming the URL.
+        try:
+            ringfeed.Loader(url, batch_size=100, device="host", map=True)
+            check(False, "map=True over a URL did not raise")
+        except Exception as e:  # noqa: BLE001 - the module's error class
+            check("map needs local files" in str(e) and web.url in str(e), "map: %s" % e)
         dl, dr = ringfeed.open(local), ringfeed.open(url)
         check(len(dl) == len(dr), "open: %d vs %d samples" % (len(dl), len(dr)))
         for i in (0, 1, 777, 1024, len(dl) - 1):

@@ -104,6 +104,8 @@ class Loader:
         tensors: Literal["dlpack", "torch"] = "dlpack",
         on_error: Literal["raise", "skip"] = "raise",
         skip_limit: int = 0,
+        cache_dir: Optional[Union[str, os.PathLike[str]]] = None,
+        cache_bytes: int = 0,
         images: Optional[Dict[str, Any]] = None,
     ) -> None: ...
     # With tensors="torch", the values are torch tensors (pairs of them).
