@@ -201,7 +201,7 @@ rf_io_add_file(rf_io *io, const char *path, int *file)
 {
 	if (rf_is_url(path))
 		return rf_io_remote_add(io, path, file);
-	struct rf_io_file *f;
+	struct rf_io_file *f = NULL;
 	int rc = rf_io_file_slot(io, &f);
 	if (rc < 0)
 		return rc;
