@@ -6,18 +6,24 @@ reported as ratios (ringfeed samples/s over the peer's).
 Run through tools/bench-peers/run, which makes the virtual environment.  By
 hand:  python peers.py --ringfeed build/tools/ringfeed --out bench-out
 
-Every peer
-  - reads the whole dataset in file order (no shuffle) in batches of the same
-    size (BATCH[size]),
+Every peer, in each of two orders,
+  - sequential: reads the whole dataset in file order,
+  - shuffled: with its own shuffle on (a full permutation for the loaders
+    that index samples: numpy, DataLoader, grain; its shuffle buffer or
+    block shuffle for the streaming ones),
+in batches of the same size (BATCH[size]),
   - touches every byte of every batch (touch(): a sum over the batch's bytes,
     so nothing is lazily skipped: memory maps are read, views are filled),
   - runs in its own process (imports, worker pools and caches do not leak from
     one peer into the next; its peak RSS is its own),
 and is timed from the creation of its epoch iterator (worker start-up
 included, as a training job pays it) to the last batch.  Cold: the format's
-files are dropped from the page cache first (posix_fadvise DONTNEED) and one
-epoch is read.  Warm: the files are read once to fill the cache, then epochs
-repeat for at least WARM_SECONDS.
+files are dropped from the page cache first (posix_fadvise DONTNEED, checked
+with mincore) and one epoch is read.  Hot: the files are read once to fill
+the cache, then epochs repeat for at least WARM_SECONDS.
+
+ringfeed runs as a user runs it: `ringfeed bench PATH --json ...` with
+--shuffle none, window (its default W) and full.
 """
 import argparse
 import glob
@@ -41,6 +47,22 @@ SIZES = {
     "large": {"samples": 2000, "shape": (150 * 1024,), "batch": 32},
 }
 WARM_SECONDS = 1.0
+# A loader still inside its epoch after CUT_SECONDS stops there and is
+# rated over the samples it delivered until then: the slowest peers would
+# otherwise take minutes per cell.
+CUT_SECONDS = 2.0
+_deadline = [float("inf")]
+
+
+def over():
+    """True once the measurement has run for CUT_SECONDS."""
+    return time.monotonic() >= _deadline[0]
+# The streaming loaders' shuffle buffers hold what ringfeed's default window
+# holds: 128 MiB of samples (the whole small set; 873 large samples).
+SHUFFLE_BUFFER_BYTES = 128 << 20
+ORDERS = ("seq", "shuf")
+CACHES = ("cold", "hot")
+RINGFEED_MODES = {"seq": ("none",), "shuf": ("full", "window")}
 PEERS = [
     "numpy-memmap",
     "torch-dataloader-w0",
@@ -67,10 +89,9 @@ def touch(a):
 
 
 def drop_cache(paths):
-    """Evict the files from the page cache; returns the fraction of their
-    pages still resident afterwards is not measurable from Python portably,
-    so the caller relies on ringfeed bench's mincore report for its own
-    files and on DONTNEED for the peers' (clean files are always evicted)."""
+    """Evict the files from the page cache (posix_fadvise DONTNEED: only these
+    files, so other work on the machine keeps its cache; clean pages are
+    always evicted: write_formats syncs what it wrote)."""
     for p in paths:
         try:
             fd = os.open(p, os.O_RDONLY)
@@ -80,6 +101,41 @@ def drop_cache(paths):
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
+
+
+def resident_fraction(paths):
+    """Fraction of the files' pages in the page cache (mincore over a map of
+    each file), or None where it cannot be asked."""
+    import ctypes
+    import mmap
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    page = mmap.PAGESIZE
+    total = resident = 0
+    for p in paths:
+        size = os.path.getsize(p)
+        if size == 0:
+            continue
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+            if addr in (None, ctypes.c_void_p(-1).value):
+                return None
+            pages = (size + page - 1) // page
+            vec = (ctypes.c_ubyte * pages)()
+            rc = libc.mincore(ctypes.c_void_p(addr), size, vec)
+            libc.munmap(ctypes.c_void_p(addr), size)
+            if rc != 0:
+                return None
+            total += pages
+            resident += sum(v & 1 for v in vec)
+        finally:
+            os.close(fd)
+    return resident / total if total else None
 
 
 def warm_cache(paths):
@@ -181,6 +237,7 @@ def write_formats(ringfeed, root, size, log):
     attempt("arrayrecord", arrayrecord)
     attempt("litdata", litdata)
     attempt("dali", dali)
+    os.sync()  # dirty pages cannot be dropped: the cold runs need them written
     open(done, "w").close()
     return fmts
 
@@ -199,24 +256,70 @@ def _litdata_item(arg):
 # ---------------------------------------------------------------- the peers
 #
 # Each returns an "epoch" function: epoch() iterates the whole dataset once in
-# batches of `batch`, touches every batch and returns (samples, checksum).
+# batches of `batch` (in a new shuffled order each time when `shuffle`),
+# touches every batch and returns (samples, checksum).  SHUFFLE describes
+# each peer's shuffle for the table.
 
-def peer_numpy_memmap(fmts, batch):
+def shuffle_buffer(size):
+    spec = SIZES[size]
+    per = int(np.prod(spec["shape"])) + 8
+    return max(1, min(spec["samples"], SHUFFLE_BUFFER_BYTES // per))
+
+
+def raise_nofile():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return hard
+
+
+def dali_buffer(size):
+    """DALI's readers keep every buffered sample's file open (two readers):
+    its buffer is the others' or what the open-file limit allows."""
+    return max(1, min(shuffle_buffer(size), (raise_nofile() - 1024) // 2))
+
+
+def shuffle_desc(name):
+    if name == "webdataset":
+        return "shard order + buffer of %s samples" % " / ".join(
+            str(shuffle_buffer(s)) for s in SIZES)
+    if name == "dali-cpu":
+        return "buffer of %s samples" % " / ".join(str(dali_buffer(s)) for s in SIZES)
+    return SHUFFLE[name]
+
+
+def peer_numpy_memmap(fmts, batch, shuffle, size):
     img = np.load(os.path.join(fmts["npy"], "image.npy"), mmap_mode="r")
     lbl = np.load(os.path.join(fmts["npy"], "label.npy"), mmap_mode="r")
+    rng = np.random.default_rng(0)
 
     def epoch():
         s = c = 0
-        for i in range(0, len(lbl), batch):
+        n = len(lbl)
+        if shuffle:
+            # the gather a dozen lines of numpy would write: a new
+            # permutation per epoch, each batch a fancy index of the map
+            perm = rng.permutation(n)
+            for i in range(0, n, batch):
+                idx = perm[i:i + batch]
+                x, y = img[idx], lbl[idx]
+                c += touch(x) + touch(y)
+                s += len(y)
+                if over():
+                    break
+            return s, c
+        for i in range(0, n, batch):
             x, y = img[i:i + batch], lbl[i:i + batch]
             c += touch(x) + touch(y)
             s += len(y)
+            if over():
+                break
         return s, c
     return epoch
 
 
 def _torch_peer(workers):
-    def make(fmts, batch):
+    def make(fmts, batch, shuffle, size):
         import torch
         from torch.utils.data import DataLoader, Dataset
 
@@ -239,16 +342,18 @@ def _torch_peer(workers):
 
         def epoch():
             s = c = 0
-            dl = DataLoader(ds, batch_size=batch, shuffle=False, num_workers=workers)
+            dl = DataLoader(ds, batch_size=batch, shuffle=shuffle, num_workers=workers)
             for x, y in dl:
                 c += touch(x.numpy()) + touch(y.numpy())
                 s += len(y)
+                if over():
+                    break
             return s, c
         return epoch
     return make
 
 
-def peer_webdataset(fmts, batch):
+def peer_webdataset(fmts, batch, shuffle, size):
     import webdataset as wds
     urls = sorted(glob.glob(os.path.join(fmts["wds"], "*.tar")))
 
@@ -257,16 +362,23 @@ def peer_webdataset(fmts, batch):
 
     def epoch():
         s = c = 0
-        pipe = (wds.WebDataset(urls, shardshuffle=False, empty_check=False)
-                .to_tuple("img.bin", "cls.txt").map(decode).batched(batch, partial=True))
+        if shuffle:
+            # shards in a random order, samples through its shuffle buffer
+            pipe = (wds.WebDataset(urls, shardshuffle=len(urls), empty_check=False)
+                    .shuffle(shuffle_buffer(size)))
+        else:
+            pipe = wds.WebDataset(urls, shardshuffle=False, empty_check=False)
+        pipe = pipe.to_tuple("img.bin", "cls.txt").map(decode).batched(batch, partial=True)
         for x, y in pipe:
             c += touch(x) + touch(np.asarray(y))
             s += len(y)
+            if over():
+                break
         return s, c
     return epoch
 
 
-def peer_streaming(fmts, batch):
+def peer_streaming(fmts, batch, shuffle, size):
     from streaming import StreamingDataset
     from torch.utils.data import DataLoader
 
@@ -276,15 +388,19 @@ def peer_streaming(fmts, batch):
 
     def epoch():
         s = c = 0
-        ds = StreamingDataset(local=fmts["mds"], remote=None, batch_size=batch, shuffle=False)
+        # shuffle: its default algorithm (py1e, blocks of shards' samples)
+        ds = StreamingDataset(local=fmts["mds"], remote=None, batch_size=batch,
+                              shuffle=shuffle)
         for x, y in DataLoader(ds, batch_size=batch, num_workers=0, collate_fn=collate):
             c += touch(x) + touch(y)
             s += len(y)
+            if over():
+                break
         return s, c
     return epoch
 
 
-def peer_grain(fmts, batch):
+def peer_grain(fmts, batch, shuffle, size):
     import grain
 
     src = grain.sources.ArrayRecordDataSource(
@@ -296,21 +412,27 @@ def peer_grain(fmts, batch):
 
     def epoch():
         s = c = 0
-        ds = grain.MapDataset.source(src).map(parse).batch(batch)
+        ds = grain.MapDataset.source(src)
+        if shuffle:  # a full permutation of the indices
+            ds = ds.shuffle(seed=0)
+        ds = ds.map(parse).batch(batch)
         for b in ds:
             c += touch(b["image"]) + touch(b["label"])
             s += len(b["label"])
+            if over():
+                break
         return s, c
     return epoch
 
 
-def peer_litdata(fmts, batch):
+def peer_litdata(fmts, batch, shuffle, size):
     import litdata as ld
     import torch
 
     def epoch():
         s = c = 0
-        ds = ld.StreamingDataset(input_dir=fmts["litdata"])
+        # shuffle: chunks in a random order, samples shuffled within them
+        ds = ld.StreamingDataset(input_dir=fmts["litdata"], shuffle=shuffle)
         # torch's DataLoader over the StreamingDataset: StreamingDataLoader
         # passes prefetch_factor, which torch before 2.0 refuses with
         # num_workers=0.
@@ -318,19 +440,24 @@ def peer_litdata(fmts, batch):
             x, y = b["image"], b["label"]
             c += touch(x.numpy()) + touch(y.numpy())
             s += len(y)
+            if over():
+                break
         return s, c
     return epoch
 
 
-def peer_dali(fmts, batch):
+def peer_dali(fmts, batch, shuffle, size):
     from nvidia.dali import fn, pipeline_def
 
     @pipeline_def(batch_size=batch, num_threads=2, device_id=None, prefetch_queue_depth=2)
     def pipe():
-        img = fn.readers.numpy(device="cpu", file_root=fmts["dali"], file_filter="img_*.npy",
-                               name="r", pad_last_batch=False, random_shuffle=False)
-        lbl = fn.readers.numpy(device="cpu", file_root=fmts["dali"], file_filter="lbl_*.npy",
-                               pad_last_batch=False, random_shuffle=False)
+        # shuffle: its buffer of initial_fill samples; the same seed keeps
+        # both readers in the same order
+        raise_nofile()
+        kw = dict(device="cpu", file_root=fmts["dali"], pad_last_batch=False,
+                  random_shuffle=shuffle, initial_fill=dali_buffer(size), seed=1234)
+        img = fn.readers.numpy(file_filter="img_*.npy", name="r", **kw)
+        lbl = fn.readers.numpy(file_filter="lbl_*.npy", **kw)
         return img, lbl
 
     p = pipe()
@@ -345,10 +472,23 @@ def peer_dali(fmts, batch):
             take = min(len(y), n - s)  # the last batch wraps: count it once
             c += touch(x[:take]) + touch(y[:take])
             s += take
+            if over():
+                return s, c
         p.reset()
         return s, c
     return epoch
 
+
+SHUFFLE = {
+    "numpy-memmap": "full permutation",
+    "torch-dataloader-w0": "full permutation",
+    "torch-dataloader-w2": "full permutation",
+    "webdataset": "shard order + buffer",  # shuffle_desc() adds the sizes
+    "mosaicml-streaming": "py1e blocks",
+    "grain": "full permutation",
+    "litdata": "chunk order + within chunk",
+    "dali-cpu": "buffer",
+}
 
 PEER_FNS = {
     "numpy-memmap": (peer_numpy_memmap, "npy"),
@@ -362,7 +502,7 @@ PEER_FNS = {
 }
 
 
-def run_one_peer(name, size, cache, root):
+def run_one_peer(name, size, order, cache, root):
     """In a child process: time one peer; print one JSON line."""
     fmts = {k: os.path.join(root, size, k) for k in ("npy", "rfs", "wds", "mds", "arrayrecord",
                                                        "litdata", "dali")}
@@ -372,56 +512,78 @@ def run_one_peer(name, size, cache, root):
         with open(failed) as f:
             return {"ok": False, "note": "writer failed: " + f.read()}
     files = files_under(fmts[fmt])
-    epoch = make(fmts, SIZES[size]["batch"])
+    epoch = make(fmts, SIZES[size]["batch"], order == "shuf", size)
     if cache == "cold":
         drop_cache(files)
     else:
         warm_cache(files)
+    resident = resident_fraction(files)
+    n = SIZES[size]["samples"]
     samples = epochs = 0
+    cut = False
     t0 = time.monotonic()
+    _deadline[0] = t0 + CUT_SECONDS
     while True:
         s, _ = epoch()
         samples += s
         epochs += 1
         el = time.monotonic() - t0
+        if s < n and over():
+            cut = True
+            break
         if cache == "cold" or el >= WARM_SECONDS:
             break
-    n = SIZES[size]["samples"]
     ru = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     ruc = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    ok = samples == n * epochs
-    return {"ok": ok, "samples": samples, "epochs": epochs, "seconds": el,
+    ok = samples == n * epochs or (cut and samples > n * (epochs - 1))
+    return {"ok": ok, "samples": samples, "epochs": epochs, "seconds": el, "cut": cut,
             "samples_per_s": samples / el if el > 0 else 0,
-            "peak_rss": max(ru, ruc) * 1024,
+            "peak_rss": max(ru, ruc) * 1024, "resident_at_start": resident,
             "note": "" if ok else "delivered %d samples for %d epochs of %d" % (samples, epochs, n)}
 
 
-def run_ringfeed(ringfeed, fmts, size, cache):
-    """ringfeed bench on the same samples: the consumer touches every byte
-    (--touch), batches of the same size, host delivery.  Cold: O_DIRECT
-    after a page cache drop.  Warm: the best of O_DIRECT, buffered reads
-    and memory maps (--map) served from the cache (a user with a hot dataset
-    picks buffered reads or maps)."""
+def ringfeed_argvs(ringfeed, path, size, mode, cache):
+    """The commands a user types: `ringfeed bench PATH --json ...`.  Cold:
+    --cold (O_DIRECT after a page cache drop).  Hot: each of --buffered and
+    --map over a dataset already in the page cache; the
+    table takes the best (a user with a hot dataset picks buffered reads or
+    maps; O_DIRECT, which reads past the cache, is the cold figure)."""
+    base = [ringfeed, "bench", path, "--json", "-q", "--touch", "--device", "host",
+            "--batch", str(SIZES[size]["batch"]), "--seconds", "2", "--shuffle", mode]
+    if cache == "cold":
+        return [base + ["--cold"]]
+    return [base + ["--buffered"], base + ["--map"]]
+
+
+def run_ringfeed(ringfeed, fmts, size, mode, cache):
     path = os.path.join(fmts["rfs"], "data.rfs")
-    base = [ringfeed, "bench", "--json", "-q", "--touch", "--device", "host",
-            "--batch", str(SIZES[size]["batch"]), "--seconds", "2"]
-    runs = [base + ["--cold", path]] if cache == "cold" else [base + [path],
-                                                              base + ["--buffered", path],
-                                                              base + ["--map", path]]
+    if cache == "hot":
+        warm_cache([path])
     best = None
-    for argv in runs:
+    tried = []
+    for argv in ringfeed_argvs(ringfeed, path, size, mode, cache):
         p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cmd = "ringfeed " + " ".join(a for a in argv[1:] if a != path).replace(
+            "bench ", "bench DATA ", 1)
         if p.returncode != 0:
-            return {"ok": False, "note": "ringfeed bench failed: " + p.stderr.strip()[-300:]}
+            tried.append({"command": cmd, "ok": False, "note": p.stderr.strip()[-300:]})
+            continue
         doc = json.loads(p.stdout)
         ld = doc["loader"]
-        r = {"ok": True, "samples": ld["samples"], "epochs": ld["epochs"],
+        r = {"ok": True, "command": cmd, "samples": ld["samples"], "epochs": ld["epochs"],
              "seconds": ld["seconds"], "samples_per_s": ld["samples_per_s"],
              "peak_rss": ld["peak_rss"], "efficiency": doc["efficiency"],
              "binding_limit": doc["binding_limit"],
+             "cpu_s_per_gb": ld.get("cpu_s_per_gb"),
+             "resident_at_start": doc.get("cache", {}).get("resident_fraction"),
              "note": "%s, %s" % (ld["io_engine"], "O_DIRECT" if ld["io_direct"] else "buffered")}
+        tried.append({k: r[k] for k in ("command", "ok", "samples_per_s")})
         if best is None or r["samples_per_s"] > best["samples_per_s"]:
             best = r
+    if best is None:
+        return {"ok": False, "tried": tried,
+                "note": "ringfeed bench failed: " + (tried[-1]["note"] if tried else "")}
+    best["tried"] = tried
     return best
 
 
@@ -435,21 +597,147 @@ def fmt_rate(v):
     return "%.0f" % v
 
 
+def fmt_ratio(x):
+    return ("%.2fx" % x) if x < 10 else ("%.0fx" % x)
+
+
+def machine():
+    model = ""
+    mem = 0
+    try:
+        with open("/proc/cpuinfo") as f:
+            for ln in f:
+                if ln.startswith("model name"):
+                    model = ln.split(":", 1)[1].strip()
+                    break
+        with open("/proc/meminfo") as f:
+            for ln in f:
+                if ln.startswith("MemTotal:"):
+                    mem = int(ln.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count()
+    return {"cpus": os.cpu_count(), "usable_cpus": usable, "model": model,
+            "mem_bytes": mem, "kernel": platform.release(),
+            "python": platform.python_version()}
+
+
+def git_describe():
+    try:
+        here = os.path.dirname(os.path.abspath(__file__))
+        p = subprocess.run(["git", "-C", here, "describe", "--always", "--dirty"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        return p.stdout.strip()
+    except OSError:
+        return ""
+
+
+def markdown(results, peers, meta):
+    """The tables as markdown, pasted as is into the README and docs/bench.md."""
+    by = {(r["peer"], r["size"], r["order"], r["cache"]): r for r in results}
+    cols = [(s, c) for s in SIZES for c in CACHES]
+    head = "| %s |" + "".join(" %s %s |" % (s, c) for s, c in cols)
+    rule = "|---|" + "---|" * len(cols)
+    out = []
+    m = meta["machine"]
+    out.append("Run %s UTC, ringfeed %s (%s), `%s`; %d CPUs (%d usable), %s, %.1f GiB RAM, "
+               "Linux %s; load average (1, 5, 15 min) %s at the start, %s at the end; "
+               "%.0f s in all." % (
+                   meta["date"], meta["version"], meta["git"] or "no git", meta["command"],
+                   m["cpus"], m["usable_cpus"], m["model"] or "unknown CPU",
+                   m["mem_bytes"] / 2**30, m["kernel"],
+                   " ".join("%.2f" % x for x in meta["load_start"]),
+                   " ".join("%.2f" % x for x in meta["load_end"]), meta["seconds"]))
+    out.append("")
+    out.append("Samples/s; in brackets ringfeed's samples/s over the peer's. small = %d x "
+               "(784 B + 8 B label), batch %d; large = %d x (150 KiB + 8 B), batch %d. "
+               "Cold: one epoch after the files' pages were dropped (ringfeed: 2 s of "
+               "O_DIRECT epochs); hot: page cache filled first, epochs for at least %.0f s "
+               "(ringfeed: 2 s, the better of `--buffered` and `--map`). A peer's "
+               "epoch still running after %.0f s is cut there and rated over the samples "
+               "delivered (marked *)." % (
+                   SIZES["small"]["samples"], SIZES["small"]["batch"],
+                   SIZES["large"]["samples"], SIZES["large"]["batch"], WARM_SECONDS,
+                   CUT_SECONDS))
+    out.append("")
+
+    def cell(name, key, against):
+        r = by.get(key, {})
+        if not r.get("ok"):
+            return "n/a"
+        v = fmt_rate(r["samples_per_s"]) + ("*" if r.get("cut") else "")
+        rat = []
+        for label, rk in against:
+            rf = by.get(rk, {})
+            if rf.get("ok") and r["samples_per_s"] > 0:
+                rat.append(label + fmt_ratio(rf["samples_per_s"] / r["samples_per_s"]))
+        return v + (" (%s)" % ", ".join(rat) if rat else "")
+
+    out.append("**Sequential** (file order; ringfeed `--shuffle none`):")
+    out.append("")
+    out.append(head % "loader")
+    out.append(rule)
+    for name in ["ringfeed"] + peers:
+        row = "| %s |" % name
+        for s, c in cols:
+            against = [] if name == "ringfeed" else [("", ("ringfeed none", s, "seq", c))]
+            row += " %s |" % cell(name, (name if name != "ringfeed" else "ringfeed none",
+                                         s, "seq", c), against)
+        out.append(row)
+    out.append("")
+    out.append("**Shuffled** (each loader's own shuffle; ringfeed `--shuffle full` and "
+               "`--shuffle window` at its default window; in brackets f: `full`'s "
+               "samples/s over the peer's, w: `window`'s):")
+    out.append("")
+    out.append((head % "loader").replace("| loader |", "| loader | shuffle |"))
+    out.append(rule.replace("|---|", "|---|---|", 1))
+    rf_rows = [("ringfeed full", "full permutation"),
+               ("ringfeed window", "window of chunks")]
+    for name, how in rf_rows + [(p, shuffle_desc(p)) for p in peers]:
+        row = "| %s | %s |" % (name, how)
+        for s, c in cols:
+            against = [] if name.startswith("ringfeed") else [
+                ("f ", ("ringfeed full", s, "shuf", c)),
+                ("w ", ("ringfeed window", s, "shuf", c))]
+            row += " %s |" % cell(name, (name, s, "shuf", c), against)
+        out.append(row)
+    notes = sorted({"%s (%s %s %s): %s" % (r["peer"], r["size"], r["order"], r["cache"],
+                                          r["note"])
+                    for r in results if not r.get("ok") and r.get("note")})
+    if notes:
+        out.append("")
+        out.append("Not run: " + "; ".join(n.replace("|", "/") for n in notes) + ".")
+    cmds = sorted({(r["size"], r["order"], r["cache"], r["peer"], r["command"])
+                   for r in results if r["peer"].startswith("ringfeed") and r.get("ok")})
+    if cmds:
+        out.append("")
+        out.append("ringfeed's cells came from (DATA = the set's `.rfs`):")
+        out.append("")
+        for s, o, c, pname, cmd in cmds:
+            out.append("- %s %s %s: `%s`" % (s, c, pname.split()[1], cmd))
+    return "\n".join(out) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ringfeed", required=False)
     ap.add_argument("--out", default="bench-out")
     ap.add_argument("--run-peer", help=argparse.SUPPRESS)
     ap.add_argument("--size", help=argparse.SUPPRESS)
+    ap.add_argument("--order", help=argparse.SUPPRESS)
     ap.add_argument("--cache", help=argparse.SUPPRESS)
     ap.add_argument("--peers", default=",".join(PEERS),
                     help="comma-separated subset of: " + ", ".join(PEERS))
+    ap.add_argument("--command", default="tools/bench-peers/run", help=argparse.SUPPRESS)
     args = ap.parse_args()
     root = os.path.join(os.path.abspath(args.out), "peers-data")
 
     if args.run_peer:
         try:
-            r = run_one_peer(args.run_peer, args.size, args.cache, root)
+            r = run_one_peer(args.run_peer, args.size, args.order, args.cache, root)
         except Exception as e:
             r = {"ok": False, "note": "%s: %s" % (type(e).__name__, str(e).splitlines()[0]
                                                    if str(e) else "")}
@@ -463,73 +751,58 @@ def main():
     version = subprocess.run([ringfeed, "--version"], stdout=subprocess.PIPE,
                              text=True).stdout.strip()
     peers = [p for p in args.peers.split(",") if p]
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "version": version,
+            "git": git_describe(), "command": args.command, "machine": machine(),
+            "load_start": list(os.getloadavg())}
+    log("%s UTC, %d CPUs, %s, load average %s" % (
+        meta["date"], meta["machine"]["cpus"], meta["machine"]["model"],
+        " ".join("%.2f" % x for x in meta["load_start"])))
     t_start = time.time()
     results = []
-    for size in SIZES:
-        log("writing the %s dataset in every format ..." % size)
-        fmts = write_formats(ringfeed, root, size, log)
-        for cache in ("cold", "warm"):
-            rf = run_ringfeed(ringfeed, fmts, size, cache)
-            rf.update(peer="ringfeed", size=size, cache=cache, loadavg=os.getloadavg()[0])
-            results.append(rf)
-            log("  %s %s ringfeed: %s" % (size, cache, fmt_rate(rf.get("samples_per_s", 0))))
-            for name in peers:
-                argv = [sys.executable, os.path.abspath(__file__), "--out", args.out,
-                        "--run-peer", name, "--size", size, "--cache", cache]
-                try:
-                    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                       text=True, timeout=300)
-                    line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
-                    r = json.loads(line[-1][7:]) if line else {
-                        "ok": False, "note": "exited %d: %s" % (p.returncode,
-                                                                p.stderr.strip()[-300:])}
-                except subprocess.TimeoutExpired:
-                    r = {"ok": False, "note": "timed out after 300 s"}
-                r.update(peer=name, size=size, cache=cache, loadavg=os.getloadavg()[0])
-                if r.get("ok") and rf.get("ok") and r["samples_per_s"] > 0:
-                    r["ringfeed_ratio"] = rf["samples_per_s"] / r["samples_per_s"]
-                results.append(r)
-                log("  %s %s %s: %s" % (size, cache, name,
-                                        fmt_rate(r["samples_per_s"]) if r.get("ok")
-                                        else "cannot run: " + r.get("note", "")))
 
-    cols = [(s, c) for s in SIZES for c in ("cold", "warm")]
-    by = {(r["peer"], r["size"], r["cache"]): r for r in results}
-    head = "%-22s" % "samples/s (ringfeed x)" + "".join(
-        "%18s" % ("%s %s" % (s, c)) for s, c in cols)
-    lines = [head, "-" * len(head)]
-    for name in ["ringfeed"] + peers:
-        row = "%-22s" % name
-        for s, c in cols:
-            r = by.get((name, s, c), {})
-            if not r.get("ok"):
-                cell = "n/a"
-            elif name == "ringfeed":
-                cell = fmt_rate(r["samples_per_s"])
-            else:
-                cell = "%s (%.1fx)" % (fmt_rate(r["samples_per_s"]), r.get("ringfeed_ratio", 0))
-            row += "%18s" % cell
-        lines.append(row)
-    notes = sorted({"%s: %s" % (r["peer"], r["note"]) for r in results
-                    if not r.get("ok") and r.get("note")})
-    table = "\n".join(lines)
-    print(table)
-    if notes:
-        print("\nnot run:")
-        for n in notes:
-            print("  " + n)
-    loads = [r["loadavg"] for r in results]
-    print("\nringfeed %s; %d cores, load average %.1f-%.1f during the run; small = %d x (784 B + 8 B label), batch %d; large = %d x "
-          "(150 KiB + 8 B), batch %d; total %.0f s" % (
-              version, os.cpu_count(), min(loads), max(loads), SIZES["small"]["samples"], SIZES["small"]["batch"],
-              SIZES["large"]["samples"], SIZES["large"]["batch"], time.time() - t_start))
+    def add(r, peer, size, order, cache):
+        r.update(peer=peer, size=size, order=order, cache=cache, loadavg=os.getloadavg()[0])
+        results.append(r)
+        log("  %s %s %s %s: %s" % (size, order, cache, peer,
+                                  fmt_rate(r["samples_per_s"]) if r.get("ok")
+                                  else "cannot run: " + r.get("note", "")))
+
+    for size in SIZES:
+        log("writing the %s dataset in every format (once) ..." % size)
+        fmts = write_formats(ringfeed, root, size, log)
+        for order in ORDERS:
+            for cache in CACHES:
+                for mode in RINGFEED_MODES[order]:
+                    add(run_ringfeed(ringfeed, fmts, size, mode, cache),
+                        "ringfeed " + mode, size, order, cache)
+                for name in peers:
+                    argv = [sys.executable, os.path.abspath(__file__), "--out", args.out,
+                            "--run-peer", name, "--size", size, "--order", order,
+                            "--cache", cache]
+                    try:
+                        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                           text=True, timeout=60)
+                        line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+                        r = json.loads(line[-1][7:]) if line else {
+                            "ok": False, "note": "exited %d: %s" % (
+                                p.returncode, p.stderr.strip()[-300:])}
+                    except subprocess.TimeoutExpired:
+                        r = {"ok": False, "note": "timed out after 60 s"}
+                    add(r, name, size, order, cache)
+
+    meta["load_end"] = list(os.getloadavg())
+    meta["seconds"] = time.time() - t_start
+    md = markdown(results, peers, meta)
+    print(md)
     os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "peers.md"), "w") as f:
+        f.write(md)
     with open(os.path.join(args.out, "peers.json"), "w") as f:
-        json.dump({"ringfeed_version": version, "machine": {
-            "cpus": os.cpu_count(), "kernel": platform.release(),
-            "python": platform.python_version()},
-            "sizes": SIZES, "warm_seconds": WARM_SECONDS, "results": results,
-            "table": table}, f, indent=1)
+        json.dump({"ringfeed_version": version, "meta": meta, "sizes": SIZES,
+                   "warm_seconds": WARM_SECONDS, "shuffle_buffer_bytes": SHUFFLE_BUFFER_BYTES,
+                   "results": results, "table": md}, f, indent=1)
+    log("wrote %s and %s" % (os.path.join(args.out, "peers.md"),
+                             os.path.join(args.out, "peers.json")))
     return 0
 
 
