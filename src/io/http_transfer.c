@@ -601,7 +601,7 @@ rf_http_pread(rf_http *h, int file, void *buf, size_t len, uint64_t offset, size
 	int rc = rf_http_read(h, file, offset, buf, len, 0);
 	if (rc < 0)
 		return rc == -EAGAIN ? rf_fail(h->diag, -EBUSY, "http: reads are outstanding") : rc;
-	rf_io_done d;
+	rf_io_done d = {0};
 	rc = rf_http_wait(h, &d, 1, 1);
 	if (rc < 0)
 		return rc;
