@@ -296,6 +296,38 @@ axis_coeffs(axis *a, int in_size, float in0, float in1, uint32_t vsize, uint32_t
 	}
 }
 
+static void
+tap_range(int in_size, double center, double support, int *lo, int *hi)
+{
+	int xmin = (int)(center - support + 0.5);
+	int xmax = (int)(center + support + 0.5);
+
+	if (xmin < 0)
+		xmin = 0;
+	if (xmax > in_size)
+		xmax = in_size;
+	*lo = xmin;
+	*hi = xmax;
+}
+
+void
+rf_img_axis_span(int in_size, float in0, float in1, uint32_t vsize, uint32_t first,
+		 uint32_t count, uint32_t *lo, uint32_t *hi)
+{
+	double scale = (double)(in1 - in0) / vsize;
+	double fs = scale < 1.0 ? 1.0 : scale;
+	int a0, a1, b0, b1;
+
+	/* The same centres as axis_coeffs(); the first output's taps start
+	 * lowest and the last one's end highest. */
+	tap_range(in_size, in0 + (first + 0.5) * scale, fs, &a0, &a1);
+	tap_range(in_size, in0 + (first + count - 1 + 0.5) * scale, fs, &b0, &b1);
+	*lo = (uint32_t)(a0 < b0 ? a0 : b0);
+	*hi = (uint32_t)(a1 > b1 ? a1 : b1);
+	if (*hi <= *lo)
+		*hi = *lo + 1 <= (uint32_t)in_size ? *lo + 1 : (uint32_t)in_size;
+}
+
 static inline uint8_t
 clip8(int32_t in)
 {
@@ -378,12 +410,14 @@ rf_img_resample(const resample_job *j, uint8_t *out, rf_image_scratch *s)
 
 	/* Horizontal pass: rows [y_first, y_last) of the region. */
 	for (size_t yy = 0; yy < nrows; yy++) {
-		const uint8_t *row = j->src + (j->ry + y_first + yy) * j->stride + (size_t)j->rx * 3;
+		/* src holds the image from (ox, oy): the region's pixels the
+		 * taps read are inside it. */
+		const uint8_t *row = j->src + (j->ry + y_first + yy - j->oy) * j->stride;
 		uint8_t *o = s->tmp + yy * tstride;
 		for (uint32_t xx = 0; xx < j->ow; xx++) {
 			int xmin = ax.bounds[2 * xx], xn = ax.bounds[2 * xx + 1];
 			const int32_t *k = &ax.k[(size_t)xx * ax.ksize];
-			const uint8_t *p = row + (size_t)xmin * 3;
+			const uint8_t *p = row + (size_t)(j->rx + (uint32_t)xmin - j->ox) * 3;
 			int32_t s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
 			for (int x = 0; x < xn; x++) {
 				s0 += p[3 * x] * k[x];
