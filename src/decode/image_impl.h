@@ -46,6 +46,10 @@ void rf_img_eval_size(uint32_t w, uint32_t h, uint32_t size, uint32_t *nw, uint3
  * [first, first + count) of a resize of the box [in0, in1) to vsize read. */
 void rf_img_axis_span(int in_size, float in0, float in1, uint32_t vsize, uint32_t first,
 		      uint32_t count, uint32_t *lo, uint32_t *hi);
+/* The widest code the horizontal pass may use where the CPU has it: 2
+ * AVX2, 1 SSE4.1, 0 plain C (all give the same bytes; tests compare them).
+ * Set before any thread resamples. */
+extern int rf_img_simd_max;
 /* Run one resample into out (RGB, j->ow x j->oh). */
 int rf_img_resample(const resample_job *j, uint8_t *out, rf_image_scratch *s);
 

@@ -379,6 +379,8 @@ row_store(uint8_t *restrict o, const int32_t *restrict acc, size_t n)
 	}
 }
 
+int rf_img_simd_max = 2;
+
 /* One output pixel of the horizontal pass. */
 static inline void
 hpass_px(const uint8_t *p, const int32_t *k, int n, uint8_t *o)
@@ -491,11 +493,11 @@ static void
 hpass(const uint8_t *row, uint8_t *o, const axis *ax, uint32_t ow, int shift, int safe)
 {
 #if RF_IMG_X86
-	if (__builtin_cpu_supports("avx2")) {
+	if (rf_img_simd_max >= 2 && __builtin_cpu_supports("avx2")) {
 		hpass_avx2(row, o, ax, ow, shift, safe);
 		return;
 	}
-	if (__builtin_cpu_supports("sse4.1")) {
+	if (rf_img_simd_max >= 1 && __builtin_cpu_supports("sse4.1")) {
 		hpass_sse41(row, o, ax, ow, shift, safe);
 		return;
 	}
