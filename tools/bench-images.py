@@ -7,12 +7,20 @@ run.  docs/bench.md ("Images") gives the figures and how to read them.
 
   /usr/bin/python3 tools/bench-images.py [--n 1200] [--threads 2] [--pairs 3]
       [--ringfeed build/tools/ringfeed] [--dir /tmp/rf-bench-images]
+      [--dali VENV/bin/python]
 
 PYTHONPATH must reach the module (build/src/python).  The folder is made
 once (ImageNet-like sizes, quality 90, from Debian's Fashion-MNIST) and
 packed once.  Each pair runs ringfeed (decode_threads = T) and torchvision
 with 0 and T workers, in alternating order; the ratios are per pair, their
 median is the figure.
+
+--dali adds NVIDIA DALI's CPU pipeline (device_id=None, T threads) as a
+column, run by the given interpreter (DALI's wheel, nvidia-dali-cuda120 from
+PyPI, wants its own numpy: a venv apart): fn.readers.file,
+fn.decoders.image_random_crop (its fused region decode) + fn.resize +
+fn.flip for train, fn.decoders.image + resize_shorter + fn.crop for eval.
+Its first batch (pipeline build) is not timed.
 """
 import argparse
 import os
@@ -81,6 +89,51 @@ def run_torchvision(folder, size, workers, batch, transform):
     return n / dt, (cpu_now() - c0) / n
 
 
+DALI_CHILD = r"""
+import json, resource, sys, time
+from nvidia.dali import pipeline_def, fn, types
+folder, n, size, threads, batch, transform = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
+    int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+
+@pipeline_def(batch_size=batch, num_threads=threads, device_id=None, seed=1)
+def pipe():
+    jpegs, labels = fn.readers.file(file_root=folder, random_shuffle=True, name="r")
+    if transform == "train":
+        img = fn.decoders.image_random_crop(jpegs, device="cpu", output_type=types.RGB)
+        img = fn.resize(img, resize_x=size, resize_y=size)
+        img = fn.flip(img, horizontal=fn.random.coin_flip())
+    else:
+        img = fn.decoders.image(jpegs, device="cpu", output_type=types.RGB)
+        img = fn.resize(img, resize_shorter=size * 8 // 7)
+        img = fn.crop(img, crop=(size, size))
+    return img, labels
+
+def cpu():
+    a = resource.getrusage(resource.RUSAGE_SELF)
+    return a.ru_utime + a.ru_stime
+
+p = pipe()
+p.build()
+p.run()
+steps = (n + batch - 1) // batch
+c0, t0 = cpu(), time.perf_counter()
+got = 0
+for _ in range(steps):
+    out = p.run()
+    got += len(out[0])
+dt = time.perf_counter() - t0
+print(json.dumps({"rate": got / dt, "cpu": (cpu() - c0) / got}))
+"""
+
+
+def run_dali(python, folder, n, size, threads, batch, transform):
+    import json
+    r = subprocess.run([python, "-c", DALI_CHILD, folder, str(n), str(size), str(threads),
+                        str(batch), transform], check=True, capture_output=True, text=True)
+    v = json.loads(r.stdout.strip().splitlines()[-1])
+    return v["rate"], v["cpu"]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1200)
@@ -92,6 +145,7 @@ def main():
     ap.add_argument("--ringfeed", default=os.path.join(HERE, "..", "build", "tools", "ringfeed"))
     ap.add_argument("--dir", default="/tmp/rf-bench-images")
     ap.add_argument("--chunk-bytes", default="1M", help="pack --chunk-bytes (default 1M)")
+    ap.add_argument("--dali", help="a Python with nvidia.dali: adds DALI's CPU pipeline")
     a = ap.parse_args()
     import torch
     torch.set_num_threads(1)
@@ -106,13 +160,17 @@ def main():
     print("%d JPEGs (%.1f MB) in %s; %s %dx%d uint8, batch %d, %d threads; load %s" % (
         a.n, mb / 1e6, folder, a.transform, a.size, a.size, a.batch, a.threads,
         " ".join("%.2f" % v for v in os.getloadavg())))
-    rows = {"ringfeed": [], "tv0": [], "tvT": []}
-    cpu = {"ringfeed": [], "tv0": [], "tvT": []}
+    rows = {"ringfeed": [], "tv0": [], "tvT": [], "dali": []}
+    cpu = {"ringfeed": [], "tv0": [], "tvT": [], "dali": []}
     for p in range(a.pairs):
-        order = ["ringfeed", "tv0", "tvT"] if p % 2 == 0 else ["tvT", "tv0", "ringfeed"]
+        order = ["ringfeed", "tv0", "tvT"] + (["dali"] if a.dali else [])
+        if p % 2:
+            order.reverse()
         for k in order:
             if k == "ringfeed":
                 r, c = run_ringfeed(ds, a.size, a.threads, a.batch, a.transform)
+            elif k == "dali":
+                r, c = run_dali(a.dali, folder, a.n, a.size, a.threads, a.batch, a.transform)
             else:
                 w = 0 if k == "tv0" else a.threads
                 r, c = run_torchvision(folder, a.size, w, a.batch, a.transform)
@@ -121,7 +179,8 @@ def main():
         print("pair %d: images/s (CPU ms per image): ringfeed %.0f (%.2f), torchvision 0 "
               "workers %.0f (%.2f), %d workers %.0f (%.2f)" % (
                   p, rows["ringfeed"][-1], 1e3 * cpu["ringfeed"][-1], rows["tv0"][-1],
-                  1e3 * cpu["tv0"][-1], a.threads, rows["tvT"][-1], 1e3 * cpu["tvT"][-1]))
+                  1e3 * cpu["tv0"][-1], a.threads, rows["tvT"][-1], 1e3 * cpu["tvT"][-1]) +
+              (", DALI %.0f (%.2f)" % (rows["dali"][-1], 1e3 * cpu["dali"][-1]) if a.dali else ""))
     best = [max(x, y) for x, y in zip(rows["tv0"], rows["tvT"])]
     ratios = [r / b for r, b in zip(rows["ringfeed"], best)]
     print("median images/s: ringfeed %.0f, torchvision 0 workers %.0f, %d workers %.0f" % (
@@ -135,6 +194,14 @@ def main():
               1e3 * statistics.median(cpu["ringfeed"]), 1e3 * statistics.median(cpu["tv0"]),
               a.threads, 1e3 * statistics.median(cpu["tvT"]), " ".join("%.2f" % r for r in cr),
               statistics.median(cr)))
+    if a.dali:
+        dr = [r / d for r, d in zip(rows["ringfeed"], rows["dali"])]
+        dc = [d / r for d, r in zip(cpu["dali"], cpu["ringfeed"])]
+        print("DALI CPU pipeline, median images/s %.0f, CPU ms per image %.2f; ringfeed / DALI "
+              "images/s, per pair: %s; median %.2f; DALI's CPU / ringfeed's: median %.2f" % (
+                  statistics.median(rows["dali"]), 1e3 * statistics.median(cpu["dali"]),
+                  " ".join("%.2f" % r for r in dr), statistics.median(dr),
+                  statistics.median(dc)))
     print("load after: %s" % " ".join("%.2f" % v for v in os.getloadavg()))
 
 

@@ -11,6 +11,10 @@
 
 #include <spng.h>
 #include <turbojpeg.h>
+#if RF_HAVE_JPEG_REGION
+#include <setjmp.h>
+#include <jpeglib.h>
+#endif
 
 #include <ringfeed/ringfeed.h>
 
@@ -48,6 +52,8 @@ rf_img_grow(void **buf, size_t *cap, size_t need)
 	return 0;
 }
 
+static void rf_img_jd_free(rf_image_scratch *s);
+
 void
 rf_image_scratch_init(rf_image_scratch *s)
 {
@@ -59,6 +65,7 @@ rf_image_scratch_fini(rf_image_scratch *s)
 {
 	if (s->tj)
 		tjDestroy(s->tj);
+	rf_img_jd_free(s);
 	free(s->pix);
 	free(s->tmp);
 	free(s->coef);
@@ -502,6 +509,239 @@ rf_image_check(const void *data, size_t len, int full, rf_image_info *info, rf_i
 	return png_decode(p, len, info, s);
 }
 
+/* ------------------------------------------------------ region decodes */
+
+#if RF_HAVE_JPEG_REGION
+/* libjpeg's API, for what TurboJPEG's lacks: decoding some of the rows and
+ * columns (jpeg_crop_scanline, jpeg_skip_scanlines, stopping early).  The
+ * settings are TurboJPEG's (accurate IDCT, smooth upsampling, at most 500
+ * progressive scans), so the pixels are the same. */
+typedef struct jd_err {
+	struct jpeg_error_mgr pub;
+	jmp_buf jb;
+	int warned;
+	char msg[JMSG_LENGTH_MAX];
+} jd_err;
+
+typedef struct jd_state {
+	struct jpeg_decompress_struct d;
+	jd_err err;
+	struct jpeg_progress_mgr prog;
+} jd_state;
+
+static void
+jd_error_exit(j_common_ptr c)
+{
+	jd_err *e = (jd_err *)(void *)c->err;
+	(*c->err->format_message)(c, e->msg);
+	longjmp(e->jb, 1);
+}
+
+static void
+jd_emit(j_common_ptr c, int level)
+{
+	jd_err *e = (jd_err *)(void *)c->err;
+	if (level < 0 && !e->warned) {
+		(*c->err->format_message)(c, e->msg);
+		e->warned = 1;
+	}
+}
+
+static void
+jd_progress(j_common_ptr c)
+{
+	j_decompress_ptr d = (j_decompress_ptr)c;
+	jd_err *e = (jd_err *)(void *)c->err;
+	if (d->is_decompressor && d->input_scan_number > 500) {
+		snprintf(e->msg, sizeof e->msg, "Progressive JPEG image has more than 500 scans");
+		longjmp(e->jb, 1);
+	}
+}
+
+static void
+rf_img_jd_free(rf_image_scratch *s)
+{
+	jd_state *j = s->jd;
+	if (j) {
+		jpeg_destroy_decompress(&j->d);
+		free(j);
+	}
+	s->jd = NULL;
+}
+
+static jd_state *
+jd_handle(rf_image_scratch *s)
+{
+	jd_state *j = s->jd;
+	if (j)
+		return j;
+	j = calloc(1, sizeof *j);
+	if (!j)
+		return NULL;
+	j->d.err = jpeg_std_error(&j->err.pub);
+	j->err.pub.error_exit = jd_error_exit;
+	j->err.pub.emit_message = jd_emit;
+	if (setjmp(j->err.jb)) {
+		free(j);
+		return NULL;
+	}
+	jpeg_create_decompress(&j->d);
+	j->prog.progress_monitor = jd_progress;
+	j->d.progress = &j->prog;
+	s->jd = j;
+	return j;
+}
+
+static int
+jd_fail(rf_image_scratch *s, jd_state *j, const uint8_t *p, size_t len)
+{
+	char m[JMSG_LENGTH_MAX];
+	int rc;
+
+	snprintf(m, sizeof m, "%s", j->err.msg);
+	/* As after a TurboJPEG failure: the state is made anew next time. */
+	rf_img_jd_free(s);
+	rc = jpeg_error_code(m, p, len);
+	if (rc == RF_ETRUNCATED)
+		return rf_img_fail(s, rc, "truncated JPEG (%zu bytes, no end marker): %s", len, m);
+	if (rc == RF_EFORMAT)
+		return rf_img_fail(s, rc, "unsupported JPEG: %s", m);
+	return rf_img_fail(s, rc, "corrupt JPEG (data): %s", m);
+}
+
+/*
+ * Decode the part of the JPEG, scaled by num/den, that holds the pixels
+ * [x0, x1) x [y0, y1) of the scaled image into s->pix as packed RGB: the
+ * part decoded is *dx, *dy (its first pixel) and *dw x *dh.  One iMCU of
+ * margin on each side (where the image has it) keeps the upsampled chroma
+ * at the box's edges equal to a whole decode's.
+ */
+static int __attribute__((noinline))
+jpeg_region_run(jd_state *j, const uint8_t *p, size_t len, const rf_image_info *info, int num,
+		int den, uint32_t x0, uint32_t y0, uint32_t x1, uint32_t y1, uint32_t *dx,
+		uint32_t *dy, uint32_t *dw, uint32_t *dh, rf_image_scratch *s)
+{
+	int bpp = info->cmyk ? 4 : 3;
+	struct jpeg_decompress_struct *d = &j->d;
+	jpeg_mem_src(d, p, (unsigned long)len);
+	jpeg_read_header(d, TRUE);
+	d->scale_num = (unsigned int)num;
+	d->scale_denom = (unsigned int)den;
+	d->out_color_space = info->cmyk ? JCS_CMYK : JCS_EXT_RGB;
+	d->dct_method = JDCT_ISLOW;
+	d->do_fancy_upsampling = TRUE;
+	jpeg_calc_output_dimensions(d);
+	uint32_t sw = d->output_width, sh = d->output_height;
+	if ((uint64_t)sw * sh > max_pixels(s)) {
+		jpeg_abort_decompress(d);
+		return rf_img_fail(s, -E2BIG, "image of %u x %u pixels is larger than the limit "
+				"of %llu pixels", sw, sh, (unsigned long long)max_pixels(s));
+	}
+	if (x1 > sw)
+		x1 = sw;
+	if (y1 > sh)
+		y1 = sh;
+	jpeg_start_decompress(d);
+#if JPEG_LIB_VERSION >= 70
+	uint32_t mcu_w = (uint32_t)(d->max_h_samp_factor * d->min_DCT_h_scaled_size);
+	uint32_t mcu_h = (uint32_t)(d->max_v_samp_factor * d->min_DCT_v_scaled_size);
+#else
+	uint32_t mcu_w = (uint32_t)(d->max_h_samp_factor * d->min_DCT_scaled_size);
+	uint32_t mcu_h = (uint32_t)(d->max_v_samp_factor * d->min_DCT_scaled_size);
+#endif
+	JDIMENSION cx = x0 > mcu_w ? x0 - mcu_w : 0;
+	JDIMENSION cend = x1 + mcu_w < sw ? x1 + mcu_w : sw;
+	JDIMENSION cw = cend - cx;
+	if (cx > 0 || cw < sw)
+		jpeg_crop_scanline(d, &cx, &cw); /* widens to whole iMCUs */
+	uint32_t ys = y0 > mcu_h ? y0 - mcu_h : 0;
+	uint32_t ye = y1 + mcu_h < sh ? y1 + mcu_h : sh;
+	size_t stride = (size_t)cw * (size_t)bpp;
+	if (rf_img_grow((void **)&s->pix, &s->pix_cap, stride * (ye - ys)) < 0) {
+		jpeg_abort_decompress(d);
+		return rf_img_fail(s, -ENOMEM, "out of memory for a %u x %u region", (unsigned)cw,
+				ye - ys);
+	}
+	if (ys > 0 && jpeg_skip_scanlines(d, ys) != ys) {
+		jpeg_abort_decompress(d);
+		return rf_img_fail(s, RF_ECORRUPT, "corrupt JPEG (data): cannot skip to row %u",
+				ys);
+	}
+	while (d->output_scanline < ye) {
+		JSAMPROW rows[16];
+		uint32_t n = ye - d->output_scanline;
+		if (n > 16)
+			n = 16;
+		for (uint32_t i = 0; i < n; i++)
+			rows[i] = s->pix + (size_t)(d->output_scanline - ys + i) * stride;
+		if (jpeg_read_scanlines(d, rows, n) == 0)
+			break; /* suspended: the data ran out */
+	}
+	int whole = d->output_scanline == sh;
+	if (d->output_scanline < ye) {
+		jpeg_abort_decompress(d);
+		return rf_img_fail(s, RF_ETRUNCATED, "truncated JPEG (%zu bytes): the data ends "
+				"before row %u", len, ye);
+	}
+	if (whole)
+		jpeg_finish_decompress(d);
+	else
+		jpeg_abort_decompress(d);
+	/* A warning leaves a complete image: accepted, as PIL does, unless
+	 * the data ran out (libjpeg then pads with grey). */
+	if (j->err.warned && strstr(j->err.msg, "Premature end")) {
+		char m[JMSG_LENGTH_MAX];
+		snprintf(m, sizeof m, "%s", j->err.msg);
+		return rf_img_fail(s, RF_ETRUNCATED, "truncated JPEG (%zu bytes): %s", len, m);
+	}
+	if (info->cmyk) {
+		for (uint32_t y = 0; y < ye - ys; y++)
+			cmyk_to_rgb(s->pix + (size_t)y * stride, cw);
+		/* rows shrink from 4 to 3 bytes a pixel: pack them */
+		for (uint32_t y = 1; y < ye - ys; y++)
+			memmove(s->pix + (size_t)y * cw * 3, s->pix + (size_t)y * stride,
+				(size_t)cw * 3);
+	}
+	*dx = cx;
+	*dy = ys;
+	*dw = cw;
+	*dh = ye - ys;
+	return 0;
+}
+
+/* jpeg_region_run() under libjpeg's error handler. */
+static int
+jpeg_decode_region(const uint8_t *p, size_t len, const rf_image_info *info, int num, int den,
+		   uint32_t x0, uint32_t y0, uint32_t x1, uint32_t y1, uint32_t *dx,
+		   uint32_t *dy, uint32_t *dw, uint32_t *dh, rf_image_scratch *s)
+{
+	jd_state *j = jd_handle(s);
+
+	if (!j)
+		return rf_img_fail(s, -ENOMEM, "cannot set up a libjpeg decoder");
+	if (!jpeg_ends(p, len))
+		return rf_img_fail(s, RF_ETRUNCATED, "truncated JPEG (%zu bytes, no end marker)",
+				len);
+	j->err.warned = 0;
+	j->err.msg[0] = 0;
+	if (setjmp(j->err.jb))
+		return jd_fail(s, s->jd, p, len);
+	return jpeg_region_run(j, p, len, info, num, den, x0, y0, x1, y1, dx, dy, dw, dh, s);
+}
+#else
+static void
+rf_img_jd_free(rf_image_scratch *s)
+{
+	(void)s;
+}
+#endif
+
+int
+rf_image_region_decoding(void)
+{
+	return RF_HAVE_JPEG_REGION;
+}
+
 /* The smallest of libjpeg-turbo's factors at most 1/2 that keeps a region
  * of rw x rh source pixels at least need_w x need_h; 1/1 when none. */
 static void
@@ -551,8 +791,17 @@ rf_image_load(const void *data, size_t len, const rf_image_transform *t, uint64_
 	}
 	info->scale_num = (uint32_t)num;
 	info->scale_den = (uint32_t)den;
-	if ((rc = decode_into_scratch(data, len, info, num, den, &sw, &sh, s)) < 0)
+	int region = 0;
+#if RF_HAVE_JPEG_REGION
+	region = info->format == RF_IMAGE_JPEG && !t->full_decode;
+#endif
+	if (region) {
+		tjscalingfactor f = {num, den};
+		sw = (uint32_t)TJSCALED((int)info->width, f);
+		sh = (uint32_t)TJSCALED((int)info->height, f);
+	} else if ((rc = decode_into_scratch(data, len, info, num, den, &sw, &sh, s)) < 0) {
 		return rc;
+	}
 
 	memset(&j, 0, sizeof j);
 	j.src = s->pix;
@@ -608,5 +857,21 @@ rf_image_load(const void *data, size_t len, const rf_image_transform *t, uint64_
 				j.box[3] = (float)j.rh;
 		}
 	}
+#if RF_HAVE_JPEG_REGION
+	if (region) {
+		/* Decode only the pixels the resampler reads. */
+		uint32_t x0, x1, y0, y1, dx, dy, dw, dh;
+		rf_img_axis_span((int)j.rw, j.box[0], j.box[2], j.vw, j.fx, j.ow, &x0, &x1);
+		rf_img_axis_span((int)j.rh, j.box[1], j.box[3], j.vh, j.fy, j.oh, &y0, &y1);
+		if ((rc = jpeg_decode_region(data, len, info, num, den, j.rx + x0, j.ry + y0,
+					     j.rx + x1, j.ry + y1, &dx, &dy, &dw, &dh, s)) < 0)
+			return rc;
+		j.src = s->pix;
+		j.stride = (size_t)dw * 3;
+		j.ox = dx;
+		j.oy = dy;
+		(void)dh;
+	}
+#endif
 	return rf_img_resample(&j, out, s);
 }

@@ -39,6 +39,13 @@
  *    at least the output size, and the resampler does the rest.  Faster by
  *    up to the factor squared, and close to (not equal to) a full decode:
  *    see the tolerance in tests/decode/test_image.c.
+ *  - Region decoding (JPEG, where built with libjpeg-turbo's libjpeg API):
+ *    only the rows and columns the crop's resampling reads are decoded,
+ *    plus one MCU of margin so that chroma upsampling at the region's edges
+ *    sees the same neighbours as in a whole decode: the pixels equal a
+ *    whole decode's (tests/decode/test_image_crop.c).  Decoding stops after
+ *    the last row needed, so corrupt entropy data below it goes unnoticed
+ *    (a file cut short is still refused: it lacks its end marker).
  *
  * Random draws are a pure function of (seed, epoch, index): the same sample
  * in the same epoch gets the same crop and flip whatever the rank, worker,
@@ -85,7 +92,14 @@ typedef struct rf_image_transform {
 	double ratio_min, ratio_max; /* RANDOM_CROP: 0 < min <= max (3/4, 4/3) */
 	double flip_p;           /* RANDOM_CROP: 0 .. 1 (0.5) */
 	int dct_scale;           /* 1 (default): JPEG DCT-domain downscaling */
+	int full_decode;         /* 1: decode whole JPEGs even where the crop is
+	                            known (0, the default, decodes only the rows and
+	                            columns the crop needs, with the same pixels) */
 } rf_image_transform;
+
+/* 1 when this build decodes JPEG regions (libjpeg-turbo's libjpeg API;
+ * rf_image_transform.full_decode), else 0. */
+int rf_image_region_decoding(void);
 
 /* torchvision's defaults: RandomResizedCrop(out) + RandomHorizontalFlip(), and
  * Resize(resize) + CenterCrop(out). */
@@ -111,6 +125,7 @@ void rf_image_crop_for(const rf_image_transform *t, uint32_t width, uint32_t hei
 /* A decode worker's private state.  Zero it, or call rf_image_scratch_init. */
 typedef struct rf_image_scratch {
 	void *tj;                /* TurboJPEG handle, made on first use */
+	void *jd;                /* libjpeg decompressor (region decodes), ditto */
 	uint8_t *pix;            /* decoded image */
 	size_t pix_cap;
 	uint8_t *tmp;            /* horizontal pass */

@@ -12,7 +12,9 @@
  *   tj-decode      tjDecompress2 to RGB at full size (the limit)
  *   train          rf_image_load, random-resized-crop + flip to N x N
  *                  (N = 224), DCT-domain scaling on (the default)
- *   train-nodct    the same with DCT scaling off (a full decode each time)
+ *   train-nodct    the same with DCT scaling off
+ *   train-full     DCT scaling on, but the whole JPEG decoded each time
+ *                  (full_decode: no region decoding)
  *   eval           resize the shorter side to N x 8/7, centre crop N x N
  * Make JPEGs to run it on with tests/bench/make-images.py.
  */
@@ -117,18 +119,19 @@ main(int argc, char **argv)
 	unsigned char *rgb = malloc(maxpix * 4);
 	unsigned char *out = malloc((size_t)size * size * 3);
 	tjhandle tj = tjInitDecompress();
-	const char *names[] = {"tj-decode", "train", "train-nodct", "eval"};
+	const char *names[] = {"tj-decode", "train", "train-nodct", "train-full", "eval"};
 	printf("%zu JPEG files, %.1f s per case, output %ux%u, one thread\n", nfiles, seconds,
 	       size, size);
-	for (int c = 0; c < 4; c++) {
+	for (int c = 0; c < 5; c++) {
 		rf_image_transform t;
 		uint64_t n = 0;
 		double t0 = now(), c0 = cpu_now(), el;
-		if (c == 3)
+		if (c == 4)
 			rf_image_transform_eval(&t, size, size, size * 8 / 7);
 		else
 			rf_image_transform_train(&t, size, size);
 		t.dct_scale = c != 2;
+		t.full_decode = c == 3;
 		do {
 			for (size_t i = 0; i < nfiles; i++, n++) {
 				const blob *b = &files[i];
