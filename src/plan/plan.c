@@ -588,9 +588,10 @@ wseg_rho(const rf_plan *plan, struct wseg *w, uint64_t i)
  * segment's order for all of them at once (rf_perm_fill's lanes), then each
  * one's place, then the places' orders with a lane per item
  * (rf_perm_map_each).  The same values as drawing item by item: the order
- * is the plan's, only the work is grouped.  A place's keyed order is taken
- * from the direct-mapped table, so the items whose orders are computed
- * together never need more places than it holds.
+ * is the plan's, only the work is grouped.  The items waiting for their
+ * places' orders point into the direct-mapped table of keyed orders: before
+ * an item's place takes a slot that a waiting item's place holds, the
+ * waiting items are computed.
  */
 static void
 window_items(const rf_plan *plan, struct wseg *w, uint64_t pos, uint32_t m, rf_plan_item *items)
