@@ -38,9 +38,37 @@ chunk_size(uint32_t kind, uint64_t i)
 	}
 }
 
+/* rf_perm_map_each against rf_perm_at: permutations of every size class
+ * (cycle walking, the smallest domain), any count of inputs around the
+ * lanes' width. */
+static void
+test_map_each(void)
+{
+	enum { P = 7, M = 67 };
+	static const uint64_t sizes[P] = {2, 3, 200, 257, 1000, 65537, 3000000017ull};
+	rf_perm perms[P];
+	for (int i = 0; i < P; i++)
+		rf_perm_init(&perms[i], sizes[i], 0xABCDull * (uint64_t)(i + 1));
+	const rf_perm *ps[M];
+	uint64_t in[M], out[M];
+	uint64_t x = 12345;
+	for (uint32_t count = 0; count <= M; count++) {
+		for (uint32_t i = 0; i < count; i++) {
+			x = rf_plan_mix64(x + i);
+			ps[i] = &perms[x % P];
+			in[i] = (x >> 20) % ps[i]->n;
+		}
+		rf_perm_map_each(ps, in, count, out);
+		for (uint32_t i = 0; i < count; i++)
+			CHECK_CONT_MSG(out[i] == rf_perm_at(ps[i], in[i]), "map_each: count %u, input %u",
+				       count, i);
+	}
+}
+
 int
 main(int argc, char **argv)
 {
+	test_map_each();
 	int print = argc > 1; /* print the hashes instead of checking them */
 	for (size_t ci = 0; ci < sizeof wcases / sizeof wcases[0]; ci++) {
 		const struct wcase *c = &wcases[ci];
