@@ -510,7 +510,7 @@ rf_plan_locate(const rf_plan *plan, uint64_t sample, uint64_t *chunk, uint32_t *
 	return 0;
 }
 
-#define WSEG_RHO 32
+#define WSEG_RHO 128
 
 /* Window mode: what is constant within a segment, computed once per
  * segment rather than per sample: each of its Wp places' share, as a range
@@ -602,7 +602,7 @@ window_items(const rf_plan *plan, struct wseg *w, uint64_t pos, uint32_t m, rf_p
 	uint32_t at[WBATCH], place[WBATCH];
 	rf_perm_fill(&w->tau, pos - w->begin, m, v);
 	uint32_t held = 0; /* items waiting for their places' orders */
-	uint32_t hi = 0;   /* held places' table slots in use: a bitmask */
+	uint64_t hi[WSEG_RHO / 64] = {0}; /* table slots of waiting items' places */
 	for (uint32_t t = 0; t <= m; t++) {
 		uint64_t i = 0, u = 0;
 		unsigned slot = 0;
@@ -615,14 +615,14 @@ window_items(const rf_plan *plan, struct wseg *w, uint64_t pos, uint32_t m, rf_p
 			place[t] = (uint32_t)i;
 			slot = (unsigned)(i % WSEG_RHO);
 			/* A held item's order still sits in this slot. */
-			flush = (hi >> slot & 1u) && w->rho_of[slot] != (uint32_t)i;
+			flush = (hi[slot / 64] >> (slot % 64) & 1u) && w->rho_of[slot] != (uint32_t)i;
 		}
 		if (flush && held) {
 			rf_perm_map_each(ps, in, held, out);
 			for (uint32_t h = 0; h < held; h++)
 				items[at[h]].offset = (uint32_t)out[h];
 			held = 0;
-			hi = 0;
+			memset(hi, 0, sizeof hi);
 		}
 		if (t == m)
 			break;
@@ -634,7 +634,7 @@ window_items(const rf_plan *plan, struct wseg *w, uint64_t pos, uint32_t m, rf_p
 		ps[held] = rho;
 		in[held] = u;
 		at[held++] = t;
-		hi |= 1u << slot;
+		hi[slot / 64] |= UINT64_C(1) << (slot % 64);
 	}
 	for (uint32_t t = 0; t < m; t++) {
 		uint64_t j = w->k + place[t];
