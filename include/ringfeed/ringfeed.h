@@ -697,7 +697,10 @@ typedef struct rf_config {
 	 * shards (as it does by itself with buffered reads, direct = 0 or
 	 * chosen by -1: the dataset is then in the page cache) instead of a
 	 * read call per sample, hashing it right after the copy; with O_DIRECT
-	 * it reads each sample.  The choice is logged at open.  The price: a shard that is truncated or whose disk
+	 * it reads each sample.  Window shuffling likewise reads through the
+	 * maps by itself with buffered reads (direct = 0, or -1 choosing
+	 * them), local shards and no image step: each chunk is checked and
+	 * gathered where it lies in the page cache.  The choice is logged at open.  The price: a shard that is truncated or whose disk
 	 * fails after its pages were faulted in raises SIGBUS when the loader
 	 * touches them, which ends the process; use it for datasets nobody
 	 * modifies while they are read, on local storage.  Mapped pages count

@@ -487,6 +487,7 @@ int rf_ld_window_hold(rf_loader *ld, const struct lstep *st, const rf_chunk_sect
 int rf_ld_window_source(rf_loader *ld, const rf_plan_item *it, const rf_chunk_sections **sec,
 			const rf_chunk_ctx **ctx, rf_diag *d);
 int rf_ld_window_setup(rf_loader *ld, uint32_t *window);
+void rf_ld_window_choose_map(rf_loader *ld);
 
 /* full.c */
 int rf_ld_full_check(rf_loader *ld, const uint32_t *sel, uint32_t nsel);

@@ -412,6 +412,7 @@ rf_ld_resolve_settings(rf_loader *ld)
 		ld->resolved.window = wnd;
 	}
 	choose_direct(ld);
+	rf_ld_window_choose_map(ld);
 	/* Full shuffling from memory: a dataset read through the page cache
 	 * (buffered, chosen above because it fits, or map asked for) is
 	 * copied sample by sample from the mapped shards: a read call per

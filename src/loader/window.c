@@ -2,6 +2,7 @@
 /*
  * Window shuffling: decoded chunks held after their turn.
  */
+#include "io/http.h"
 #include "loader/internal.h"
 
 /* Let go of held chunk `e` (gather only). */
@@ -141,4 +142,27 @@ rf_ld_window_setup(rf_loader *ld, uint32_t *window)
 	ld->window.raw_cap = rf_dataset_max_raw_bytes(ld->ds);
 	*window = w;
 	return 0;
+}
+
+/*
+ * Window shuffling from memory: a dataset read through the page cache
+ * (buffered reads, asked for or chosen at open because it fits) is read
+ * through maps of the shards, as map = 1 would: each chunk is used where it
+ * lies in the page cache instead of copied into a read slot by a read call
+ * (that copy was a sixth of a hot window run's CPU), and checked there as a
+ * read chunk is.  Only local shards and chunks without an image step; the
+ * rest keep read calls.  After choose_direct, before the memory plan.
+ */
+void
+rf_ld_window_choose_map(rf_loader *ld)
+{
+	if (ld->resolved.shuffle != RF_SHUFFLE_WINDOW || ld->map.on || ld->resolved.direct ||
+	    ld->image)
+		return;
+	for (size_t i = 0; i < ld->nshards; i++)
+		if (rf_is_url(rf_dataset_shard_path(ld->ds, i)))
+			return;
+	ld->map.on = 1;
+	rf_log(&ld->diag, RF_LOG_INFO, "shuffle window: chunks used where they lie in maps of "
+	       "the shards (the dataset is read through the page cache)");
 }

@@ -124,3 +124,65 @@ rf_perm_fill(const rf_perm *p, uint64_t first, uint32_t count, uint64_t *out)
 	}
 	(void)scratch;
 }
+
+/*
+ * rf_perm_fill's lanes over arbitrary inputs, each under its own
+ * permutation: out[i] = rf_perm_at(ps[i], in[i]).  The same values as one
+ * rf_perm_at each; only the rounds of independent values overlap.  Each
+ * lane reads its permutation's keys and shifts (L1 loads, off the chain of
+ * multiplies).
+ */
+void
+rf_perm_map_each(const rf_perm *const *ps, const uint64_t *in, uint32_t count, uint64_t *out)
+{
+	uint32_t i = 0;
+	if (count >= LANES) {
+		const rf_perm *P[LANES];
+		uint64_t x[LANES], idx[LANES], scratch = 0, next = LANES;
+		for (int j = 0; j < LANES; j++) {
+			x[j] = in[j];
+			idx[j] = (uint64_t)j;
+			P[j] = ps[j];
+		}
+		while (next < count) {
+#pragma GCC unroll 8
+			for (int r = 0; r < RF_PERM_ROUNDS; r++) {
+				int t = r & 1;
+#pragma GCC unroll 8
+				for (int j = 0; j < LANES; j++) {
+					const rf_perm *p = P[j];
+					uint64_t lo = x[j] & p->umask[t], hi = x[j] >> p->shift[t];
+					hi ^= rf_perm_f(lo ^ p->key[r]) >> p->fshift[t];
+					x[j] = (lo << p->rot[t]) | hi;
+				}
+			}
+#pragma GCC unroll 8
+			for (int j = 0; j < LANES; j++) {
+				uint64_t v = x[j];
+				int done = v < P[j]->n;
+				uint64_t *dst = done ? out + idx[j] : &scratch;
+				*dst = v < 2 ? v ^ P[j]->swap01 : v;
+				/* A done lane takes the next input while there is one. */
+				uint64_t k = done && next < count ? next : idx[j];
+				x[j] = done ? (next < count ? in[next] : 0) : v;
+				P[j] = ps[k < count ? k : idx[j]];
+				idx[j] = done ? next : idx[j];
+				next += (uint64_t)done;
+			}
+		}
+		for (int j = 0; j < LANES; j++) {
+			if (idx[j] >= count)
+				continue;
+			const rf_perm *p = P[j];
+			uint64_t v = x[j];
+			do
+				v = rf_perm_rounds(p, v);
+			while (v >= p->n);
+			out[idx[j]] = v < 2 ? v ^ p->swap01 : v;
+		}
+		(void)scratch;
+		i = count; /* every input had a lane */
+	}
+	for (; i < count; i++)
+		out[i] = rf_perm_at(ps[i], in[i]);
+}

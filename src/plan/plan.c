@@ -510,7 +510,7 @@ rf_plan_locate(const rf_plan *plan, uint64_t sample, uint64_t *chunk, uint32_t *
 	return 0;
 }
 
-#define WSEG_RHO 32
+#define WSEG_RHO 128
 
 /* Window mode: what is constant within a segment, computed once per
  * segment rather than per sample: each of its Wp places' share, as a range
@@ -566,30 +566,87 @@ wseg_init(const rf_plan *plan, uint64_t pos, struct wseg *w)
 		w->rho_of[c] = UINT32_MAX;
 }
 
-static void
-window_item(const rf_plan *plan, struct wseg *w, uint64_t pos, rf_plan_item *it)
+/* Place i's keyed order, set up in the direct-mapped table if it is not. */
+static const rf_perm *
+wseg_rho(const rf_plan *plan, struct wseg *w, uint64_t i)
 {
 	const struct rf_plan_epoch *ep = &plan->ep;
-	const rf_plan_params *pp = &plan->pp;
-	uint64_t v = rf_perm_at(&w->tau, pos - w->begin);
-	/* Which place, then which of its samples in the place's keyed order. */
-	uint64_t i = find_le(w->cpre, (uint64_t)w->nplaces + 1, v);
-	uint64_t j = w->k + i;
 	rf_perm *rho = &w->rho[i % WSEG_RHO];
 	if (w->rho_of[i % WSEG_RHO] != (uint32_t)i) {
+		uint64_t j = w->k + i;
 		w->rho_of[i % WSEG_RHO] = (uint32_t)i;
 		rf_perm_init(rho, ep->pstart[j + 1] - ep->pstart[j],
-			     plan_key(pp->seed, pp->epoch, TAG_PLACE, j));
+			     plan_key(plan->pp.seed, plan->pp.epoch, TAG_PLACE, j));
 	}
-	uint64_t off = rf_perm_at(rho, w->from[i] + (v - w->cpre[i]));
-	uint32_t c = ep->perm[j];
-	it->pos = pos;
-	it->flags = 0;
-	it->chunk = c;
-	it->offset = (uint32_t)off;
-	it->sample = plan->start[c] + off;
-	it->read = ep->readidx[j];
-	it->keep_from = w->keep_from;
+	return rho;
+}
+
+#define WBATCH 256
+
+/*
+ * Items for the positions [pos, pos + m) of segment w (m <= WBATCH): the
+ * segment's order for all of them at once (rf_perm_fill's lanes), then each
+ * one's place, then the places' orders with a lane per item
+ * (rf_perm_map_each).  The same values as drawing item by item: the order
+ * is the plan's, only the work is grouped.  The items waiting for their
+ * places' orders point into the direct-mapped table of keyed orders: before
+ * an item's place takes a slot that a waiting item's place holds, the
+ * waiting items are computed.
+ */
+static void
+window_items(const rf_plan *plan, struct wseg *w, uint64_t pos, uint32_t m, rf_plan_item *items)
+{
+	const struct rf_plan_epoch *ep = &plan->ep;
+	uint64_t v[WBATCH], in[WBATCH], out[WBATCH];
+	const rf_perm *ps[WBATCH];
+	uint32_t at[WBATCH], place[WBATCH];
+	rf_perm_fill(&w->tau, pos - w->begin, m, v);
+	uint32_t held = 0; /* items waiting for their places' orders */
+	uint64_t hi[WSEG_RHO / 64] = {0}; /* table slots of waiting items' places */
+	for (uint32_t t = 0; t <= m; t++) {
+		uint64_t i = 0, u = 0;
+		unsigned slot = 0;
+		int flush = t == m;
+		if (t < m) {
+			/* Which place, then which of its samples in the place's
+			 * keyed order. */
+			i = find_le(w->cpre, (uint64_t)w->nplaces + 1, v[t]);
+			u = w->from[i] + (v[t] - w->cpre[i]);
+			place[t] = (uint32_t)i;
+			slot = (unsigned)(i % WSEG_RHO);
+			/* A held item's order still sits in this slot. */
+			flush = (hi[slot / 64] >> (slot % 64) & 1u) && w->rho_of[slot] != (uint32_t)i;
+		}
+		if (flush && held) {
+			rf_perm_map_each(ps, in, held, out);
+			for (uint32_t h = 0; h < held; h++)
+				items[at[h]].offset = (uint32_t)out[h];
+			held = 0;
+			memset(hi, 0, sizeof hi);
+		}
+		if (t == m)
+			break;
+		const rf_perm *rho = wseg_rho(plan, w, i);
+		if (rho->n <= 1) {
+			items[t].offset = (uint32_t)u; /* rf_perm_at's identity */
+			continue;
+		}
+		ps[held] = rho;
+		in[held] = u;
+		at[held++] = t;
+		hi[slot / 64] |= UINT64_C(1) << (slot % 64);
+	}
+	for (uint32_t t = 0; t < m; t++) {
+		uint64_t j = w->k + place[t];
+		uint32_t c = ep->perm[j];
+		rf_plan_item *it = &items[t];
+		it->pos = pos + t;
+		it->flags = 0;
+		it->chunk = c;
+		it->sample = plan->start[c] + it->offset;
+		it->read = ep->readidx[j];
+		it->keep_from = w->keep_from;
+	}
 }
 
 /* Items for the consecutive global positions [first, first + count), all
@@ -625,10 +682,15 @@ fill_items(const rf_plan *plan, uint64_t first, uint32_t count, rf_plan_item *it
 	case RF_PLAN_WINDOW: {
 		struct wseg w;
 		wseg_init(plan, first, &w);
-		for (uint32_t i = 0; i < count; i++) {
+		for (uint32_t i = 0; i < count;) {
 			if (first + i >= w.end)
 				wseg_init(plan, first + i, &w);
-			window_item(plan, &w, first + i, &items[i]);
+			uint64_t left = w.end - (first + i);
+			uint32_t m = count - i < WBATCH ? count - i : WBATCH;
+			if (left < m)
+				m = (uint32_t)left;
+			window_items(plan, &w, first + i, m, &items[i]);
+			i += m;
 		}
 		return;
 	}

@@ -526,4 +526,9 @@ rf_perm_at(const rf_perm *p, uint64_t i)
  * value's rounds are a chain of dependent multiplies). */
 void rf_perm_fill(const rf_perm *p, uint64_t first, uint32_t count, uint64_t *out);
 
+/* out[i] = rf_perm_at(ps[i], in[i]) for i < count, with rf_perm_fill's
+ * lanes (in[i] < ps[i]->n, every ps[i]->n >= 2). */
+void rf_perm_map_each(const rf_perm *const *ps, const uint64_t *in, uint32_t count,
+		      uint64_t *out);
+
 #endif

@@ -8,7 +8,10 @@
  * window the pinned ring cannot hold fails at open with RF_EMEMPLAN naming W
  * and the pinned bytes it needs, and those bytes are enough.  The order id
  * changes with the seed, the window, the batch size, the world size and
- * drop_last, and not with the rank or the epoch.
+ * drop_last, and not with the rank or the epoch.  A window over buffered
+ * reads uses the chunks where they lie in maps of the shards (io engine
+ * "mmap"), with the same samples in the same order as O_DIRECT read calls,
+ * and a flipped byte still fails the stream with RF_ECHECKSUM.
  */
 #include "lt.h"
 
@@ -217,6 +220,83 @@ test_order_id(void)
 		 order_id(RF_SHUFFLE_WINDOW, 8, 5, 0, 2, 16, 1, 0, NULL));
 }
 
+/* One epoch of window shuffling, one rank: the samples in order, and the
+ * io engine; the first error in *err. */
+static uint64_t *
+window_stream(const char *name, int direct, uint64_t n, char *engine, size_t cap, int *err)
+{
+	struct lt_paths lp;
+	rf_config cfg;
+	lt_config(&cfg, &lp, dir, name);
+	cfg.batch_size = 16;
+	cfg.epochs = 1;
+	cfg.shuffle = RF_SHUFFLE_WINDOW;
+	cfg.window = 5;
+	cfg.seed = 11;
+	cfg.direct = direct;
+	rf_loader *ld;
+	*err = rf_loader_open(&ld, &cfg);
+	if (*err < 0)
+		return NULL;
+	rf_stats st = stats_of(ld);
+	snprintf(engine, cap, "%s", st.io_engine);
+	uint64_t *order = calloc(n, sizeof *order), got = 0;
+	const rf_batch *b;
+	int rc;
+	while ((rc = rf_loader_next(ld, &b)) == 0 && b) {
+		for (uint32_t i = 0; i < b->samples && got < n; i++)
+			order[got++] = lt_row_sample(b, i);
+		LT_CHECK(rf_loader_release(ld, b, NULL) == 0);
+	}
+	*err = rc;
+	if (rc == 0)
+		LT_CHECK(got == n);
+	rf_loader_close(&ld);
+	return order;
+}
+
+static void
+test_window_maps(uint64_t n)
+{
+	char e_buf[32], e_dir[32];
+	int rc_buf, rc_dir;
+	uint64_t *o_buf = window_stream("w.rfs", 0, n, e_buf, sizeof e_buf, &rc_buf);
+	uint64_t *o_dir = window_stream("w.rfs", 1, n, e_dir, sizeof e_dir, &rc_dir);
+	LT_CHECK(rc_buf == 0 && rc_dir == 0);
+	if (rc_buf == 0)
+		LT_CHECK(strcmp(e_buf, "mmap") == 0);
+	if (rc_dir == 0)
+		LT_CHECK(strcmp(e_dir, "mmap") != 0);
+	if (o_buf && o_dir)
+		LT_CHECK(memcmp(o_buf, o_dir, n * sizeof *o_buf) == 0);
+	free(o_buf);
+	free(o_dir);
+
+	/* A flipped byte in a chunk the window holds in the map. */
+	LT_CHECK(lt_pack(dir, "flip", n, 0, 3500, 0, 0) == 0);
+	rf_dataset *ds;
+	LT_CHECK(lt_dataset_open(&ds, dir, "flip.rfs") == 0);
+	rf_chunk_info ci;
+	LT_CHECK(rf_dataset_chunk_info(ds, 17, &ci) == 0);
+	char shard[4096];
+	snprintf(shard, sizeof shard, "%s", rf_dataset_shard_path(ds, ci.shard));
+	rf_dataset_close(&ds);
+	FILE *f = fopen(shard, "r+b");
+	LT_CHECK(f != NULL);
+	if (!f)
+		return;
+	fseek(f, (long)(ci.offset + ci.stored_bytes / 2), SEEK_SET);
+	int c = fgetc(f);
+	fseek(f, (long)(ci.offset + ci.stored_bytes / 2), SEEK_SET);
+	fputc(c ^ 0x5a, f);
+	fclose(f);
+	int rc;
+	uint64_t *o = window_stream("flip.rfs", 0, n, e_buf, sizeof e_buf, &rc);
+	LT_CHECK(rc == RF_ECHECKSUM);
+	LT_CHECK(strcmp(e_buf, "mmap") == 0);
+	free(o);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -236,6 +316,7 @@ main(int argc, char **argv)
 	test_ranks(n);
 	test_memplan();
 	test_order_id();
+	test_window_maps(n);
 
 	lt_rmtree(dir);
 	if (lt_failures)
