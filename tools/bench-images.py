@@ -53,21 +53,28 @@ def cpu_now():
     return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
 
 
-def run_ringfeed(ds, size, threads, batch, transform):
+def run_ringfeed(ds, size, threads, batch, transform, rank=0, world=1):
     import numpy as np
     import ringfeed
     spec = {"size": size, "transform": transform}
     ld = ringfeed.Loader(ds, batch, images={"image": spec}, fields=["image", "label"],
                          shuffle="chunks", seed=1, device="cpu", decode_threads=threads,
-                         drop_last=False)
+                         drop_last=False, rank=rank, world=world)
     n = 0
     c0, t0 = cpu_now(), time.perf_counter()
     for b in ld:
         x = np.asarray(b["image"])
         n += x.shape[0]
     dt = time.perf_counter() - t0
+    c = cpu_now() - c0
+    # The loader streams on into the next epoch: the images it decoded
+    # ahead are counted in c (a one-epoch run pays for them).
+    DECODED.append((ld.stats().get("images_decoded", n), n, c))
     ld.close()
-    return n / dt, (cpu_now() - c0) / n
+    return n / dt, c / n
+
+
+DECODED = []
 
 
 def run_torchvision(folder, size, workers, batch, transform):
@@ -146,6 +153,8 @@ def main():
     ap.add_argument("--dir", default="/tmp/rf-bench-images")
     ap.add_argument("--chunk-bytes", default="1M", help="pack --chunk-bytes (default 1M)")
     ap.add_argument("--dali", help="a Python with nvidia.dali: adds DALI's CPU pipeline")
+    ap.add_argument("--world", type=int, default=1,
+                    help="also run ringfeed as rank 0 of WORLD (alone), for its CPU per image")
     a = ap.parse_args()
     import torch
     torch.set_num_threads(1)
@@ -160,15 +169,18 @@ def main():
     print("%d JPEGs (%.1f MB) in %s; %s %dx%d uint8, batch %d, %d threads; load %s" % (
         a.n, mb / 1e6, folder, a.transform, a.size, a.size, a.batch, a.threads,
         " ".join("%.2f" % v for v in os.getloadavg())))
-    rows = {"ringfeed": [], "tv0": [], "tvT": [], "dali": []}
-    cpu = {"ringfeed": [], "tv0": [], "tvT": [], "dali": []}
+    rows = {"ringfeed": [], "tv0": [], "tvT": [], "dali": [], "rank": []}
+    cpu = {"ringfeed": [], "tv0": [], "tvT": [], "dali": [], "rank": []}
     for p in range(a.pairs):
-        order = ["ringfeed", "tv0", "tvT"] + (["dali"] if a.dali else [])
+        order = ["ringfeed", "tv0", "tvT"] + (["dali"] if a.dali else []) + \
+            (["rank"] if a.world > 1 else [])
         if p % 2:
             order.reverse()
         for k in order:
             if k == "ringfeed":
                 r, c = run_ringfeed(ds, a.size, a.threads, a.batch, a.transform)
+            elif k == "rank":
+                r, c = run_ringfeed(ds, a.size, a.threads, a.batch, a.transform, 0, a.world)
             elif k == "dali":
                 r, c = run_dali(a.dali, folder, a.n, a.size, a.threads, a.batch, a.transform)
             else:
@@ -180,7 +192,10 @@ def main():
               "workers %.0f (%.2f), %d workers %.0f (%.2f)" % (
                   p, rows["ringfeed"][-1], 1e3 * cpu["ringfeed"][-1], rows["tv0"][-1],
                   1e3 * cpu["tv0"][-1], a.threads, rows["tvT"][-1], 1e3 * cpu["tvT"][-1]) +
-              (", DALI %.0f (%.2f)" % (rows["dali"][-1], 1e3 * cpu["dali"][-1]) if a.dali else ""))
+              (", DALI %.0f (%.2f)" % (rows["dali"][-1], 1e3 * cpu["dali"][-1]) if a.dali else "") +
+              (", ringfeed rank 0 of %d %.0f (%.2f)" % (a.world, rows["rank"][-1],
+                                                        1e3 * cpu["rank"][-1])
+               if a.world > 1 else ""))
     best = [max(x, y) for x, y in zip(rows["tv0"], rows["tvT"])]
     ratios = [r / b for r, b in zip(rows["ringfeed"], best)]
     print("median images/s: ringfeed %.0f, torchvision 0 workers %.0f, %d workers %.0f" % (
@@ -202,6 +217,16 @@ def main():
                   statistics.median(rows["dali"]), 1e3 * statistics.median(cpu["dali"]),
                   " ".join("%.2f" % r for r in dr), statistics.median(dr),
                   statistics.median(dc)))
+    if a.world > 1:
+        print("ringfeed rank 0 of %d alone: median images/s %.0f, CPU ms per image it "
+              "delivers %.2f (one rank: %.2f)" % (
+                  a.world, statistics.median(rows["rank"]), 1e3 * statistics.median(cpu["rank"]),
+                  1e3 * statistics.median(cpu["ringfeed"])))
+    if DECODED:
+        print("ringfeed images decoded per epoch (the next epoch's first chunks read ahead "
+              "included): %s; CPU ms per decoded image, median %.2f" % (
+                  " ".join("%d/%d" % (d, n) for d, n, _ in DECODED),
+                  1e3 * statistics.median(c / d for d, _, c in DECODED)))
     print("load after: %s" % " ".join("%.2f" % v for v in os.getloadavg()))
 
 

@@ -601,6 +601,8 @@ rf_cmd_cat(int argc, char **argv)
 		rf_cli_note(2, "%" PRIu64 " samples in %" PRIu64 " batches, %s read in %.3f s on %s "
 			    "(%s), consumer stalled %.0f%% of the time", samples, batches, a, secs,
 			    st.device, st.io_engine, 100.0 * st.stall_share);
+		if (cfg.nimages)
+			rf_cli_note(2, "%" PRIu64 " images decoded", st.images_decoded);
 	}
 	if (status == RF_CLI_OK && cfg.on_error == RF_ON_ERROR_SKIP) {
 		rf_stats st = {.size = sizeof(st)};

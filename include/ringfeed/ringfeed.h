@@ -1241,7 +1241,12 @@ typedef struct rf_stats {
 	 * chunks of its epoch afresh.  Each rank counts its own batches. */
 	uint64_t chunks_skipped;
 	uint64_t samples_substituted;
-	uint8_t reserved[16];
+	/* rf_config.images: images decoded (each image field's samples), only
+	 * those this rank takes (with world > 1 a chunk's other samples are
+	 * read but not decoded), counted as the decode workers finish them,
+	 * batches prepared ahead included. */
+	uint64_t images_decoded;
+	uint8_t reserved[8];
 } rf_stats;
 
 /* Per-source counters of a mixture, at the last batch handed out. */

@@ -396,15 +396,22 @@ hpass_px(const uint8_t *p, const int32_t *k, int n, uint8_t *o)
 	o[2] = clip8(s2);
 }
 
+/* Where output pixel xx of a row goes: xx, or its mirror when flipping
+ * (the flip is done here, on the horizontal pass's rows: the vertical pass
+ * works column by column, so its results are the same, mirrored). */
+#define HOUT(o, xx, ow, flip) ((o) + 3 * (size_t)((flip) ? (ow) - 1 - (xx) : (xx)))
+
 /* Row `row` of src; the region's pixel x is src's pixel x + shift; src's
  * rows have safe + 1 pixels. */
 static void
-hpass_scalar(const uint8_t *row, uint8_t *o, const axis *ax, uint32_t ow, int shift, int safe)
+hpass_scalar(const uint8_t *row, uint8_t *o, const axis *ax, uint32_t ow, int shift, int safe,
+	     int flip)
 {
 	(void)safe;
 	for (uint32_t xx = 0; xx < ow; xx++)
 		hpass_px(row + (size_t)(ax->bounds[2 * xx] + shift) * 3,
-			 &ax->k[(size_t)xx * ax->ksize], ax->bounds[2 * xx + 1], o + 3 * xx);
+			 &ax->k[(size_t)xx * ax->ksize], ax->bounds[2 * xx + 1],
+			 HOUT(o, xx, ow, flip));
 }
 
 #if RF_IMG_X86
@@ -412,7 +419,8 @@ hpass_scalar(const uint8_t *row, uint8_t *o, const axis *ax, uint32_t ow, int sh
  * the order does not change them).  Taps that end at src's last pixel
  * take the scalar path (the 4-byte load would pass the buffer's end). */
 static void __attribute__((target("sse4.1")))
-hpass_sse41(const uint8_t *row, uint8_t *o, const axis *ax, uint32_t ow, int shift, int safe)
+hpass_sse41(const uint8_t *row, uint8_t *o, const axis *ax, uint32_t ow, int shift, int safe,
+	    int flip)
 {
 	const __m128i half = _mm_set1_epi32(1 << (PRECISION_BITS - 1));
 
@@ -420,8 +428,9 @@ hpass_sse41(const uint8_t *row, uint8_t *o, const axis *ax, uint32_t ow, int shi
 		int xmin = ax->bounds[2 * xx] + shift, xn = ax->bounds[2 * xx + 1];
 		const int32_t *k = &ax->k[(size_t)xx * ax->ksize];
 		const uint8_t *p = row + (size_t)xmin * 3;
+		uint8_t *d = HOUT(o, xx, ow, flip);
 		if (xmin + xn > safe) {
-			hpass_px(p, k, xn, o + 3 * xx);
+			hpass_px(p, k, xn, d);
 			continue;
 		}
 		__m128i acc = half;
@@ -435,9 +444,9 @@ hpass_sse41(const uint8_t *row, uint8_t *o, const axis *ax, uint32_t ow, int shi
 		acc = _mm_packs_epi32(acc, acc);
 		acc = _mm_packus_epi16(acc, acc);
 		uint32_t r = (uint32_t)_mm_cvtsi128_si32(acc);
-		o[3 * xx] = (uint8_t)r;
-		o[3 * xx + 1] = (uint8_t)(r >> 8);
-		o[3 * xx + 2] = (uint8_t)(r >> 16);
+		d[0] = (uint8_t)r;
+		d[1] = (uint8_t)(r >> 8);
+		d[2] = (uint8_t)(r >> 16);
 	}
 }
 
@@ -445,7 +454,8 @@ hpass_sse41(const uint8_t *row, uint8_t *o, const axis *ax, uint32_t ow, int shi
  * padded with zero coefficients (the axis's rows are ksize long, zeros
  * past n). */
 static void __attribute__((target("avx2")))
-hpass_avx2(const uint8_t *row, uint8_t *o, const axis *ax, uint32_t ow, int shift, int safe)
+hpass_avx2(const uint8_t *row, uint8_t *o, const axis *ax, uint32_t ow, int shift, int safe,
+	   int flip)
 {
 	const __m256i half = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
 	uint32_t xx = 0;
@@ -456,9 +466,10 @@ hpass_avx2(const uint8_t *row, uint8_t *o, const axis *ax, uint32_t ow, int shif
 		int n = na > nb ? na : nb;
 		const int32_t *ka = &ax->k[(size_t)xx * ax->ksize], *kb = ka + ax->ksize;
 		const uint8_t *pa = row + (size_t)xa * 3, *pb = row + (size_t)xb * 3;
+		uint8_t *da = HOUT(o, xx, ow, flip), *db = HOUT(o, xx + 1, ow, flip);
 		if (xa + n > safe || xb + n > safe) {
-			hpass_px(pa, ka, na, o + 3 * xx);
-			hpass_px(pb, kb, nb, o + 3 * xx + 3);
+			hpass_px(pa, ka, na, da);
+			hpass_px(pb, kb, nb, db);
 			continue;
 		}
 		__m256i acc = half;
@@ -476,33 +487,34 @@ hpass_avx2(const uint8_t *row, uint8_t *o, const axis *ax, uint32_t ow, int shif
 		acc = _mm256_packus_epi16(acc, acc);
 		uint32_t ra = (uint32_t)_mm_cvtsi128_si32(_mm256_castsi256_si128(acc));
 		uint32_t rb = (uint32_t)_mm_cvtsi128_si32(_mm256_extracti128_si256(acc, 1));
-		o[3 * xx] = (uint8_t)ra;
-		o[3 * xx + 1] = (uint8_t)(ra >> 8);
-		o[3 * xx + 2] = (uint8_t)(ra >> 16);
-		o[3 * xx + 3] = (uint8_t)rb;
-		o[3 * xx + 4] = (uint8_t)(rb >> 8);
-		o[3 * xx + 5] = (uint8_t)(rb >> 16);
+		da[0] = (uint8_t)ra;
+		da[1] = (uint8_t)(ra >> 8);
+		da[2] = (uint8_t)(ra >> 16);
+		db[0] = (uint8_t)rb;
+		db[1] = (uint8_t)(rb >> 8);
+		db[2] = (uint8_t)(rb >> 16);
 	}
 	for (; xx < ow; xx++)
 		hpass_px(row + (size_t)(ax->bounds[2 * xx] + shift) * 3,
-			 &ax->k[(size_t)xx * ax->ksize], ax->bounds[2 * xx + 1], o + 3 * xx);
+			 &ax->k[(size_t)xx * ax->ksize], ax->bounds[2 * xx + 1],
+			 HOUT(o, xx, ow, flip));
 }
 #endif
 
 static void
-hpass(const uint8_t *row, uint8_t *o, const axis *ax, uint32_t ow, int shift, int safe)
+hpass(const uint8_t *row, uint8_t *o, const axis *ax, uint32_t ow, int shift, int safe, int flip)
 {
 #if RF_IMG_X86
 	if (rf_img_simd_max >= 2 && __builtin_cpu_supports("avx2")) {
-		hpass_avx2(row, o, ax, ow, shift, safe);
+		hpass_avx2(row, o, ax, ow, shift, safe, flip);
 		return;
 	}
 	if (rf_img_simd_max >= 1 && __builtin_cpu_supports("sse4.1")) {
-		hpass_sse41(row, o, ax, ow, shift, safe);
+		hpass_sse41(row, o, ax, ow, shift, safe, flip);
 		return;
 	}
 #endif
-	hpass_scalar(row, o, ax, ow, shift, safe);
+	hpass_scalar(row, o, ax, ow, shift, safe, flip);
 }
 
 int
@@ -551,10 +563,10 @@ rf_img_resample(const resample_job *j, uint8_t *out, rf_image_scratch *s)
 		/* src holds the image from (ox, oy): the region's pixels the
 		 * taps read are inside it. */
 		const uint8_t *row = j->src + (j->ry + y_first + yy - j->oy) * j->stride;
-		hpass(row, s->tmp + yy * tstride, &ax, j->ow, shift, safe);
+		hpass(row, s->tmp + yy * tstride, &ax, j->ow, shift, safe, j->flip);
 	}
-	/* Vertical pass, into the output (mirrored when flipping): a row at
-	 * a time, each tap adding a whole row into 32-bit sums (contiguous,
+	/* Vertical pass, into the output (its rows mirrored already when
+	 * flipping): a row at a time, each tap adding a whole row into 32-bit sums (contiguous,
 	 * so the compiler vectorises it), the same sums as PIL's per-pixel
 	 * loop in the same order. */
 	int32_t *acc = (int32_t *)(void *)(s->tmp + acc_off);
@@ -565,16 +577,7 @@ rf_img_resample(const resample_job *j, uint8_t *out, rf_image_scratch *s)
 		row_init(acc, tstride);
 		for (int y = 0; y < yn; y++)
 			row_madd(acc, s->tmp + (size_t)(ymin + y) * tstride, k[y], tstride);
-		if (!j->flip) {
-			row_store(o, acc, tstride);
-		} else {
-			for (uint32_t xx = 0; xx < j->ow; xx++) {
-				uint32_t ox = j->ow - 1 - xx;
-				o[3 * ox] = clip8(acc[3 * xx]);
-				o[3 * ox + 1] = clip8(acc[3 * xx + 1]);
-				o[3 * ox + 2] = clip8(acc[3 * xx + 2]);
-			}
-		}
+		row_store(o, acc, tstride);
 	}
 	return 0;
 }

@@ -514,6 +514,7 @@ rf_loader_stats(rf_loader *ld, rf_stats *st)
 	s.chunks_skipped = atomic_load_explicit(&ld->stats.chunks_skipped, memory_order_relaxed);
 	s.samples_substituted = atomic_load_explicit(&ld->stats.samples_substituted,
 						     memory_order_relaxed);
+	s.images_decoded = atomic_load_explicit(&ld->stats.images_decoded, memory_order_relaxed);
 	uint64_t open_ns = (uint64_t)ld->stats.t_open.tv_sec * 1000000000u + (uint64_t)ld->stats.t_open.tv_nsec;
 	s.wall_ns = rf_ld_now_ns() - open_ns;
 

@@ -5,6 +5,8 @@
  */
 #include "loader/internal.h"
 
+#include <assert.h>
+
 /* ------------------------------------------------------------ the gather */
 
 /* Take a staging slot for a new batch (the turn holder only).  Returns 0 or
@@ -213,6 +215,7 @@ gather_items(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *cur
 			return rf_fail(d, RF_ECORRUPT, "%s: chunk %" PRIu64 " has %u samples, the plan "
 				       "asks for sample %u", ctx->path, ctx->chunk, sec->samples,
 				       it->offset + r - 1);
+		assert(rf_ld_image_taken(st, it->offset, r));
 		if (direct && ld->gather.cur_slot < 0 && ld->gather.i == 0 && r == ld->gather.n &&
 		    (!ld->mem.in_place ||
 		     (uintptr_t)(sec->field[ld->layout.part[0].field].data +

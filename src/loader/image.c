@@ -11,9 +11,16 @@
  * Why a whole chunk, in the worker: the workers are what runs in parallel
  * (the gather is one turn at a time, in plan order), and a chunk is what a
  * worker holds.  The price is memory, a chunk of decoded values per worker,
- * bounded and counted by the memory plan; and in a job of several ranks the
- * samples of a chunk that other ranks take are decoded too (chunks of about
- * a batch keep that small).
+ * bounded and counted by the memory plan.
+ *
+ * Only the samples this rank takes: in a job of several ranks a chunk read
+ * by this rank holds samples that other ranks take.  As the reader issues
+ * a read (rf_ld_image_take) it walks its plan's items up to those of that
+ * read entry and marks the chunk's samples they name in a bitmap carried
+ * with the read (struct lstep.taken, one per window place); the step
+ * decodes those alone and the gather never reads the others (asserted in
+ * debug builds).  The walk is the reader's, on the reader's plan at the
+ * read's epoch, so the set never depends on where the plan is later.
  *
  * Why the pixels do not depend on the run: the random draws are keyed by
  * the order's seed, the read's epoch and the sample's dataset-wide index
@@ -47,6 +54,17 @@ struct rf_ld_images {
 	struct rf_ld_image_one f[RF_MAX_FIELDS];
 	int name_field;          /* "name" (bytes), for messages, or -1 */
 	uint32_t max_samples;    /* the largest chunk's */
+	/* The samples taken per read: a bitmap of `words` words per window
+	 * place, and the reader's walk of its plan's items. */
+	uint64_t *taken;
+	uint64_t words;
+	struct {
+		int valid;
+		uint64_t epoch, entry; /* of the last read marked */
+		uint64_t k;            /* the next plan batch to load */
+		uint32_t i, n;         /* items[i..n) not walked yet */
+		rf_plan_item *items;   /* a batch's */
+	} walk;
 };
 
 /* A worker's: the decoder's scratch, the chunk's decoded values per field,
@@ -308,9 +326,91 @@ rf_ld_image_worker_fini(struct worker *w)
 	w->img = NULL;
 }
 
+int
+rf_ld_image_reads_init(rf_loader *ld)
+{
+	struct rf_ld_images *im = ld->image;
+	if (!im || ld->mix)
+		return 0;
+	im->words = ((uint64_t)(im->max_samples ? im->max_samples : 1) + 63) / 64;
+	im->taken = calloc((size_t)(im->words * ld->nwin), sizeof(uint64_t));
+	im->walk.items = calloc(ld->layout.batch ? ld->layout.batch : 1, sizeof(rf_plan_item));
+	if (!im->taken || !im->walk.items)
+		return -ENOMEM;
+	im->walk.valid = 0;
+	return 0;
+}
+
+void
+rf_ld_image_reads_reset(rf_loader *ld)
+{
+	if (ld->image)
+		ld->image->walk.valid = 0;
+}
+
+void
+rf_ld_image_take(rf_loader *ld, struct lstep *st, uint64_t seq)
+{
+	st->taken = NULL;
+	struct rf_ld_images *im = ld->image;
+	if (!im || !im->taken || ld->mix)
+		return;
+	uint64_t *bits = im->taken + (seq % ld->nwin) * im->words;
+	memset(bits, 0, im->words * sizeof(uint64_t));
+	const rf_plan *plan = ld->reader.plan;
+	/* Items name read entries in non-decreasing order (none and chunks
+	 * modes): the walk goes on from the last read's items, or starts
+	 * the epoch afresh (a new epoch, a resume, a rewind).  A pad repeats
+	 * a sample of an earlier item, so it is in an earlier read's set. */
+	if (!im->walk.valid || im->walk.epoch != st->epoch || st->entry <= im->walk.entry) {
+		im->walk.valid = 1;
+		im->walk.epoch = st->epoch;
+		im->walk.k = 0;
+		im->walk.i = im->walk.n = 0;
+	}
+	im->walk.entry = st->entry;
+	uint64_t nb = rf_plan_batches(plan);
+	uint32_t samples = ld->chunks[st->chunk].samples;
+	for (;;) {
+		if (im->walk.i >= im->walk.n) {
+			if (im->walk.k >= nb)
+				break;
+			uint32_t n = 0;
+			if (rf_plan_batch(plan, im->walk.k, im->walk.items, ld->layout.batch, &n) < 0) {
+				im->walk.valid = 0; /* cannot happen: decode them all */
+				return;
+			}
+			im->walk.k++;
+			im->walk.i = 0;
+			im->walk.n = n;
+			continue;
+		}
+		const rf_plan_item *it = &im->walk.items[im->walk.i];
+		if (it->read != RF_PLAN_NO_READ && it->read > st->entry)
+			break;
+		if (it->read == st->entry && it->offset < samples)
+			bits[it->offset / 64] |= UINT64_C(1) << (it->offset % 64);
+		im->walk.i++;
+	}
+	st->taken = bits;
+}
+
+int
+rf_ld_image_taken(const struct lstep *st, uint32_t off, uint32_t n)
+{
+	for (uint32_t j = off; st->taken && j < off + n; j++)
+		if (!((st->taken[j / 64] >> (j % 64)) & 1))
+			return 0;
+	return 1;
+}
+
 void
 rf_ld_image_free(rf_loader *ld)
 {
+	if (ld->image) {
+		free(ld->image->taken);
+		free(ld->image->walk.items);
+	}
 	free(ld->image);
 	ld->image = NULL;
 }
@@ -391,6 +491,7 @@ rf_ld_image_step(rf_loader *ld, struct worker *w, struct chunk_job *job)
 	struct rf_ld_image_worker *iw = w->img;
 	rf_chunk_sections *sec = &job->sec;
 	const rf_chunk_ctx *ctx = &job->ctx;
+	uint64_t decoded = 0;
 	for (uint32_t i = 0; i < im->n; i++) {
 		const struct rf_ld_image_one *o = &im->f[i];
 		rf_chunk_section *s = &sec->field[o->field];
@@ -400,6 +501,9 @@ rf_ld_image_step(rf_loader *ld, struct worker *w, struct chunk_job *job)
 				       ld->schema->fields[o->field].name);
 		iw->scratch.max_pixels = o->max_pixels;
 		for (uint32_t j = 0; j < sec->samples; j++) {
+			if (job->taken && !((job->taken[j / 64] >> (j % 64)) & 1))
+				continue; /* another rank's: never gathered here */
+			decoded++;
 			uint64_t a = s->offsets[j], b = s->offsets[j + 1];
 			uint64_t index = job->info->first_sample + j;
 			uint8_t *dst = iw->out[i] + (uint64_t)j * o->value_bytes;
@@ -424,6 +528,7 @@ rf_ld_image_step(rf_loader *ld, struct worker *w, struct chunk_job *job)
 		s->item_bytes = o->value_bytes;
 		s->data_bytes = (uint64_t)sec->samples * o->value_bytes;
 	}
+	atomic_fetch_add_explicit(&ld->stats.images_decoded, decoded, memory_order_relaxed);
 	return 0;
 #endif
 }

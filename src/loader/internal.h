@@ -83,6 +83,9 @@ struct lstep {
 	uint64_t entry;     /* its read-sequence entry in its epoch */
 	uint64_t epoch;
 	uint32_t source;    /* a mixture's source (mix.c), else 0 */
+	/* Images: a bit per sample of the chunk, set for those this rank
+	 * takes from this read (image.c, at the read's issue), or NULL: all. */
+	const uint64_t *taken;
 };
 
 /* ----------------------------------------------------------- structures */
@@ -169,6 +172,7 @@ struct chunk_job {
 	uint64_t chunk;         /* dataset-wide chunk number */
 	uint64_t epoch;         /* of the read */
 	int64_t res;            /* the read's result: bytes or -errno */
+	const uint64_t *taken;  /* struct lstep's */
 	rf_chunk_ctx ctx;       /* file, chunk and offset, for messages */
 	rf_chunk_sections sec;  /* set by the decode step */
 };
@@ -393,6 +397,7 @@ struct rf_loader {
 		_Atomic uint64_t cpu_done_ns;
 		/* on_error skip, counted at delivery (struct staged) */
 		_Atomic uint64_t chunks_skipped, samples_substituted;
+		_Atomic uint64_t images_decoded;
 	} stats;
 };
 
@@ -461,6 +466,15 @@ uint64_t rf_ld_image_scratch_bound(const rf_loader *ld);
 int rf_ld_image_worker_init(rf_loader *ld, struct worker *w);
 void rf_ld_image_worker_fini(struct worker *w);
 int rf_ld_image_step(rf_loader *ld, struct worker *w, struct chunk_job *job);
+/* The samples this rank takes of each read (image.c): buffers for the
+ * window (after ld->nwin is set), a reset when the reader's plan moves
+ * (resume, rewind), the set of read `seq` filled into st->taken as the
+ * reader issues it (mu held), and the gather's check that a run of
+ * samples [off, off + n) of a read is in its set (debug builds). */
+int rf_ld_image_reads_init(rf_loader *ld);
+void rf_ld_image_reads_reset(rf_loader *ld);
+void rf_ld_image_take(rf_loader *ld, struct lstep *st, uint64_t seq);
+int rf_ld_image_taken(const struct lstep *st, uint32_t off, uint32_t n);
 void rf_ld_image_skip_sections(const rf_loader *ld, rf_chunk_sections *sec);
 uint64_t rf_ld_image_item_bytes(const rf_loader *ld);
 void rf_ld_image_describe(const rf_loader *ld, uint32_t part, struct rf_batch_field *bf);

@@ -356,6 +356,8 @@ loader_open(rf_loader *ld)
 	/* The pipeline window and the queues. */
 	ld->nwin = ld->mem.n_read + ld->nworkers + 1;
 	ld->win = calloc(ld->nwin, sizeof(*ld->win));
+	if (rf_ld_image_reads_init(ld) < 0)
+		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
 	ld->slot_refs = calloc(ld->mem.nslots, sizeof(*ld->slot_refs));
 	ld->copy.pin_refs = calloc(ld->mem.nslots, sizeof(*ld->copy.pin_refs));
 	if (!ld->slot_refs || !ld->copy.pin_refs)

@@ -74,6 +74,7 @@ rf_ld_plan_seek_blob(rf_loader *ld, const void *blob, size_t len)
 	ld->gather.n = ld->gather.i = 0;
 	ld->reader.nreads = rf_plan_reads(ld->reader.plan);
 	ld->reader.entry = 0;
+	rf_ld_image_reads_reset(ld);
 	ld->full.next = start;
 	if (ld->full.on) {
 		/* Full mode has no read sequence: the batch is the position. */

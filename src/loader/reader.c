@@ -101,6 +101,7 @@ rf_ld_reader_main(void *arg)
 			rf_ld_note_max(&ld->stats.max_slots, rf_ld_ring_used(ld));
 			uint64_t seq = ld->next_seq++;
 			struct wstep *w = &ld->win[seq % ld->nwin];
+			rf_ld_image_take(ld, &st, seq);
 			w->s = st;
 			w->seq = seq;
 			w->slot = slot;

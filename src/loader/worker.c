@@ -203,7 +203,8 @@ rf_ld_worker_main(void *arg)
 		uint64_t t0 = rf_ld_now_ns();
 		const rf_chunk_info *info = &ld->chunks[step.s.chunk];
 		struct chunk_job job = {.info = info, .slot = step.slot, .res = step.res,
-					.chunk = step.s.chunk, .epoch = step.s.epoch};
+					.chunk = step.s.chunk, .epoch = step.s.epoch,
+					.taken = step.s.taken};
 		rf_dataset_chunk_ctx(ld->ds, step.s.chunk, &job.ctx);
 		int rc = 0, slot_held = 1;
 		for (unsigned i = 0; rc == 0 && i < ld->nchunk_steps; i++)

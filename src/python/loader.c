@@ -384,7 +384,7 @@ loader_stats(LoaderObject *self, PyObject *unused)
 	PyObject *d = Py_BuildValue(
 		"{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:d,s:N,"
 		"s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-		"s:N,s:N,s:N,s:N,s:N,s:N,s:s,s:O,s:s,s:O,s:I,s:I,s:I,s:I,s:I,s:N,s:N,s:N,s:N}",
+		"s:N,s:N,s:N,s:N,s:N,s:N,s:s,s:O,s:s,s:O,s:I,s:I,s:I,s:I,s:I,s:N,s:N,s:N,s:N,s:N}",
 		"bytes_read", u64(st.bytes_read), "bytes_delivered", u64(st.bytes_delivered),
 		"batches", u64(st.batches), "samples", u64(st.samples), "chunks", u64(st.chunks),
 		"wall_ns", u64(st.wall_ns), "read_ns", u64(st.read_ns),
@@ -410,7 +410,8 @@ loader_stats(LoaderObject *self, PyObject *unused)
 		"rank", self->rank, "world", self->world,
 		"rank_source", rfpy_rank_source(self->rank_source),
 		"read_retries", u64(st.read_retries), "chunks_skipped", u64(st.chunks_skipped),
-		"samples_substituted", u64(st.samples_substituted));
+		"samples_substituted", u64(st.samples_substituted),
+		"images_decoded", u64(st.images_decoded));
 	/* A mixture: "sources", a list of per-source dicts. */
 	if (d && self->sources) {
 		PyObject *l = PyList_New(0);

@@ -4,7 +4,9 @@
  * transform against libjpeg-turbo's plain decode of the same files, the
  * limit a decode step can approach.
  *
- *   bench_image [--seconds S] [--size N] FILE...
+ *   bench_image [--seconds S] [--size N] [--case NAME] FILE...
+ *
+ * --case NAME runs that case alone (for a profiler: perf record -g).
  *
  * Each case loops over the files (read into memory first) for S seconds
  * (default 3) and prints images per CPU-second of this thread and that
@@ -82,20 +84,23 @@ main(int argc, char **argv)
 	blob *files;
 	size_t nfiles = 0, maxpix = 0;
 	double base = 0;
+	const char *only = NULL; /* --case NAME: that case alone (for a profiler) */
 
 	while (first < argc && strncmp(argv[first], "--", 2) == 0) {
 		if (!strcmp(argv[first], "--seconds") && first + 1 < argc)
 			seconds = atof(argv[first + 1]);
 		else if (!strcmp(argv[first], "--size") && first + 1 < argc)
 			size = (uint32_t)atoi(argv[first + 1]);
+		else if (!strcmp(argv[first], "--case") && first + 1 < argc)
+			only = argv[first + 1];
 		else {
-			fprintf(stderr, "usage: bench_image [--seconds S] [--size N] FILE...\n");
+			fprintf(stderr, "usage: bench_image [--seconds S] [--size N] [--case NAME] FILE...\n");
 			return 2;
 		}
 		first += 2;
 	}
 	if (first >= argc || size < 1) {
-		fprintf(stderr, "usage: bench_image [--seconds S] [--size N] FILE...\n");
+		fprintf(stderr, "usage: bench_image [--seconds S] [--size N] [--case NAME] FILE...\n");
 		return 2;
 	}
 	files = calloc((size_t)(argc - first), sizeof *files);
@@ -123,6 +128,8 @@ main(int argc, char **argv)
 	printf("%zu JPEG files, %.1f s per case, output %ux%u, one thread\n", nfiles, seconds,
 	       size, size);
 	for (int c = 0; c < 5; c++) {
+		if (only && strcmp(only, names[c]))
+			continue;
 		rf_image_transform t;
 		uint64_t n = 0;
 		double t0 = now(), c0 = cpu_now(), el;
@@ -155,7 +162,7 @@ main(int argc, char **argv)
 			el = now() - t0;
 		} while (el < seconds);
 		double rate = (double)n / (cpu_now() - c0);
-		if (c == 0)
+		if (c == 0 || base == 0)
 			base = rate;
 		printf("%-12s %9.1f images/CPU-s  %7.3f ms/image  %5.2fx the plain decode  "
 		       "(wall %.1f images/s)\n", names[c], rate, 1e3 / rate, rate / base,

@@ -91,6 +91,43 @@ def main():
             fail("resume: %d batches after the state, pixels equal: %s" % (
                 len(rest), [np.array_equal(a[0], b[0]) for a, b in zip(rest, got[2:])]))
 
+        # Ranks: each decodes the samples it takes, no other, with the
+        # pixels of the one-rank run (named by the "name" field).
+        def by_name(world, rank):
+            ld = ringfeed.Loader(ds, 4, images=train, rank=rank, world=world,
+                                 **dict(kw, fields=["image", "name"]))
+            out = {}
+            for b in ld:
+                offs, data = (np.asarray(x) for x in b["name"])
+                img = np.asarray(b["image"])
+                for i in range(len(offs) - 1):
+                    out[bytes(data[offs[i]:offs[i + 1]]).decode()] = img[i].copy()
+            st = ld.stats()
+            ld.close()
+            return out, st
+        # A pass reads the next epoch's first chunks ahead: images_decoded
+        # counts those too (the exact share is checked through `ringfeed
+        # cat`, which streams one epoch, in test-loader-image.py).
+        one, st1 = by_name(1, 0)
+        if st1["images_decoded"] < N or len(one) != N:
+            fail("one rank: %d images decoded, %d delivered, of %d" % (
+                st1["images_decoded"], len(one), N))
+        for world in (2, 4):
+            seen = 0
+            for r in range(world):
+                got_r, st = by_name(world, r)
+                seen += len(got_r)
+                if st["images_decoded"] < len(got_r):
+                    fail("world %d rank %d: %d images decoded for %d samples delivered "
+                         "(%d chunks read)" % (world, r, st["images_decoded"], st["samples"],
+                                               st["chunks"]))
+                for n, im in got_r.items():
+                    if not np.array_equal(im, one[n]):
+                        fail("world %d rank %d: %s: pixels differ from one rank's" % (
+                            world, r, n))
+            if seen < N - 4 * world:
+                fail("world %d: %d of %d samples delivered" % (world, seen, N))
+
         # Eval on PNG: torchvision's Resize(36) + CenterCrop(28), PIL bilinear.
         try:
             from torchvision import transforms
