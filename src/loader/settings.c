@@ -290,6 +290,7 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		others = atomic_load(&default_pinned_loaders);
 		left = used < RF_PINNED_PROCESS ? RF_PINNED_PROCESS - used : 0;
 		in.pinned_bytes = left < RF_PINNED_DEFAULT ? left : RF_PINNED_DEFAULT;
+		in.lean = 1;
 	}
 	rc = rf_memplan_compute(&in, &ld->mem, &ld->diag);
 	if (rc < 0 && ld->mix)
