@@ -14,9 +14,10 @@
  * The process's default pinned budget.  A loader whose pinned_bytes is 0
  * takes at most RF_PINNED_DEFAULT of what the other such loaders of the
  * process leave of RF_PINNED_PROCESS, counted as the rings they allocated
- * (a ring holds only the slots its dataset can use): a notebook's train
- * and validation loaders fit side by side, and a third fails at open,
- * saying so, rather than page-locking another share.  The count belongs to
+ * (of the ring it runs at full speed with, memplan.c's lean plan): a
+ * notebook's train and validation loaders fit side by side, twice over
+ * when a cell is re-run, and one that does not fit fails at open, saying
+ * who holds the budget, rather than page-locking another share.  The count belongs to
  * the process that made it: a child of fork() starts from 0 (the parent's
  * rings are not page-locked in it, and its copies of the parent's loaders
  * never free theirs), which the fork generation tells.  Lock-free: a fork
