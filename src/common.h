@@ -9,7 +9,7 @@
 
 #include "ringfeed/ringfeed.h"
 
-#define RF_ERRMSG_MAX 512
+#define RF_ERRMSG_MAX 1024
 
 #if defined(__GNUC__)
 #define RF_PRINTF(a, b) __attribute__((format(printf, a, b)))

@@ -149,10 +149,11 @@ RF_API int rf_dtype_parse(const char *name, enum rf_dtype *out);
  * The default pinned budget is the process's.  A loader opened with
  * pinned_bytes 0 (rf_config_init's) takes at most RF_PINNED_DEFAULT of what
  * the other loaders of the process opened that way leave of
- * RF_PINNED_PROCESS, counted as the rings they allocated (a ring holds only
- * the slots its dataset can use: a small dataset's takes less), and gives it
- * back at rf_loader_close.  So a training and a validation loader open side
- * by side within 512 MiB; one more fails at open with RF_EMEMPLAN, whose
+ * RF_PINNED_PROCESS, counted as the rings they allocated, and of that only
+ * the ring it runs at full speed with (reads in flight, the window, depth +
+ * 2 staged batches: a small dataset's is small), and gives it back at
+ * rf_loader_close.  A loader opens while its ring fits in what the others
+ * left; one that does not fails at open with RF_EMEMPLAN, whose
  * message names the loaders holding the budget and the fix (close one, or
  * give it its own pinned_bytes, which is outside this count).  A child of
  * fork() starts with the whole budget.

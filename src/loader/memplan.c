@@ -92,6 +92,27 @@ rf_memplan_compute(const struct rf_memplan_in *in, struct rf_memplan *out, rf_di
 		if (nslots > useful)
 			nslots = useful;
 	}
+	/* The default budget is shared by the process's loaders: one takes
+	 * the reads it keeps in flight (io_depth, at most the dataset's
+	 * chunks past the window) besides the W held and the two beside them
+	 * (W itself is never sized from the budget), and depth + 2
+	 * staged batches (and depth more lent in place), so a validation
+	 * set's loader stays small and a notebook cell re-run fits. */
+	uint64_t lean_total = 0;
+	unsigned want0 = in->depth + 2 > 4 ? in->depth + 2 : 4;
+	if (in->lean) {
+		/* Reads ahead of the window: none past the dataset's chunks. */
+		uint64_t ahead = in->nchunks > wnd ? in->nchunks - wnd : 1;
+		uint64_t inflight = in->full ? 2 : (ahead < in->io_depth ? ahead : in->io_depth);
+		lean_total = (uint64_t)wnd + 2 + inflight + want0 + zdepth;
+		if (in->full && slot) {
+			uint64_t bs = mp.bspan ? (slot / mp.bspan ? slot / mp.bspan : 1) : 0;
+			uint64_t nb = bs ? (in->io_depth + bs - 1) / bs : 0;
+			lean_total += nb < RF_MEMPLAN_BOUNCE_SLOTS_MAX ? nb : RF_MEMPLAN_BOUNCE_SLOTS_MAX;
+		}
+		if (nslots > lean_total)
+			nslots = lean_total;
+	}
 	mp.nslots = (unsigned)nslots;
 	/* Staging: enough for the copy stage to stay busy (depth + 2 batches,
 	 * at least 4 so the gather wakes for several at a time) but never more
@@ -118,6 +139,8 @@ rf_memplan_compute(const struct rf_memplan_in *in, struct rf_memplan *out, rf_di
 	unsigned spare = reads > need ? (unsigned)(reads - need) : 0;
 	unsigned more = (RF_MEMPLAN_STAGE_DEEP > want ? RF_MEMPLAN_STAGE_DEEP - want : 0) + zdepth;
 	st += spare < more ? spare : more;
+	if (in->lean && nslots == lean_total && !in->full)
+		st = want + zdepth;
 	if (mp.in_place && st < in->depth + 1)
 		mp.in_place = 0; /* too small to lend depth slots: copy */
 	mp.n_stage = st;

@@ -30,6 +30,10 @@ struct rf_memplan_in {
 	uint64_t max_span;       /* the largest chunk read, aligned (stored span) */
 	uint64_t nchunks;
 	uint64_t pinned_bytes;
+	int lean;                /* the process's default budget: take only the
+	                            slots the loader runs at full speed with
+	                            (reads in flight, W, staging), not the
+	                            deeper staging extra slots buy */
 	uint32_t batch_size;     /* for messages */
 	uint32_t depth;          /* device buffers, resolved (1..RF_DEPTH_MAX) */
 	uint32_t io_depth;       /* reads in flight asked for, resolved */

@@ -14,9 +14,10 @@
  * The process's default pinned budget.  A loader whose pinned_bytes is 0
  * takes at most RF_PINNED_DEFAULT of what the other such loaders of the
  * process leave of RF_PINNED_PROCESS, counted as the rings they allocated
- * (a ring holds only the slots its dataset can use): a notebook's train
- * and validation loaders fit side by side, and a third fails at open,
- * saying so, rather than page-locking another share.  The count belongs to
+ * (of the ring it runs at full speed with, memplan.c's lean plan): a
+ * notebook's train and validation loaders fit side by side, twice over
+ * when a cell is re-run, and one that does not fit fails at open, saying
+ * who holds the budget, rather than page-locking another share.  The count belongs to
  * the process that made it: a child of fork() starts from 0 (the parent's
  * rings are not page-locked in it, and its copies of the parent's loaders
  * never free theirs), which the fork generation tells.  Lock-free: a fork
@@ -26,6 +27,17 @@ static _Atomic uint64_t default_pinned_used;
 static atomic_uint default_pinned_gen;
 static atomic_uint default_pinned_loaders;
 
+/* Who holds the budget, for the message of the loader it is too small
+ * for: the first few such loaders' first shard and ring bytes.  Read
+ * without a lock (a message only: a loader closing meanwhile may be
+ * named). */
+#define DEFAULT_PINNED_NAMED 4
+static struct {
+	_Atomic(const rf_loader *) ld;
+	_Atomic uint64_t bytes;
+	char path[80];
+} default_pinned_who[DEFAULT_PINNED_NAMED];
+
 static void
 default_pinned_sync(void)
 {
@@ -33,7 +45,48 @@ default_pinned_sync(void)
 	if (old != g && atomic_compare_exchange_strong(&default_pinned_gen, &old, g)) {
 		atomic_store(&default_pinned_used, 0);
 		atomic_store(&default_pinned_loaders, 0);
+		for (unsigned i = 0; i < DEFAULT_PINNED_NAMED; i++)
+			atomic_store(&default_pinned_who[i].ld, NULL);
 	}
+}
+
+static void
+default_pinned_name(const rf_loader *ld, uint64_t bytes)
+{
+	const char *p = ld->ds && rf_dataset_shards(ld->ds) ? rf_dataset_shard_path(ld->ds, 0)
+							     : "a mixture";
+	size_t n = strlen(p), cap = sizeof(default_pinned_who[0].path);
+	for (unsigned i = 0; i < DEFAULT_PINNED_NAMED; i++) {
+		const rf_loader *none = NULL;
+		if (!atomic_compare_exchange_strong(&default_pinned_who[i].ld, &none, ld))
+			continue;
+		/* A long path keeps its end: the file's name. */
+		snprintf(default_pinned_who[i].path, cap, "%s%s", n >= cap ? "..." : "",
+			 n >= cap ? p + n - (cap - 4) : p);
+		atomic_store(&default_pinned_who[i].bytes, bytes);
+		return;
+	}
+}
+
+/* The loaders holding the budget, as "PATH (SIZE), ...", into buf. */
+static void
+default_pinned_names(char *buf, size_t cap)
+{
+	size_t o = 0;
+	buf[0] = '\0';
+	for (unsigned i = 0; i < DEFAULT_PINNED_NAMED && o + 1 < cap; i++) {
+		if (!atomic_load(&default_pinned_who[i].ld))
+			continue;
+		char sz[32];
+		rf_memplan_fmt_size(sz, sizeof sz, atomic_load(&default_pinned_who[i].bytes));
+		int w = snprintf(buf + o, cap - o, "%s%s (%s)", o ? ", " : "",
+				 default_pinned_who[i].path, sz);
+		if (w < 0)
+			break;
+		o += (size_t)w;
+	}
+	if (o >= cap)
+		buf[cap - 1] = '\0';
 }
 
 /* Take `bytes` of the process's default budget for ld: 0, or -1 when
@@ -49,6 +102,7 @@ default_pinned_take(rf_loader *ld, uint64_t bytes)
 	atomic_fetch_add(&default_pinned_loaders, 1);
 	ld->default_pinned = bytes;
 	ld->default_pinned_gen = atomic_load(&default_pinned_gen);
+	default_pinned_name(ld, bytes);
 	return 0;
 }
 
@@ -60,6 +114,10 @@ rf_ld_default_pinned_return(rf_loader *ld)
 		return;
 	atomic_fetch_sub(&default_pinned_used, ld->default_pinned);
 	atomic_fetch_sub(&default_pinned_loaders, 1);
+	for (unsigned i = 0; i < DEFAULT_PINNED_NAMED; i++) {
+		const rf_loader *me = ld;
+		atomic_compare_exchange_strong(&default_pinned_who[i].ld, &me, NULL);
+	}
 	ld->default_pinned = 0;
 }
 
@@ -233,6 +291,7 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		others = atomic_load(&default_pinned_loaders);
 		left = used < RF_PINNED_PROCESS ? RF_PINNED_PROCESS - used : 0;
 		in.pinned_bytes = left < RF_PINNED_DEFAULT ? left : RF_PINNED_DEFAULT;
+		in.lean = 1;
 	}
 	rc = rf_memplan_compute(&in, &ld->mem, &ld->diag);
 	if (rc < 0 && ld->mix)
@@ -243,17 +302,29 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 			     "process took the default pinned budget meanwhile");
 	/* Blamed on the others only where they cut this loader's share. */
 	if (rc < 0 && !cfg->pinned_bytes && others > 0 && left < RF_PINNED_DEFAULT) {
-		char u[32], l[32], msg[sizeof(ld->diag.msg)];
+		char u[32], l[32], who[400], msg[sizeof(ld->diag.msg)];
 		rf_memplan_fmt_size(u, sizeof u, RF_PINNED_PROCESS - left);
 		rf_memplan_fmt_size(l, sizeof l, left);
-		snprintf(msg, sizeof msg, "%s", ld->diag.msg);
-		return rf_fail(&ld->diag, rc, "memory plan: the process's default pinned budget "
-			       "(%u MiB, shared by the loaders that leave pinned_bytes at 0) is "
-			       "spent: %u other loader(s) hold %s of it, leaving %s, too little for "
-			       "this one; close one (rf_loader_close; in Python loader.close() or "
-			       "del, its batches let go), or give this loader its own "
-			       "pinned_bytes (%s)",
-			       (unsigned)(RF_PINNED_PROCESS >> 20), others, u, l, msg);
+		default_pinned_names(who, sizeof who);
+		/* The plan's own words, less their "memory plan: ". */
+		const char *why = ld->diag.msg;
+		if (strncmp(why, "memory plan: ", 13) == 0)
+			why += 13;
+		snprintf(msg, sizeof msg, "%s", why);
+		/* The plan's words are cut, if any: the fix must be read whole. */
+#define BUDGET_FMT "memory plan: the process's default pinned budget (%u MiB, shared by " \
+		   "the loaders with pinned_bytes 0) is spent: %u other loader(s) hold %s " \
+		   "of it (%s), leaving %s, too little for this one (%.*s). Close one " \
+		   "(Python: loader.close() or del loader; C: rf_loader_close). A re-run " \
+		   "notebook cell `train = Loader(...)` builds the new loader while the old " \
+		   "one still holds its share: `del train` or `train.close()` first. Or give " \
+		   "this loader its own pinned_bytes"
+		int rest = snprintf(NULL, 0, BUDGET_FMT, (unsigned)(RF_PINNED_PROCESS >> 20),
+				    others, u, who, l, 0, "");
+		int room = (int)sizeof(ld->diag.msg) - 1 - rest;
+		return rf_fail(&ld->diag, rc, BUDGET_FMT, (unsigned)(RF_PINNED_PROCESS >> 20),
+			       others, u, who, l, room > 0 ? room : 0, msg);
+#undef BUDGET_FMT
 	}
 	if (rc < 0)
 		return rc;

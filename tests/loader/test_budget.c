@@ -2,12 +2,14 @@
 /*
  * Description: the default pinned budget is the process's.  Loaders opened
  * with pinned_bytes 0 share RF_PINNED_PROCESS, each taking at most
- * RF_PINNED_DEFAULT of what the others left: two open side by side, a
- * third fails at open with RF_EMEMPLAN and a message naming the loaders
- * that hold the budget and the fix; a loader with its own pinned_bytes is
- * outside the count; closing one gives its share back; a loader whose
- * dataset needs a small ring takes only that, leaving the rest; a child of
- * fork() starts with the whole budget; a loader too large for a whole
+ * RF_PINNED_DEFAULT of what the others left, and only the slots it runs
+ * at full speed with: two that need a whole share open side by side, a
+ * third fails at open with RF_EMEMPLAN and a whole message (not cut)
+ * naming the loaders that hold the budget and the fix; a loader with its
+ * own pinned_bytes is outside the count; closing one gives its share back;
+ * a loader whose dataset needs a small ring takes only that (one chunk's
+ * dataset: 9 slots, not the 23 of deep staging), leaving the rest; a child
+ * of fork() starts with the whole budget; a loader too large for a whole
  * share is not told the budget is spent.
  */
 #include <sys/wait.h>
@@ -15,7 +17,7 @@
 #include "lt.h"
 
 /* Samples of 64 KiB: a batch of 256 is 16 MiB, so a ring of the default
- * 256 MiB is 16 slots whatever the dataset's size (it needs more). */
+ * 256 MiB is 16 slots; big.rfs's 16 chunks need more. */
 #define VALUE (64u << 10)
 #define BATCH 256u
 #define MIB (1ull << 20)
@@ -79,7 +81,7 @@ int
 main(void)
 {
 	snprintf(dir, sizeof(dir), "%s", lt_tmpdir("budget"));
-	if (pack("big.rfs", BATCH + 8) || pack("small.rfs", 64)) {
+	if (pack("big.rfs", 4 * BATCH) || pack("small.rfs", 64)) {
 		fprintf(stderr, "pack failed\n");
 		return 1;
 	}
@@ -98,7 +100,11 @@ main(void)
 	LT_CHECK(rc == RF_EMEMPLAN && c == NULL);
 	LT_CHECK(strstr(m, "default pinned budget") && strstr(m, "2 other loader(s)") &&
 		 strstr(m, "512 MiB") &&
-		 strstr(m, "close one") && strstr(m, "pinned_bytes"));
+		 strstr(m, "Close one") && strstr(m, "pinned_bytes"));
+	/* Whole, naming who holds the budget and the notebook's re-run. */
+	size_t ml = strlen(m), tl = strlen("its own pinned_bytes");
+	LT_CHECK(ml > tl && strcmp(m + ml - tl, "its own pinned_bytes") == 0);
+	LT_CHECK(strstr(m, "big.rfs (256.00 MiB), ") && strstr(m, "del train"));
 	if (rc != RF_EMEMPLAN)
 		rf_loader_close(&c);
 	fprintf(stderr, "third loader: %s\n", m);
@@ -149,7 +155,7 @@ main(void)
 	 * takes what is left after it: less than a full share. */
 	uint64_t rs = 0, rn = 0;
 	rf_loader *s = NULL, *n = NULL;
-	LT_CHECK(open_one(&s, "small.rfs", 16, 0, &rs) == 0 && rs > 0 && rs < RF_PINNED_DEFAULT / 2);
+	LT_CHECK(open_one(&s, "small.rfs", 16, 0, &rs) == 0 && rs > 0 && rs <= 9 * 4 * MIB);
 	LT_CHECK(open_one(&n, "big.rfs", BATCH, 0, &rn) == 0);
 	LT_CHECK(rn <= RF_PINNED_PROCESS - ra - rs && rn < RF_PINNED_DEFAULT && rn >= 64 * MIB);
 	fprintf(stderr, "rings: %llu + %llu + %llu MiB (own: %llu MiB)\n",

@@ -285,6 +285,40 @@ main(void)
 	for (size_t i = 0; i < sizeof(irows) / sizeof(irows[0]); i++)
 		run_images(&irows[i]);
 
+	/* The process's default budget (lean): only the slots the loader runs
+	 * at full speed with, whatever the budget: reads in flight (io_depth,
+	 * at most the chunks past the window), W and the two beside it, and
+	 * depth + 2 staged batches plus depth lent in place. */
+	{
+		rf_batch_layout ll;
+		layout_of(&rows[0], &ll);
+		static const struct {
+			uint64_t nchunks;
+			uint32_t window;
+			unsigned n_read, n_stage;
+		} lean[] = {{100, 0, 34, 6}, {10, 0, 12, 6}, {10, 8, 12, 6}, {8, 8, 11, 6}};
+		for (size_t i = 0; i < sizeof(lean) / sizeof(lean[0]); i++)
+			for (uint64_t budget = 64 * MIB; budget <= 256 * MIB; budget *= 4) {
+				struct rf_memplan_in li = {
+					.layout = &ll, .nfields = 1, .max_span = MIB,
+					.nchunks = lean[i].nchunks, .pinned_bytes = budget,
+					.lean = 1, .batch_size = 32, .depth = 2, .io_depth = 32,
+					.window = lean[i].window, .direct = 1, .host_memory = 1,
+					.dev_desc = "test-device"};
+				rf_diag ld;
+				rf_diag_init(&ld, NULL, NULL);
+				struct rf_memplan lp;
+				int ok = rf_memplan_compute(&li, &lp, &ld) == 0 &&
+					 lp.n_read == lean[i].n_read && lp.n_stage == lean[i].n_stage &&
+					 lp.in_place && lp.n_read >= lean[i].window + 2;
+				if (!ok) {
+					fprintf(stderr, "lean %zu (%" PRIu64 " MiB): read %u stage %u (%s)\n",
+						i, budget >> 20, lp.n_read, lp.n_stage, ld.msg);
+					failures++;
+				}
+			}
+	}
+
 	/* The log line of the first plan. */
 	rf_batch_layout l;
 	layout_of(&rows[0], &l);
