@@ -24,6 +24,33 @@
 #include <ringfeed/dataset.h>
 #include <ringfeed/ringfeed.h>
 
+/* The sanitizers, for tests that fork: a child of a threaded parent may
+ * not start threads under ThreadSanitizer. */
+#if defined(__SANITIZE_THREAD__)
+#define RF_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RF_TSAN 1
+#endif
+#endif
+#ifndef RF_TSAN
+#define RF_TSAN 0
+#endif
+/* AddressSanitizer's allocator (GCC 12's libasan) takes no lock across
+ * fork(): a child that allocates while a parent thread held it waits
+ * forever (seen in a DataLoader worker under ASan).  Under it, the child
+ * checks the refusals, which allocate nothing, and opens no loader. */
+#if defined(__SANITIZE_ADDRESS__)
+#define RF_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RF_ASAN 1
+#endif
+#endif
+#ifndef RF_ASAN
+#define RF_ASAN 0
+#endif
+
 #include "plan/plan.h"
 
 #define LT_SKIP 77
