@@ -152,11 +152,10 @@ tj_handle(rf_image_scratch *s)
 	return s->tj;
 }
 
-/* The data holds an end marker (a JPEG's EOI, FF D9; a PNG's IEND chunk)
- * in its last 4 KiB: data past it (a camera's trailer, padding) is
- * tolerated, as decoders do, but a file without one was cut short (libjpeg
- * would pad it with grey and only warn).  FF D9 cannot occur inside a JPEG's
- * entropy-coded data (an FF there is followed by 00 or a restart marker). */
+/* The data holds an end marker (a JPEG's EOI, FF D9, see jpeg_ends(); a
+ * PNG's IEND chunk, in its last 4 KiB): data past it (a camera's trailer,
+ * padding) is tolerated, as decoders do, but a file without one was cut
+ * short (libjpeg would pad it with grey and only warn). */
 #define END_WINDOW 4096
 
 static int
@@ -170,11 +169,12 @@ ends_with_marker(const uint8_t *p, size_t len, const uint8_t *m, size_t mlen)
 	return 0;
 }
 
+/* A JPEG's end is found by walking its markers (jpeg_scan.c): data after
+ * it may be of any length (a phone's "motion photo" appends a video). */
 static int
 jpeg_ends(const uint8_t *p, size_t len)
 {
-	static const uint8_t eoi[2] = {0xff, 0xd9};
-	return ends_with_marker(p, len, eoi, 2);
+	return rf_jpeg_scan_end(p, len) != 0;
 }
 
 static int
