@@ -133,6 +133,19 @@ def main():
             except (ValueError, TypeError, OverflowError, ringfeed.Error) as e:
                 if word not in str(e):
                     fail("images=%r: %s" % (bad, e))
+
+        # A budget too small: with the names loaded (no fields=), the
+        # message says their region is sized from whole samples, images
+        # included, and names the fixes; without them it does not.
+        for fields, want in ((None, True), (["image", "label"], False)):
+            try:
+                ringfeed.Loader(ds, 8, images={"image": 28}, device="cpu",
+                                pinned_bytes=8192, fields=fields)
+                fail("pinned_bytes=8192: accepted")
+            except ringfeed.Error as e:
+                said = "fields=[" in str(e) and "var_bytes" in str(e)
+                if said != want:
+                    fail("pinned_bytes=8192, fields=%r: %s" % (fields, e))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if failures:
