@@ -742,8 +742,10 @@ rf_image_region_decoding(void)
 	return RF_HAVE_JPEG_REGION;
 }
 
-/* The smallest of libjpeg-turbo's factors at most 1/2 that keeps a region
- * of rw x rh source pixels at least need_w x need_h; 1/1 when none. */
+/* The smallest of 1/2, 1/4 and 1/8 that keeps a region of rw x rh source
+ * pixels at least need_w x need_h; 1/1 when none.  libjpeg-turbo's other
+ * factors (3/8, 5/8, ...) resample inside the IDCT and blur visibly more
+ * than the resize they replace. */
 static void
 pick_scale(uint32_t rw, uint32_t rh, uint32_t need_w, uint32_t need_h, int *num, int *den)
 {
@@ -754,7 +756,8 @@ pick_scale(uint32_t rw, uint32_t rh, uint32_t need_w, uint32_t need_h, int *num,
 	*num = *den = 1;
 	for (int i = 0; f && i < n; i++) {
 		double v = (double)f[i].num / f[i].denom;
-		if (v > 0.5 || v >= best)
+		if (f[i].num != 1 || (f[i].denom != 2 && f[i].denom != 4 && f[i].denom != 8) ||
+		    v >= best)
 			continue;
 		if ((double)rw * v >= need_w && (double)rh * v >= need_h) {
 			best = v;
