@@ -221,8 +221,9 @@ rf_ld_image_layout(rf_loader *ld)
 	if (ld->full.on || ld->window.on || ld->resolved.shuffle == RF_SHUFFLE_WINDOW ||
 	    ld->resolved.shuffle == RF_SHUFFLE_FULL)
 		return rf_fail(&ld->diag, RF_EUSAGE, "loader: images are decoded with shuffle "
-			       "none or chunks, not %s: use chunks (and `ringfeed pack --shuffle "
-			       "SEED` for a sample-level mix)", rf_shuffle_name(ld->resolved.shuffle));
+			       "none or chunks, not %s: use none or chunks (pack with `ringfeed pack "
+			       "--shuffle SEED` so that chunks mix classes)",
+			       rf_shuffle_name(ld->resolved.shuffle));
 	for (uint32_t i = 0; i < im->n; i++) {
 		uint32_t p = 0;
 		while (p < ld->layout.nparts && ld->layout.part[p].field != im->f[i].field)

@@ -146,6 +146,15 @@ def main():
                 said = "fields=[" in str(e) and "var_bytes" in str(e)
                 if said != want:
                     fail("pinned_bytes=8192, fields=%r: %s" % (fields, e))
+
+        # Shuffle modes images refuse: the advice is what they take.
+        for mode in ("full", "window", True):
+            try:
+                ringfeed.Loader(ds, 8, images={"image": 28}, device="cpu", shuffle=mode)
+                fail("images with shuffle=%r: accepted" % (mode,))
+            except ringfeed.Error as e:
+                if "none or chunks" not in str(e) or "use shuffle window" in str(e):
+                    fail("images with shuffle=%r: %s" % (mode, e))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if failures:
