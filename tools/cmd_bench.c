@@ -36,6 +36,9 @@
 #include "image_opts.h"
 #include "util.h"
 #include "mix_args.h"
+#ifdef RF_HAVE_IMAGES
+#include "decode/image.h"
+#endif
 
 #define BENCH_USAGE                                                                           \
 	"ringfeed bench [--batch B] [--shuffle MODE] [--device host|cuda|auto] [--pinned SIZE]\n" \
@@ -656,6 +659,102 @@ run_storage_half(const bench_opts *o, rf_dataset *ds, bench_result *res)
 	}
 }
 
+#ifdef RF_HAVE_IMAGES
+static double
+cpu_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+#endif
+
+/* The image decode limit: up to 64 images spread over the dataset, read
+ * first, then decoded and transformed as the loader's workers do (the
+ * same options), on this thread for `secs` of CPU time; the rate is
+ * scaled by the decode threads as zstd's is.  bytes: the encoded images'
+ * bytes; ops: images. */
+static void
+bench_images(const bench_opts *o, rf_dataset *ds, double secs, bench_rate *r)
+{
+	memset(r, 0, sizeof *r);
+#ifdef RF_HAVE_IMAGES
+	const rf_image_field *im = o->image;
+	int fi = rf_schema_find(rf_dataset_schema(ds), im->field ? im->field : "image");
+	uint64_t n = rf_dataset_samples(ds), k = n < 64 ? n : 64;
+	void *img[64] = {0};
+	size_t len[64] = {0};
+	rf_image_transform t;
+	rf_image_scratch s;
+	uint8_t *out = NULL;
+
+	if (fi < 0 || !k) {
+		snprintf(r->note, sizeof r->note, "no field '%s' or no samples",
+			 im->field ? im->field : "image");
+		return;
+	}
+	if (im->transform == RF_IMAGE_TRAIN) {
+		rf_image_transform_train(&t, im->width, im->height);
+		t.scale_min = im->scale_min;
+		t.scale_max = im->scale_max;
+		t.ratio_min = im->ratio_min;
+		t.ratio_max = im->ratio_max;
+		t.flip_p = im->flip;
+	} else {
+		uint32_t side = im->height > im->width ? im->height : im->width;
+		rf_image_transform_eval(&t, im->width, im->height,
+					im->resize ? im->resize : (uint32_t)lround(side * 8.0 / 7.0));
+	}
+	t.dct_scale = im->dct_scale;
+	rf_image_scratch_init(&s);
+	out = malloc((size_t)im->width * im->height * 3);
+	for (uint64_t i = 0; out && i < k; i++) {
+		uint64_t idx = i * n / k;
+		size_t got = 0;
+		if (rf_dataset_read(ds, idx, (uint32_t)fi, NULL, 0, &got) != -ENOSPC && got == 0)
+			continue;
+		if (!(img[i] = malloc(got ? got : 1)) ||
+		    rf_dataset_read(ds, idx, (uint32_t)fi, img[i], got, &len[i]) < 0)
+			len[i] = 0;
+	}
+	double t0 = cpu_now(), w0 = bench_now(), now = t0;
+	uint64_t it = 0, bad = 0;
+	while (out && now - t0 < secs && !rf_cli_interrupted()) {
+		uint64_t i = it % k;
+		it++;
+		if (!len[i])
+			continue;
+		if (rf_image_load(img[i], len[i], &t, 1, 0, it, out, NULL, &s) < 0) {
+			bad++;
+			if (bad > k)
+				break;
+			continue;
+		}
+		r->bytes += (double)len[i];
+		r->ops += 1;
+		now = cpu_now();
+	}
+	r->seconds = cpu_now() - t0;
+	r->wall_seconds = bench_now() - w0;
+	r->ok = r->ops > 0 && r->seconds > 0;
+	if (r->ok)
+		snprintf(r->note, sizeof r->note, "field '%s', %.0f decodes on one thread, CPU "
+			 "time", im->field ? im->field : "image", r->ops);
+	else
+		snprintf(r->note, sizeof r->note, "no image of field '%s' decoded: %.100s",
+			 im->field ? im->field : "image", s.msg);
+	for (uint64_t i = 0; i < k; i++)
+		free(img[i]);
+	free(out);
+	rf_image_scratch_fini(&s);
+#else
+	(void)o;
+	(void)ds;
+	(void)secs;
+	snprintf(r->note, sizeof r->note, "built without image support");
+#endif
+}
+
 static void
 run_limits(const bench_opts *o, rf_dataset *ds, bench_result *res)
 {
@@ -668,6 +767,8 @@ run_limits(const bench_opts *o, rf_dataset *ds, bench_result *res)
 	if (res->info.zstd_chunks)
 		bench_zstd(ds, 8, secs, &res->zstd);
 	bench_memcpy((size_t)64 << 20, secs, &res->memcpy);
+	if (o->image)
+		bench_images(o, ds, secs, &res->images);
 	if (is_cuda) {
 		/* One batch per copy, as the loader copies. */
 		uint64_t bytes = res->stats.batch_bytes ? res->stats.batch_bytes : (8u << 20);
@@ -707,6 +808,16 @@ rf_cmd_bench(int argc, char **argv)
 	if (help) {
 		bench_help();
 		return RF_CLI_OK;
+	}
+	if (bench_img.on) {
+		/* For the decode limit and the JSON config: the field and the
+		 * eval resize the loader would take by default. */
+		const rf_image_field *im = &bench_img.f;
+		uint32_t side = im->height > im->width ? im->height : im->width;
+		bench_img.f.field = bench_img.field;
+		if (im->transform == RF_IMAGE_EVAL && !im->resize && side)
+			bench_img.f.resize = (uint32_t)lround(side * 8.0 / 7.0);
+		o.image = &bench_img.f;
 	}
 	memset(&res, 0, sizeof res);
 	res.stats.size = sizeof res.stats;

@@ -88,6 +88,20 @@ def main():
         check("classes:      %d" % len(names) in text and ("  1    %s" % names[1]) in text,
               "info text lacks the classes:\n" + text)
 
+        # bench --image-*: a decode limit row, and the options in the config.
+        rc, text, err = run("bench", out, "--image-size", "24", "--seconds", "0.3",
+                            "--batch", "8", "--json", expect=0)
+        try:
+            js = json.loads(text)
+            im, dl = js["config"]["image"], js["limits"]["image_decode"]
+            check(im["height"] == 24 and im["width"] == 24 and im["transform"] == "eval"
+                  and im["resize"] == 27 and im["field"] == "image",
+                  "bench --json: config image %r" % im)
+            check(dl["measured"] and dl["applies"] and dl["samples_per_s"] > 0,
+                  "bench --json: image_decode %r" % dl)
+        except (ValueError, KeyError, TypeError) as e:
+            check(False, "bench --json with --image-size: %r: %s" % (e, text[-2000:]))
+
         # -j: the same bytes.
         out_j = os.path.join(d, "imgs-j.rfs")
         run("pack", "-q", "-j", "2", "-o", out_j, "--images", root, "--chunk-bytes", "16K",
