@@ -47,7 +47,7 @@ enum {
 	"                       and sample: the same pixels on a resume)\n"              \
 	"      --image-channels C  3 (RGB, default) or 1 (luma)\n"                       \
 	"      --image-resize N    eval: the shorter side before the crop (default\n"   \
-	"                       size x 8/7: 256 for 224)\n"                               \
+	"                       round(size x 8/7): 256 for 224)\n"                        \
 	"      --image-scale A,B   train: area share of the crop (default 0.08,1)\n"    \
 	"      --image-ratio A,B   train: aspect ratio range (default 0.75,1.3333)\n"   \
 	"      --image-flip P      train: flip probability (default 0.5)\n"              \

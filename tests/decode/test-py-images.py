@@ -126,7 +126,13 @@ def main():
                           ({"image": {"size": 24, "transform": "random"}}, "transform"),
                           ({"image": {"size": 24, "scale": 3, "transform": "train"}}, "scale"),
                           ({"image": 24, "label": 24}, "label"),
-                          ({"image": {"size": 24, "flip": 2, "transform": "train"}}, "flip")):
+                          ({"image": {"size": 24, "flip": 2, "transform": "train"}}, "flip"),
+                          ({"image": {"size": 24, "dct": "no"}}, "dct"),
+                          ({"image": {"size": 24, "dct": 0}}, "dct"),
+                          ({"image": {"size": 24, "flip": 0.3}}, "flip"),
+                          ({"image": {"size": 24, "scale": (0.5, 1)}}, "scale"),
+                          ({"image": {"size": 24, "resize": 30, "transform": "train"}},
+                           "resize")):
             try:
                 ringfeed.Loader(ds, 8, images=bad, device="cpu")
                 fail("images=%r: accepted" % (bad,))
