@@ -88,6 +88,21 @@ def main():
         check("classes:      %d" % len(names) in text and ("  1    %s" % names[1]) in text,
               "info text lacks the classes:\n" + text)
 
+        # Files without an image extension are left out, counted.
+        cls0 = sorted(e for e in os.listdir(root) if not e.startswith("."))[0]
+        extra = [os.path.join(root, cls0, "notes.txt"), os.path.join(root, cls0, "LICENSE")]
+        for x in extra:
+            with open(x, "w") as fh:
+                fh.write("not an image\n")
+        out_x = os.path.join(d, "extra.rfs")
+        rc, _, err = run("pack", "-o", out_x, "--images", root, "--chunk-bytes", "16K",
+                         expect=0)
+        check("2 file(s)" in err and "no image extension" in err,
+              "pack --images with notes.txt: %s" % err)
+        check(values(out_x, "name") == got_name, "pack --images with notes.txt: other names")
+        for x in extra:
+            os.unlink(x)
+
         # bench --image-*: a decode limit row, and the options in the config.
         rc, text, err = run("bench", out, "--image-size", "24", "--seconds", "0.3",
                             "--batch", "8", "--json", expect=0)
@@ -139,7 +154,7 @@ def main():
 
         # Bad files: named, the pack fails and leaves nothing; --skip-bad.
         bad_cases = [
-            ("notes.txt", b"just some text\n", "not a JPEG or PNG"),
+            ("notes.jpg", b"just some text\n", "not a JPEG or PNG"),
             ("cut.jpg", open(os.path.join(root, expect[0][0]), "rb").read()[:300]
              if expect[0][0].endswith("jpg") else None, "truncated"),
         ]
