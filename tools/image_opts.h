@@ -52,11 +52,13 @@ enum {
 	"      --image-ratio A,B   train: aspect ratio range (default 0.75,1.3333)\n"   \
 	"      --image-flip P      train: flip probability (default 0.5)\n"              \
 	"      --image-no-dct      JPEG: no DCT-domain downscaling (exact, slower)\n"    \
-	"      --image-field NAME  the field of encoded images (default image)\n"
+	"      --image-field NAME  the field of encoded images (default image; cat:\n"   \
+	"                       its --field, the one field it loads)\n"
 
 struct rf_image_opts {
 	int on;                  /* an option was given */
 	int size_set;
+	const char *train_only;  /* a train-only option given, for the check */
 	rf_image_field f;
 	char field[64];
 };

@@ -103,6 +103,24 @@ def main():
         for x in extra:
             os.unlink(x)
 
+        # Options of the other transform are refused, naming them; the
+        # largest size is not blamed on a resize the user did not give.
+        for args, word in ((["--image-flip", "0.2"], "--image-flip"),
+                           (["--image-scale", "0.5,1"], "--image-scale"),
+                           (["--image-transform", "train", "--image-resize", "40"],
+                            "--image-resize")):
+            rc, _, err = run("cat", out, "--field", "image", "--image-size", "24", *args)
+            check(rc == 2 and word in err, "cat %s: rc %d: %s" % (args, rc, err))
+        rc, _, err = run("cat", out, "--field", "image", "--image-size", "65535",
+                         "--batches", "1")
+        check(rc != 0 and "resize" not in err, "cat --image-size 65535: %s" % err)
+        junk = os.path.join(d, "junk.state")
+        with open(junk, "wb") as fh:
+            fh.write(b"junkjunkjunk")
+        rc, _, err = run("cat", out, "--field", "label", "--state-in", junk)
+        check(rc != 0 and "resume state" in err and "resume: resume" not in err,
+              "cat --state-in junk: %s" % err)
+
         # bench --image-*: a decode limit row, and the options in the config.
         rc, text, err = run("bench", out, "--image-size", "24", "--seconds", "0.3",
                             "--batch", "8", "--json", expect=0)
