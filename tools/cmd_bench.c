@@ -47,7 +47,8 @@
 	"[--decode-threads T]\n"                                                                 \
 	"                      [--buffered] [--map] [--no-verify] [--touch] [--seed N]\n"            \
 	"                      [--timings FILE] [--on-error raise|skip] [--mix] [--cache-dir DIR]\n" \
-	"                      [--cache-bytes SIZE] [-q|-v] " RF_IMAGE_USAGE " PATH..."
+	"                      [--cache-bytes SIZE] [--fields A,B,..] [--var-bytes SIZE]\n"       \
+	"                      [-q|-v] " RF_IMAGE_USAGE " PATH..."
 
 /* --on-error (rf_config.on_error): kept here rather than in bench_opts,
  * which the report shares. */
@@ -62,6 +63,12 @@ static struct rf_image_opts bench_img;
 /* --cache-dir, --cache-bytes (rf_config.cache_dir, cache_bytes): the same. */
 static const char *bench_cache_dir;
 static uint64_t bench_cache_bytes;
+/* --fields, --var-bytes (rf_config.fields, var_bytes). */
+#define BENCH_FIELDS_MAX 64
+static char bench_fields_buf[1024];
+static const char *bench_fields[BENCH_FIELDS_MAX];
+static size_t bench_nfields;
+static uint64_t bench_var_bytes;
 
 /* Progress redraws per second at most. */
 #define PROGRESS_HZ 6.0
@@ -105,6 +112,10 @@ bench_help(void)
 	       "  --cache-dir DIR     keep a remote dataset's chunks in DIR (rf_config.cache_dir):\n"
 	       "                      epochs after the first read them locally\n"
 	       "  --cache-bytes SIZE  the cache's cap, K/M/G suffixes (default 10G)\n"
+	       "  --fields A,B,..     load only these fields (default all; an image pack's\n"
+	       "                      image,label leaves its names out)\n"
+	       "  --var-bytes SIZE    a variable field's share of a batch (default: twice\n"
+	       "                      the batch times the largest average sample)\n"
 	       "  --timings FILE      write one line per batch: index, epoch, samples, time\n"
 	       "                      since the start and wait in rf_loader_next (us)\n"
 	       RF_IMAGE_HELP
@@ -161,7 +172,7 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 		OPT_BATCH = 256, OPT_SHUFFLE, OPT_DEVICE, OPT_PINNED, OPT_DEPTH, OPT_PIN,
 		OPT_SECONDS, OPT_EPOCHS, OPT_COLD, OPT_JSON, OPT_STEP, OPT_IODEPTH,
 		OPT_THREADS, OPT_BUFFERED, OPT_MAP, OPT_NOVERIFY, OPT_TOUCH, OPT_SEED, OPT_TIMINGS,
-		OPT_ON_ERROR, OPT_MIX, OPT_CACHE_DIR, OPT_CACHE_BYTES,
+		OPT_ON_ERROR, OPT_MIX, OPT_CACHE_DIR, OPT_CACHE_BYTES, OPT_FIELDS, OPT_VAR_BYTES,
 	};
 	static const struct option longopts[] = {
 		{"batch", required_argument, NULL, OPT_BATCH},
@@ -187,6 +198,8 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 		{"mix", no_argument, NULL, OPT_MIX},
 		{"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
 		{"cache-bytes", required_argument, NULL, OPT_CACHE_BYTES},
+		{"fields", required_argument, NULL, OPT_FIELDS},
+		{"var-bytes", required_argument, NULL, OPT_VAR_BYTES},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -266,6 +279,26 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 		case OPT_TIMINGS: o->timings = optarg; break;
 		case OPT_CACHE_DIR:
 			bench_cache_dir = optarg;
+			break;
+		case OPT_FIELDS: {
+			snprintf(bench_fields_buf, sizeof bench_fields_buf, "%s", optarg);
+			bench_nfields = 0;
+			for (char *sv = NULL, *t = strtok_r(bench_fields_buf, ",", &sv); t;
+			     t = strtok_r(NULL, ",", &sv)) {
+				if (bench_nfields == BENCH_FIELDS_MAX)
+					return rf_cli_usage_error(BENCH_USAGE, "--fields: at most %d "
+								  "fields", BENCH_FIELDS_MAX);
+				bench_fields[bench_nfields++] = t;
+			}
+			if (!bench_nfields || strlen(optarg) >= sizeof bench_fields_buf)
+				return rf_cli_usage_error(BENCH_USAGE, "bad --fields '%s' (field "
+							  "names, comma-separated)", optarg);
+			break;
+		}
+		case OPT_VAR_BYTES:
+			if (rf_cli_parse_size(optarg, &bench_var_bytes) < 0 || !bench_var_bytes)
+				return rf_cli_usage_error(BENCH_USAGE, "bad --var-bytes '%s' (a size, "
+							  "e.g. 1M)", optarg);
 			break;
 		case OPT_CACHE_BYTES:
 			if (rf_cli_parse_size(optarg, &bench_cache_bytes) < 0 || !bench_cache_bytes)
@@ -499,6 +532,12 @@ run_loader(const bench_opts *o, bench_result *res)
 		return RF_CLI_USAGE;
 	cfg.cache_dir = bench_cache_dir;
 	cfg.cache_bytes = bench_cache_bytes;
+	if (bench_nfields) {
+		cfg.fields = bench_fields;
+		cfg.nfields = bench_nfields;
+	}
+	if (bench_var_bytes)
+		cfg.var_bytes = bench_var_bytes;
 	/* One process reading the whole dataset, whatever launcher variables
 	 * (RANK, WORLD_SIZE, ...) the environment holds. */
 	cfg.rank = 0;

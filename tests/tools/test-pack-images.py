@@ -134,6 +134,10 @@ def main():
                   "bench --json: image_decode %r" % dl)
         except (ValueError, KeyError, TypeError) as e:
             check(False, "bench --json with --image-size: %r: %s" % (e, text[-2000:]))
+        run("bench", out, "--image-size", "24", "--seconds", "0.2", "--batch", "8",
+            "--fields", "image,label", "--var-bytes", "64K", "--json", expect=0)
+        rc, _, err = run("bench", out, "--seconds", "0.2", "--fields", "image,nope")
+        check(rc != 0 and "nope" in err, "bench --fields image,nope: %d %s" % (rc, err))
 
         # -j: the same bytes.
         out_j = os.path.join(d, "imgs-j.rfs")
