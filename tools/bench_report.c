@@ -110,6 +110,10 @@ bench_compute(const bench_opts *o, bench_result *res)
 		  delivered_per_sample, true);
 	set_limit(res, BENCH_LIMIT_H2D, "host_to_device", "host-to-device copy", &res->h2d, 1,
 		  delivered_per_sample, res->device_is_cuda);
+	/* Images: decode + transform on each decode thread, in images. */
+	set_limit(res, BENCH_LIMIT_DECODE, "image_decode", "image decode + transform",
+		  &res->images, threads,
+		  res->images.ops > 0 ? res->images.bytes / res->images.ops : 0, o->image != NULL);
 	if (res->limits[BENCH_LIMIT_RANDOM].measured && res->random.seconds > 0) {
 		/* Count samples, not bytes: a sample is several aligned reads. */
 		bench_limit *l = &res->limits[BENCH_LIMIT_RANDOM];
@@ -340,7 +344,26 @@ bench_print_json(FILE *f, const bench_opts *o, const bench_result *res)
 	json_num(f, "seconds", o->seconds, true);
 	json_u64(f, "epochs", o->epochs, true);
 	json_bool(f, "cold", o->cold, true);
-	json_num(f, "step_us", o->step_us, false);
+	json_num(f, "step_us", o->step_us, true);
+	if (o->image) {
+		const rf_image_field *im = o->image;
+		fputs("\"image\": {", f);
+		json_str(f, "field", im->field, true);
+		json_u64(f, "height", im->height, true);
+		json_u64(f, "width", im->width, true);
+		json_u64(f, "channels", im->channels, true);
+		json_str(f, "transform", im->transform == RF_IMAGE_TRAIN ? "train" : "eval", true);
+		json_u64(f, "resize", im->resize, true);
+		json_num(f, "scale_min", im->scale_min, true);
+		json_num(f, "scale_max", im->scale_max, true);
+		json_num(f, "ratio_min", im->ratio_min, true);
+		json_num(f, "ratio_max", im->ratio_max, true);
+		json_num(f, "flip", im->flip, true);
+		json_bool(f, "dct", im->dct_scale != 0, false);
+		fputs("}", f);
+	} else {
+		fputs("\"image\": null", f);
+	}
 	fputs("}, ", f);
 
 	fputs("\"cache\": {", f);

@@ -39,6 +39,7 @@ typedef struct bench_opts {
 	bool verify;
 	bool touch;
 	const char *timings;     /* --timings FILE, or NULL */
+	const rf_image_field *image; /* --image-*: the field decoded, or NULL */
 } bench_opts;
 
 /* What the dataset's index says, before anything is read. */
@@ -60,6 +61,7 @@ enum {
 	BENCH_LIMIT_ZSTD,
 	BENCH_LIMIT_MEMCPY,
 	BENCH_LIMIT_H2D,
+	BENCH_LIMIT_DECODE,      /* --image-*: image decode and transform */
 	BENCH_NLIMITS,
 };
 
@@ -103,6 +105,7 @@ typedef struct bench_result {
 	rf_stats stats;
 	/* the limits, raw */
 	bench_rate sequential, random, zstd, memcpy, h2d;
+	bench_rate images;       /* bytes: encoded images; ops: images decoded */
 	/* derived by bench_compute */
 	double samples_per_s, batches_per_s, gb_per_s, read_gb_per_s;
 	double cpu_s_per_gb, stall_share, per_batch_us;

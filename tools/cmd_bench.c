@@ -36,6 +36,9 @@
 #include "image_opts.h"
 #include "util.h"
 #include "mix_args.h"
+#ifdef RF_HAVE_IMAGES
+#include "decode/image.h"
+#endif
 
 #define BENCH_USAGE                                                                           \
 	"ringfeed bench [--batch B] [--shuffle MODE] [--device host|cuda|auto] [--pinned SIZE]\n" \
@@ -44,7 +47,8 @@
 	"[--decode-threads T]\n"                                                                 \
 	"                      [--buffered] [--map] [--no-verify] [--touch] [--seed N]\n"            \
 	"                      [--timings FILE] [--on-error raise|skip] [--mix] [--cache-dir DIR]\n" \
-	"                      [--cache-bytes SIZE] [-q|-v] " RF_IMAGE_USAGE " PATH..."
+	"                      [--cache-bytes SIZE] [--fields A,B,..] [--var-bytes SIZE]\n"       \
+	"                      [-q|-v] " RF_IMAGE_USAGE " PATH..."
 
 /* --on-error (rf_config.on_error): kept here rather than in bench_opts,
  * which the report shares. */
@@ -59,6 +63,12 @@ static struct rf_image_opts bench_img;
 /* --cache-dir, --cache-bytes (rf_config.cache_dir, cache_bytes): the same. */
 static const char *bench_cache_dir;
 static uint64_t bench_cache_bytes;
+/* --fields, --var-bytes (rf_config.fields, var_bytes). */
+#define BENCH_FIELDS_MAX 64
+static char bench_fields_buf[1024];
+static const char *bench_fields[BENCH_FIELDS_MAX];
+static size_t bench_nfields;
+static uint64_t bench_var_bytes;
 
 /* Progress redraws per second at most. */
 #define PROGRESS_HZ 6.0
@@ -102,6 +112,10 @@ bench_help(void)
 	       "  --cache-dir DIR     keep a remote dataset's chunks in DIR (rf_config.cache_dir):\n"
 	       "                      epochs after the first read them locally\n"
 	       "  --cache-bytes SIZE  the cache's cap, K/M/G suffixes (default 10G)\n"
+	       "  --fields A,B,..     load only these fields (default all; an image pack's\n"
+	       "                      image,label leaves its names out)\n"
+	       "  --var-bytes SIZE    a variable field's share of a batch (default: twice\n"
+	       "                      the batch times the largest average sample)\n"
 	       "  --timings FILE      write one line per batch: index, epoch, samples, time\n"
 	       "                      since the start and wait in rf_loader_next (us)\n"
 	       RF_IMAGE_HELP
@@ -158,7 +172,7 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 		OPT_BATCH = 256, OPT_SHUFFLE, OPT_DEVICE, OPT_PINNED, OPT_DEPTH, OPT_PIN,
 		OPT_SECONDS, OPT_EPOCHS, OPT_COLD, OPT_JSON, OPT_STEP, OPT_IODEPTH,
 		OPT_THREADS, OPT_BUFFERED, OPT_MAP, OPT_NOVERIFY, OPT_TOUCH, OPT_SEED, OPT_TIMINGS,
-		OPT_ON_ERROR, OPT_MIX, OPT_CACHE_DIR, OPT_CACHE_BYTES,
+		OPT_ON_ERROR, OPT_MIX, OPT_CACHE_DIR, OPT_CACHE_BYTES, OPT_FIELDS, OPT_VAR_BYTES,
 	};
 	static const struct option longopts[] = {
 		{"batch", required_argument, NULL, OPT_BATCH},
@@ -184,6 +198,8 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 		{"mix", no_argument, NULL, OPT_MIX},
 		{"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
 		{"cache-bytes", required_argument, NULL, OPT_CACHE_BYTES},
+		{"fields", required_argument, NULL, OPT_FIELDS},
+		{"var-bytes", required_argument, NULL, OPT_VAR_BYTES},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -263,6 +279,26 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 		case OPT_TIMINGS: o->timings = optarg; break;
 		case OPT_CACHE_DIR:
 			bench_cache_dir = optarg;
+			break;
+		case OPT_FIELDS: {
+			snprintf(bench_fields_buf, sizeof bench_fields_buf, "%s", optarg);
+			bench_nfields = 0;
+			for (char *sv = NULL, *t = strtok_r(bench_fields_buf, ",", &sv); t;
+			     t = strtok_r(NULL, ",", &sv)) {
+				if (bench_nfields == BENCH_FIELDS_MAX)
+					return rf_cli_usage_error(BENCH_USAGE, "--fields: at most %d "
+								  "fields", BENCH_FIELDS_MAX);
+				bench_fields[bench_nfields++] = t;
+			}
+			if (!bench_nfields || strlen(optarg) >= sizeof bench_fields_buf)
+				return rf_cli_usage_error(BENCH_USAGE, "bad --fields '%s' (field "
+							  "names, comma-separated)", optarg);
+			break;
+		}
+		case OPT_VAR_BYTES:
+			if (rf_cli_parse_size(optarg, &bench_var_bytes) < 0 || !bench_var_bytes)
+				return rf_cli_usage_error(BENCH_USAGE, "bad --var-bytes '%s' (a size, "
+							  "e.g. 1M)", optarg);
 			break;
 		case OPT_CACHE_BYTES:
 			if (rf_cli_parse_size(optarg, &bench_cache_bytes) < 0 || !bench_cache_bytes)
@@ -496,6 +532,12 @@ run_loader(const bench_opts *o, bench_result *res)
 		return RF_CLI_USAGE;
 	cfg.cache_dir = bench_cache_dir;
 	cfg.cache_bytes = bench_cache_bytes;
+	if (bench_nfields) {
+		cfg.fields = bench_fields;
+		cfg.nfields = bench_nfields;
+	}
+	if (bench_var_bytes)
+		cfg.var_bytes = bench_var_bytes;
 	/* One process reading the whole dataset, whatever launcher variables
 	 * (RANK, WORLD_SIZE, ...) the environment holds. */
 	cfg.rank = 0;
@@ -656,6 +698,102 @@ run_storage_half(const bench_opts *o, rf_dataset *ds, bench_result *res)
 	}
 }
 
+#ifdef RF_HAVE_IMAGES
+static double
+cpu_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+#endif
+
+/* The image decode limit: up to 64 images spread over the dataset, read
+ * first, then decoded and transformed as the loader's workers do (the
+ * same options), on this thread for `secs` of CPU time; the rate is
+ * scaled by the decode threads as zstd's is.  bytes: the encoded images'
+ * bytes; ops: images. */
+static void
+bench_images(const bench_opts *o, rf_dataset *ds, double secs, bench_rate *r)
+{
+	memset(r, 0, sizeof *r);
+#ifdef RF_HAVE_IMAGES
+	const rf_image_field *im = o->image;
+	int fi = rf_schema_find(rf_dataset_schema(ds), im->field ? im->field : "image");
+	uint64_t n = rf_dataset_samples(ds), k = n < 64 ? n : 64;
+	void *img[64] = {0};
+	size_t len[64] = {0};
+	rf_image_transform t;
+	rf_image_scratch s;
+	uint8_t *out = NULL;
+
+	if (fi < 0 || !k) {
+		snprintf(r->note, sizeof r->note, "no field '%s' or no samples",
+			 im->field ? im->field : "image");
+		return;
+	}
+	if (im->transform == RF_IMAGE_TRAIN) {
+		rf_image_transform_train(&t, im->width, im->height);
+		t.scale_min = im->scale_min;
+		t.scale_max = im->scale_max;
+		t.ratio_min = im->ratio_min;
+		t.ratio_max = im->ratio_max;
+		t.flip_p = im->flip;
+	} else {
+		uint32_t side = im->height > im->width ? im->height : im->width;
+		rf_image_transform_eval(&t, im->width, im->height,
+					im->resize ? im->resize : (uint32_t)lround(side * 8.0 / 7.0));
+	}
+	t.dct_scale = im->dct_scale;
+	rf_image_scratch_init(&s);
+	out = malloc((size_t)im->width * im->height * 3);
+	for (uint64_t i = 0; out && i < k; i++) {
+		uint64_t idx = i * n / k;
+		size_t got = 0;
+		if (rf_dataset_read(ds, idx, (uint32_t)fi, NULL, 0, &got) != -ENOSPC && got == 0)
+			continue;
+		if (!(img[i] = malloc(got ? got : 1)) ||
+		    rf_dataset_read(ds, idx, (uint32_t)fi, img[i], got, &len[i]) < 0)
+			len[i] = 0;
+	}
+	double t0 = cpu_now(), w0 = bench_now(), now = t0;
+	uint64_t it = 0, bad = 0;
+	while (out && now - t0 < secs && !rf_cli_interrupted()) {
+		uint64_t i = it % k;
+		it++;
+		if (!len[i])
+			continue;
+		if (rf_image_load(img[i], len[i], &t, 1, 0, it, out, NULL, &s) < 0) {
+			bad++;
+			if (bad > k)
+				break;
+			continue;
+		}
+		r->bytes += (double)len[i];
+		r->ops += 1;
+		now = cpu_now();
+	}
+	r->seconds = cpu_now() - t0;
+	r->wall_seconds = bench_now() - w0;
+	r->ok = r->ops > 0 && r->seconds > 0;
+	if (r->ok)
+		snprintf(r->note, sizeof r->note, "field '%s', %.0f decodes on one thread, CPU "
+			 "time", im->field ? im->field : "image", r->ops);
+	else
+		snprintf(r->note, sizeof r->note, "no image of field '%s' decoded: %.100s",
+			 im->field ? im->field : "image", s.msg);
+	for (uint64_t i = 0; i < k; i++)
+		free(img[i]);
+	free(out);
+	rf_image_scratch_fini(&s);
+#else
+	(void)o;
+	(void)ds;
+	(void)secs;
+	snprintf(r->note, sizeof r->note, "built without image support");
+#endif
+}
+
 static void
 run_limits(const bench_opts *o, rf_dataset *ds, bench_result *res)
 {
@@ -668,6 +806,8 @@ run_limits(const bench_opts *o, rf_dataset *ds, bench_result *res)
 	if (res->info.zstd_chunks)
 		bench_zstd(ds, 8, secs, &res->zstd);
 	bench_memcpy((size_t)64 << 20, secs, &res->memcpy);
+	if (o->image)
+		bench_images(o, ds, secs, &res->images);
 	if (is_cuda) {
 		/* One batch per copy, as the loader copies. */
 		uint64_t bytes = res->stats.batch_bytes ? res->stats.batch_bytes : (8u << 20);
@@ -707,6 +847,16 @@ rf_cmd_bench(int argc, char **argv)
 	if (help) {
 		bench_help();
 		return RF_CLI_OK;
+	}
+	if (bench_img.on) {
+		/* For the decode limit and the JSON config: the field and the
+		 * eval resize the loader would take by default. */
+		const rf_image_field *im = &bench_img.f;
+		uint32_t side = im->height > im->width ? im->height : im->width;
+		bench_img.f.field = bench_img.field;
+		if (im->transform == RF_IMAGE_EVAL && !im->resize && side)
+			bench_img.f.resize = (uint32_t)lround(side * 8.0 / 7.0);
+		o.image = &bench_img.f;
 	}
 	memset(&res, 0, sizeof res);
 	res.stats.size = sizeof res.stats;

@@ -49,8 +49,11 @@ rf_image_opts_parse(struct rf_image_opts *o, int c, const char *arg, const char 
 		o->f.height = (uint32_t)h;
 		o->f.width = (uint32_t)w;
 		uint32_t m = h > w ? (uint32_t)h : (uint32_t)w;
-		if (!(o->size_set & 2))
+		if (!(o->size_set & 2)) {
 			o->f.resize = (uint32_t)(((uint64_t)m * 8 + 3) / 7);
+			if (o->f.resize > 65535)
+				o->f.resize = 65535;
+		}
 		o->size_set |= 1;
 		break;
 	}
@@ -81,18 +84,21 @@ rf_image_opts_parse(struct rf_image_opts *o, int c, const char *arg, const char 
 		o->size_set |= 2;
 		break;
 	case RF_IMGOPT_SCALE:
+		o->train_only = "--image-scale";
 		if (pair(arg, &o->f.scale_min, &o->f.scale_max) < 0) {
 			rf_cli_usage_error(usage, "--image-scale: '%s' is not MIN,MAX", arg);
 			return -1;
 		}
 		break;
 	case RF_IMGOPT_RATIO:
+		o->train_only = "--image-ratio";
 		if (pair(arg, &o->f.ratio_min, &o->f.ratio_max) < 0) {
 			rf_cli_usage_error(usage, "--image-ratio: '%s' is not MIN,MAX", arg);
 			return -1;
 		}
 		break;
 	case RF_IMGOPT_FLIP:
+		o->train_only = "--image-flip";
 		o->f.flip = strtod(arg, &e);
 		if (e == arg || *e) {
 			rf_cli_usage_error(usage, "--image-flip: '%s' is not a number", arg);
@@ -119,6 +125,17 @@ rf_image_opts_apply(struct rf_image_opts *o, rf_config *cfg, const char *usage)
 		return 0;
 	if (!(o->size_set & 1)) {
 		rf_cli_usage_error(usage, "the --image-* options need --image-size");
+		return -1;
+	}
+	if (o->train_only && o->f.transform != RF_IMAGE_TRAIN) {
+		rf_cli_usage_error(usage, "%s is an option of the train transform, but the "
+				   "transform is eval: add --image-transform train or leave %s out",
+				   o->train_only, o->train_only);
+		return -1;
+	}
+	if ((o->size_set & 2) && o->f.transform == RF_IMAGE_TRAIN) {
+		rf_cli_usage_error(usage, "--image-resize is an option of the eval transform, "
+				   "but the transform is train: leave it out");
 		return -1;
 	}
 	o->f.field = o->field;

@@ -47,16 +47,18 @@ enum {
 	"                       and sample: the same pixels on a resume)\n"              \
 	"      --image-channels C  3 (RGB, default) or 1 (luma)\n"                       \
 	"      --image-resize N    eval: the shorter side before the crop (default\n"   \
-	"                       size x 8/7: 256 for 224)\n"                               \
+	"                       round(size x 8/7): 256 for 224)\n"                        \
 	"      --image-scale A,B   train: area share of the crop (default 0.08,1)\n"    \
 	"      --image-ratio A,B   train: aspect ratio range (default 0.75,1.3333)\n"   \
 	"      --image-flip P      train: flip probability (default 0.5)\n"              \
 	"      --image-no-dct      JPEG: no DCT-domain downscaling (exact, slower)\n"    \
-	"      --image-field NAME  the field of encoded images (default image)\n"
+	"      --image-field NAME  the field of encoded images (default image; cat:\n"   \
+	"                       its --field, the one field it loads)\n"
 
 struct rf_image_opts {
 	int on;                  /* an option was given */
 	int size_set;
+	const char *train_only;  /* a train-only option given, for the check */
 	rf_image_field f;
 	char field[64];
 };

@@ -296,7 +296,8 @@ rf_cmd_pack_images(int argc, char **argv)
 	rf_cli_note(1, "%" PRIu64 " samples, %s of images, %.1f s -> %s", p->written,
 		    rf_cli_fmt_bytes(a, sizeof a, (double)p->in_bytes), rf_cli_now() - t0, p->sh.out);
 	if (p->images_dir)
-		rf_cli_note(1, "%zu classes (%s ... %s)", p->nclasses, p->classes[0],
+		rf_cli_note(1, "%zu class%s (%s ... %s)", p->nclasses,
+			    p->nclasses == 1 ? "" : "es", p->classes[0],
 			    p->classes[p->nclasses - 1]);
 	status = RF_CLI_OK;
 out:

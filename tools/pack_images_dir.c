@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "pack_images_impl.h"
@@ -20,10 +21,28 @@ cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Append DIR/rel's regular files (recursively, hidden ones skipped) to
- * *list as paths relative to the class directory's parent. */
+/* Files are images by their extension, as torchvision's ImageFolder
+ * takes them (any case); others (notes.txt, a file without one) are left
+ * out and counted.  Images of a format ringfeed does not decode are kept,
+ * so that the pack names them. */
 static int
-walk(const char *root, const char *rel, char ***list, size_t *n, size_t *cap, int depth)
+image_extension(const char *name)
+{
+	static const char *const ext[] = {".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm",
+					  ".tif", ".tiff", ".webp", NULL};
+	const char *dot = strrchr(name, '.');
+	for (int i = 0; dot && ext[i]; i++)
+		if (!strcasecmp(dot, ext[i]))
+			return 1;
+	return 0;
+}
+
+/* Append DIR/rel's image files (recursively, hidden ones skipped) to
+ * *list as paths relative to the class directory's parent; *ignored counts
+ * the files left out for their extension. */
+static int
+walk(const char *root, const char *rel, char ***list, size_t *n, size_t *cap, int depth,
+     size_t *ignored)
 {
 	char *dir = ipack_xasprintf("%s/%s", root, rel);
 	DIR *d;
@@ -56,13 +75,19 @@ walk(const char *root, const char *rel, char ***list, size_t *n, size_t *cap, in
 		}
 		if (stat(full, &st) == 0 && S_ISDIR(st.st_mode)) {
 			free(full);
-			ret = walk(root, r, list, n, cap, depth + 1);
+			ret = walk(root, r, list, n, cap, depth + 1, ignored);
 			free(r);
 			if (ret < 0)
 				break;
 			continue;
 		}
 		free(full);
+		if (!image_extension(e->d_name)) {
+			rf_cli_note(2, "%s/%s: not an image file name, left out", root, r);
+			free(r);
+			(*ignored)++;
+			continue;
+		}
 		/* Anything else (a broken link, a device) is read later and
 		 * reported with its path then. */
 		if (*n == *cap) {
@@ -141,10 +166,11 @@ ipack_scan_images(ipack *p)
 		return -1;
 	}
 	qsort(p->classes, p->nclasses, sizeof *p->classes, cmp_str);
+	size_t ignored = 0;
 	for (size_t c = 0; c < p->nclasses; c++) {
 		char **files = NULL;
 		size_t n = 0, fcap = 0;
-		if (walk(root, p->classes[c], &files, &n, &fcap, 0) < 0) {
+		if (walk(root, p->classes[c], &files, &n, &fcap, 0, &ignored) < 0) {
 			for (size_t i = 0; i < n; i++)
 				free(files[i]);
 			free(files);
@@ -168,6 +194,10 @@ ipack_scan_images(ipack *p)
 		free(files);
 	}
 	p->has_label = 1;
+	if (ignored)
+		rf_cli_note(1, "%zu file(s) in the class directories have no image extension "
+			    "(.jpg, .jpeg, .png, ...) and are left out, as torchvision's "
+			    "ImageFolder does (-v names them)", ignored);
 	if (p->nitems == 0) {
 		rf_cli_error("--images %s: no files in its %zu class directories", root,
 			     p->nclasses);

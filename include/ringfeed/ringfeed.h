@@ -410,11 +410,12 @@ enum rf_on_error {
  * Decoding: RGB whatever the input (grayscale replicated, alpha dropped,
  * palette expanded, 16-bit to its high byte, CMYK converted as PIL does);
  * EXIF orientation is not applied (PIL's Image.open does not either).  PNG
- * pixels equal PIL's; a JPEG decoded at full size equals PIL's within 1
+ * pixels equal PIL's convert("RGB"), except 16-bit grayscale (PIL clips
+ * the values to 255, ringfeed keeps the high byte); a JPEG decoded at full size equals PIL's within 1
  * level (0 with the same libjpeg-turbo).  With dct_scale (the default) a
- * JPEG whose region is at least twice the output is decoded at 1/2 .. 1/8
- * scale in the DCT domain: faster, and close to (not equal to) a full
- * decode.  channels 1 is the luma of the RGB result, as PIL's
+ * JPEG whose region is at least twice the output is decoded at 1/2, 1/4 or
+ * 1/8 scale in the DCT domain (the smallest that keeps the region at least
+ * the output size): faster, and close to (not equal to) a full decode.  channels 1 is the luma of the RGB result, as PIL's
  * convert("L") (torchvision's Grayscale() after the crop).
  *
  * Determinism: every random draw (crop box, flip) is a pure function of

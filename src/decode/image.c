@@ -152,11 +152,10 @@ tj_handle(rf_image_scratch *s)
 	return s->tj;
 }
 
-/* The data holds an end marker (a JPEG's EOI, FF D9; a PNG's IEND chunk)
- * in its last 4 KiB: data past it (a camera's trailer, padding) is
- * tolerated, as decoders do, but a file without one was cut short (libjpeg
- * would pad it with grey and only warn).  FF D9 cannot occur inside a JPEG's
- * entropy-coded data (an FF there is followed by 00 or a restart marker). */
+/* The data holds an end marker (a JPEG's EOI, FF D9, see jpeg_ends(); a
+ * PNG's IEND chunk, in its last 4 KiB): data past it (a camera's trailer,
+ * padding) is tolerated, as decoders do, but a file without one was cut
+ * short (libjpeg would pad it with grey and only warn). */
 #define END_WINDOW 4096
 
 static int
@@ -170,11 +169,12 @@ ends_with_marker(const uint8_t *p, size_t len, const uint8_t *m, size_t mlen)
 	return 0;
 }
 
+/* A JPEG's end is found by walking its markers (jpeg_scan.c): data after
+ * it may be of any length (a phone's "motion photo" appends a video). */
 static int
 jpeg_ends(const uint8_t *p, size_t len)
 {
-	static const uint8_t eoi[2] = {0xff, 0xd9};
-	return ends_with_marker(p, len, eoi, 2);
+	return rf_jpeg_scan_end(p, len) != 0;
 }
 
 static int
@@ -742,8 +742,10 @@ rf_image_region_decoding(void)
 	return RF_HAVE_JPEG_REGION;
 }
 
-/* The smallest of libjpeg-turbo's factors at most 1/2 that keeps a region
- * of rw x rh source pixels at least need_w x need_h; 1/1 when none. */
+/* The smallest of 1/2, 1/4 and 1/8 that keeps a region of rw x rh source
+ * pixels at least need_w x need_h; 1/1 when none.  libjpeg-turbo's other
+ * factors (3/8, 5/8, ...) resample inside the IDCT and blur visibly more
+ * than the resize they replace. */
 static void
 pick_scale(uint32_t rw, uint32_t rh, uint32_t need_w, uint32_t need_h, int *num, int *den)
 {
@@ -754,7 +756,8 @@ pick_scale(uint32_t rw, uint32_t rh, uint32_t need_w, uint32_t need_h, int *num,
 	*num = *den = 1;
 	for (int i = 0; f && i < n; i++) {
 		double v = (double)f[i].num / f[i].denom;
-		if (v > 0.5 || v >= best)
+		if (f[i].num != 1 || (f[i].denom != 2 && f[i].denom != 4 && f[i].denom != 8) ||
+		    v >= best)
 			continue;
 		if ((double)rw * v >= need_w && (double)rh * v >= need_h) {
 			best = v;

@@ -37,6 +37,12 @@ int rf_img_fail(rf_image_scratch *s, int code, const char *fmt, ...)
 /* Grow one of the scratch's buffers to at least `need` bytes: 0 or -ENOMEM. */
 int rf_img_grow(void **buf, size_t *cap, size_t need);
 
+/* jpeg_scan.c */
+/* The offset just past a JPEG's end marker (EOI), found by walking its
+ * markers and scans from SOI; 0 when the data ends first or is no JPEG.
+ * Data after the EOI is not looked at. */
+size_t rf_jpeg_scan_end(const uint8_t *p, size_t len);
+
 /* image_transform.c */
 /* Python's round(). */
 long rf_img_py_round(double x);

@@ -115,6 +115,9 @@ rf_ld_full_check(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 {
 	const rf_schema *sc = ld->schema;
 	uint32_t last = 0;
+	/* Images refuse window shuffling too: advise what they take. */
+	if (ld->image)
+		return rf_ld_image_layout(ld);
 	for (uint32_t i = 0; i < nsel; i++)
 		if (sel[i] > last)
 			last = sel[i];

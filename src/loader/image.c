@@ -91,6 +91,8 @@ rf_image_field_init(rf_image_field *f, const char *field, uint32_t height, uint3
 	f->transform = transform;
 	uint32_t m = height > width ? height : width;
 	f->resize = (uint32_t)(((uint64_t)m * 8 + 3) / 7);
+	if (f->resize > 65535) /* a side's limit: sizes over 57344 resize to it */
+		f->resize = 65535;
 	f->scale_min = 0.08;
 	f->scale_max = 1.0;
 	f->ratio_min = 3.0 / 4.0;
@@ -174,8 +176,10 @@ rf_ld_image_setup(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		for (uint32_t j = 0; k >= 0 && j < nsel; j++)
 			loaded |= sel[j] == (uint32_t)k;
 		if (!loaded)
-			return rf_fail(&ld->diag, RF_EUSAGE, "loader: images[%zu]: field '%s' is not "
-				       "%s of the dataset", i, e->field, k < 0 ? "a field" : "loaded");
+			return rf_fail(&ld->diag, RF_EUSAGE, "loader: images[%zu]: field '%s' is %s",
+				       i, e->field, k < 0 ? "not a field of the dataset" :
+				       "not among the fields loaded: add it to rf_config.fields "
+				       "(Python fields=)");
 		const rf_field *f = &ld->schema->fields[k];
 		if (f->var_dim < 0 || rf_dtype_size(f->dtype) != 1 || f->rank != 1)
 			return rf_fail(&ld->diag, RF_EUSAGE, "loader: images[%zu]: field '%s' is not "
@@ -239,8 +243,9 @@ rf_ld_image_layout(rf_loader *ld)
 	if (ld->full.on || ld->window.on || ld->resolved.shuffle == RF_SHUFFLE_WINDOW ||
 	    ld->resolved.shuffle == RF_SHUFFLE_FULL)
 		return rf_fail(&ld->diag, RF_EUSAGE, "loader: images are decoded with shuffle "
-			       "none or chunks, not %s: use chunks (and `ringfeed pack --shuffle "
-			       "SEED` for a sample-level mix)", rf_shuffle_name(ld->resolved.shuffle));
+			       "none or chunks, not %s: use none or chunks (pack with `ringfeed pack "
+			       "--shuffle SEED` so that chunks mix classes)",
+			       rf_shuffle_name(ld->resolved.shuffle));
 	for (uint32_t i = 0; i < im->n; i++) {
 		uint32_t p = 0;
 		while (p < ld->layout.nparts && ld->layout.part[p].field != im->f[i].field)

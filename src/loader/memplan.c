@@ -57,9 +57,26 @@ rf_memplan_compute(const struct rf_memplan_in *in, struct rf_memplan *out, rf_di
 		slot = RF_ALIGN_UP(bb > mp.bspan ? bb : mp.bspan, RF_FMT_ALIGN);
 		span = 0;
 	}
+	/* Variable fields' data regions (var_bytes, by default sized from
+	 * whole samples, images included) can be most of a batch: say so. */
+	char vmsg[320] = "";
+	uint64_t vbytes = 0;
+	unsigned nvar = 0;
+	for (uint32_t i = 0; i < l->nparts; i++)
+		if (l->part[i].var) {
+			vbytes += l->part[i].cap;
+			nvar++;
+		}
+	if (nvar) {
+		rf_memplan_fmt_size(a, sizeof a, vbytes);
+		snprintf(vmsg, sizeof vmsg, "; of a batch, %s is the data of %u variable-size "
+			 "field(s), var_bytes each (by default twice batch_size x the largest "
+			 "average sample, all fields counted): load only the fields needed "
+			 "(rf_config.fields, Python fields=[...]) or set var_bytes", a, nvar);
+	}
 	if (slot < bb || slot == 0)
 		return rf_fail(d, RF_EMEMPLAN, "memory plan: a batch of %u samples is too "
-			       "large: lower batch_size", in->batch_size);
+			       "large: lower batch_size%s", in->batch_size, vmsg);
 	uint64_t nslots = in->pinned_bytes / slot;
 	mp.slot_bytes = slot;
 	if (nslots < 2) {
@@ -72,8 +89,8 @@ rf_memplan_compute(const struct rf_memplan_in *in, struct rf_memplan *out, rf_di
 			       "memory plan: pinned_bytes %s holds %" PRIu64 " slot(s) of %" PRIu64
 			       " bytes (the larger of a batch, %s for batch_size %u, and the largest "
 			       "chunk read, %s); the loader needs at least 2 (one read, one staged "
-			       "batch): raise pinned_bytes to at least %s or lower batch_size",
-			       a, nslots, slot, b, in->batch_size, c, need);
+			       "batch): raise pinned_bytes to at least %s or lower batch_size%s",
+			       a, nslots, slot, b, in->batch_size, c, need, vmsg);
 	}
 	if (nslots > RF_MEMPLAN_SLOTS_MAX)
 		nslots = RF_MEMPLAN_SLOTS_MAX;

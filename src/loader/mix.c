@@ -30,6 +30,7 @@
  * sum(W_s) chunks are held, which the memory plan reserves in read slots.
  */
 #include <math.h>
+#include <string.h>
 
 #include "loader/internal.h"
 #include "plan/mix.h"
@@ -351,7 +352,7 @@ rf_ld_mix_seek_blob(rf_loader *ld, const void *blob, size_t len)
 	rf_config *cfg = &ld->cfg;
 	int rc = rf_mix_state_load(m->gmix, blob, len);
 	if (rc < 0)
-		return rf_fail(&ld->diag, rc, "loader: resume: %s", m->diag.msg);
+		return rf_fail(&ld->diag, rc, "loader: %s%s", strncmp(m->diag.msg, "resume", 6) ? "resume: " : "", m->diag.msg);
 	const rf_mix_params *p = rf_mix_params_get(m->gmix);
 	if (cfg->epochs && (p->epoch < ld->reader.epoch_last - cfg->epochs ||
 			    p->epoch >= ld->reader.epoch_last))
@@ -363,7 +364,7 @@ rf_ld_mix_seek_blob(rf_loader *ld, const void *blob, size_t len)
 	if (rc == 0)
 		rc = rf_mix_state_load(m->smix, blob, len);
 	if (rc < 0)
-		return rf_fail(&ld->diag, rc, "loader: resume: %s", m->diag.msg);
+		return rf_fail(&ld->diag, rc, "loader: %s%s", strncmp(m->diag.msg, "resume", 6) ? "resume: " : "", m->diag.msg);
 	ld->resolved.seed = p->seed;
 	ld->resolved.epoch = p->epoch;
 	m->repoch = ld->gather.epoch = ld->delivery.epoch = p->epoch;

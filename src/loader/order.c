@@ -2,6 +2,8 @@
 /*
  * The order: the plan cursors, the dataset fingerprint and resume.
  */
+#include <string.h>
+
 #include "loader/internal.h"
 
 /* The order in force, for the stats: its id and window. */
@@ -41,7 +43,7 @@ rf_ld_plan_seek_blob(rf_loader *ld, const void *blob, size_t len)
 		return rf_ld_mix_seek_blob(ld, blob, len);
 	int rc = rf_plan_state_load(ld->gather.plan, blob, len);
 	if (rc < 0)
-		return rf_fail(&ld->diag, rc, "loader: resume: %s", ld->plan_diag.msg);
+		return rf_fail(&ld->diag, rc, "loader: %s%s", strncmp(ld->plan_diag.msg, "resume", 6) ? "resume: " : "", ld->plan_diag.msg);
 	const rf_plan_params *lp = rf_plan_params_get(ld->gather.plan);
 	if ((lp->mode == RF_PLAN_FULL) != ld->full.on ||
 	    (lp->mode == RF_PLAN_WINDOW) != ld->window.on)
@@ -63,7 +65,7 @@ rf_ld_plan_seek_blob(rf_loader *ld, const void *blob, size_t len)
 	if (rc == 0)
 		rc = rf_plan_state_load(ld->splan, blob, len);
 	if (rc < 0)
-		return rf_fail(&ld->diag, rc, "loader: resume: %s", ld->plan_diag.msg);
+		return rf_fail(&ld->diag, rc, "loader: %s%s", strncmp(ld->plan_diag.msg, "resume", 6) ? "resume: " : "", ld->plan_diag.msg);
 	ld->resolved.shuffle = rf_ld_shuffle_of_mode(lp->mode);
 	ld->resolved.seed = lp->seed;
 	ld->resolved.epoch = lp->epoch;

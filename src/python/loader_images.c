@@ -151,8 +151,29 @@ one_field(PyObject *key, PyObject *val, PyObject *keep, rf_image_field *f)
 	    opt_pair(opts, name, "ratio", &f->ratio_min, &f->ratio_max) < 0)
 		return -1;
 	PyObject *d = opts ? PyDict_GetItemString(opts, "dct") : NULL;
-	if (d && (dct = PyObject_IsTrue(d)) < 0)
+	if (d && !PyBool_Check(d)) {
+		PyErr_Format(PyExc_TypeError, "images[\"%s\"][\"dct\"] must be True or False, "
+			     "not %.100s", name, rfpy_type_name(d));
 		return -1;
+	}
+	if (d)
+		dct = d == Py_True;
+	/* The train transform's options mean nothing to eval: refused rather
+	 * than ignored. */
+	static const char *const train_only[] = {"scale", "ratio", "flip", NULL};
+	for (int i = 0; kind == RF_IMAGE_EVAL && opts && train_only[i]; i++)
+		if (PyDict_GetItemString(opts, train_only[i])) {
+			PyErr_Format(PyExc_ValueError, "images[\"%s\"][\"%s\"] is an option of "
+				     "the train transform, but the transform is \"eval\": add "
+				     "\"transform\": \"train\" or leave \"%s\" out", name,
+				     train_only[i], train_only[i]);
+			return -1;
+		}
+	if (kind == RF_IMAGE_TRAIN && opts && PyDict_GetItemString(opts, "resize")) {
+		PyErr_Format(PyExc_ValueError, "images[\"%s\"][\"resize\"] is an option of the "
+			     "eval transform, but the transform is \"train\": leave it out", name);
+		return -1;
+	}
 	if (channels != 1 && channels != 3) {
 		PyErr_Format(PyExc_ValueError, "images[\"%s\"][\"channels\"] must be 1 or 3", name);
 		return -1;

@@ -163,13 +163,41 @@ def main():
                           ({"image": {"size": 24, "transform": "random"}}, "transform"),
                           ({"image": {"size": 24, "scale": 3, "transform": "train"}}, "scale"),
                           ({"image": 24, "label": 24}, "label"),
-                          ({"image": {"size": 24, "flip": 2, "transform": "train"}}, "flip")):
+                          ({"image": {"size": 24, "flip": 2, "transform": "train"}}, "flip"),
+                          ({"image": {"size": 24, "dct": "no"}}, "dct"),
+                          ({"image": {"size": 24, "dct": 0}}, "dct"),
+                          ({"image": {"size": 24, "flip": 0.3}}, "flip"),
+                          ({"image": {"size": 24, "scale": (0.5, 1)}}, "scale"),
+                          ({"image": {"size": 24, "resize": 30, "transform": "train"}},
+                           "resize")):
             try:
                 ringfeed.Loader(ds, 8, images=bad, device="cpu")
                 fail("images=%r: accepted" % (bad,))
             except (ValueError, TypeError, OverflowError, ringfeed.Error) as e:
                 if word not in str(e):
                     fail("images=%r: %s" % (bad, e))
+
+        # A budget too small: with the names loaded (no fields=), the
+        # message says their region is sized from whole samples, images
+        # included, and names the fixes; without them it does not.
+        for fields, want in ((None, True), (["image", "label"], False)):
+            try:
+                ringfeed.Loader(ds, 8, images={"image": 28}, device="cpu",
+                                pinned_bytes=8192, fields=fields)
+                fail("pinned_bytes=8192: accepted")
+            except ringfeed.Error as e:
+                said = "fields=[" in str(e) and "var_bytes" in str(e)
+                if said != want:
+                    fail("pinned_bytes=8192, fields=%r: %s" % (fields, e))
+
+        # Shuffle modes images refuse: the advice is what they take.
+        for mode in ("full", "window", True):
+            try:
+                ringfeed.Loader(ds, 8, images={"image": 28}, device="cpu", shuffle=mode)
+                fail("images with shuffle=%r: accepted" % (mode,))
+            except ringfeed.Error as e:
+                if "none or chunks" not in str(e) or "use shuffle window" in str(e):
+                    fail("images with shuffle=%r: %s" % (mode, e))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if failures:

@@ -88,6 +88,57 @@ def main():
         check("classes:      %d" % len(names) in text and ("  1    %s" % names[1]) in text,
               "info text lacks the classes:\n" + text)
 
+        # Files without an image extension are left out, counted.
+        cls0 = sorted(e for e in os.listdir(root) if not e.startswith("."))[0]
+        extra = [os.path.join(root, cls0, "notes.txt"), os.path.join(root, cls0, "LICENSE")]
+        for x in extra:
+            with open(x, "w") as fh:
+                fh.write("not an image\n")
+        out_x = os.path.join(d, "extra.rfs")
+        rc, _, err = run("pack", "-o", out_x, "--images", root, "--chunk-bytes", "16K",
+                         expect=0)
+        check("2 file(s)" in err and "no image extension" in err,
+              "pack --images with notes.txt: %s" % err)
+        check(values(out_x, "name") == got_name, "pack --images with notes.txt: other names")
+        for x in extra:
+            os.unlink(x)
+
+        # Options of the other transform are refused, naming them; the
+        # largest size is not blamed on a resize the user did not give.
+        for args, word in ((["--image-flip", "0.2"], "--image-flip"),
+                           (["--image-scale", "0.5,1"], "--image-scale"),
+                           (["--image-transform", "train", "--image-resize", "40"],
+                            "--image-resize")):
+            rc, _, err = run("cat", out, "--field", "image", "--image-size", "24", *args)
+            check(rc == 2 and word in err, "cat %s: rc %d: %s" % (args, rc, err))
+        rc, _, err = run("cat", out, "--field", "image", "--image-size", "65535",
+                         "--batches", "1")
+        check(rc != 0 and "resize" not in err, "cat --image-size 65535: %s" % err)
+        junk = os.path.join(d, "junk.state")
+        with open(junk, "wb") as fh:
+            fh.write(b"junkjunkjunk")
+        rc, _, err = run("cat", out, "--field", "label", "--state-in", junk)
+        check(rc != 0 and "resume state" in err and "resume: resume" not in err,
+              "cat --state-in junk: %s" % err)
+
+        # bench --image-*: a decode limit row, and the options in the config.
+        rc, text, err = run("bench", out, "--image-size", "24", "--seconds", "0.3",
+                            "--batch", "8", "--json", expect=0)
+        try:
+            js = json.loads(text)
+            im, dl = js["config"]["image"], js["limits"]["image_decode"]
+            check(im["height"] == 24 and im["width"] == 24 and im["transform"] == "eval"
+                  and im["resize"] == 27 and im["field"] == "image",
+                  "bench --json: config image %r" % im)
+            check(dl["measured"] and dl["applies"] and dl["samples_per_s"] > 0,
+                  "bench --json: image_decode %r" % dl)
+        except (ValueError, KeyError, TypeError) as e:
+            check(False, "bench --json with --image-size: %r: %s" % (e, text[-2000:]))
+        run("bench", out, "--image-size", "24", "--seconds", "0.2", "--batch", "8",
+            "--fields", "image,label", "--var-bytes", "64K", "--json", expect=0)
+        rc, _, err = run("bench", out, "--seconds", "0.2", "--fields", "image,nope")
+        check(rc != 0 and "nope" in err, "bench --fields image,nope: %d %s" % (rc, err))
+
         # -j: the same bytes.
         out_j = os.path.join(d, "imgs-j.rfs")
         run("pack", "-q", "-j", "2", "-o", out_j, "--images", root, "--chunk-bytes", "16K",
@@ -125,7 +176,7 @@ def main():
 
         # Bad files: named, the pack fails and leaves nothing; --skip-bad.
         bad_cases = [
-            ("notes.txt", b"just some text\n", "not a JPEG or PNG"),
+            ("notes.jpg", b"just some text\n", "not a JPEG or PNG"),
             ("cut.jpg", open(os.path.join(root, expect[0][0]), "rb").read()[:300]
              if expect[0][0].endswith("jpg") else None, "truncated"),
         ]
