@@ -1235,7 +1235,10 @@ typedef struct rf_stats {
 	 * rank reads it in).  Batches prepared ahead count nothing until they
 	 * are delivered, and nothing at all when the loader is closed or a
 	 * position loaded first; a loaded position (or rewind) counts the
-	 * chunks of its epoch afresh.  Each rank counts its own batches. */
+	 * chunks of its epoch afresh.  Each rank counts its own batches.  In a
+	 * mixture (rf_config.sources) the epoch is the chunk's source epoch:
+	 * a chunk counts once per source epoch whose batches hold its
+	 * substitutes. */
 	uint64_t chunks_skipped;
 	uint64_t samples_substituted;
 	uint8_t reserved[16];

@@ -47,6 +47,10 @@ struct msrc {
 	uint64_t g_epoch, lo, hi;
 	struct wentry *tab;
 	uint32_t cap;
+	/* on_error skip: the chunks of source epoch skip_epoch whose
+	 * substitutes a batch has held (rf_stats.chunks_skipped) */
+	uint8_t *skip_seen;
+	uint64_t skip_epoch;
 };
 
 struct rf_ld_mix {
@@ -113,6 +117,7 @@ mix_free(struct rf_ld_mix *m)
 		for (uint32_t k = 0; m->src[i].tab && k < m->src[i].cap; k++)
 			free(m->src[i].tab[k].raw);
 		free(m->src[i].tab);
+		free(m->src[i].skip_seen);
 	}
 	free(m->src);
 	rf_mix_destroy(&m->rmix);
@@ -339,6 +344,9 @@ reset_cursors(struct rf_ld_mix *m)
 		m->src[i].r_on = 0;
 		m->src[i].g_on = 0;
 		m->src[i].lo = m->src[i].hi = 0;
+		/* a loaded position counts its source epochs' chunks afresh */
+		if (m->src[i].skip_seen)
+			memset(m->src[i].skip_seen, 0, (size_t)(m->src[i].nchunks / 8 + 1));
 	}
 	m->rn = m->ri = 0;
 	m->p_on = 0;
@@ -513,6 +521,38 @@ rf_ld_mix_reset(rf_loader *ld)
 	reset_cursors(m);
 }
 
+/* `added` substitutes of the source's chunk `chunk` went into
+ * the open batch: they count when it is delivered, and so does the chunk
+ * when no batch of this source epoch held its substitutes before, so each
+ * skipped chunk counts once per source epoch (and rank), as a single
+ * dataset's counts once per epoch (rf_ld_skip_gathered). */
+static int
+mix_skip_gathered(rf_loader *ld, struct msrc *s, uint64_t source_epoch, uint64_t chunk,
+		  uint32_t added, rf_diag *d)
+{
+	if (chunk >= s->nchunks)
+		return rf_fail(d, -EPROTO, "loader: mixture: source '%s' has %" PRIu64 " chunks, "
+			       "an item names chunk %" PRIu64, s->name, s->nchunks, chunk);
+	size_t bytes = (size_t)(s->nchunks / 8 + 1);
+	if (!s->skip_seen) {
+		s->skip_seen = calloc(bytes, 1);
+		if (!s->skip_seen)
+			return rf_fail(d, -ENOMEM, "loader: mixture: out of memory");
+		s->skip_epoch = source_epoch;
+	}
+	if (s->skip_epoch != source_epoch) {
+		memset(s->skip_seen, 0, bytes);
+		s->skip_epoch = source_epoch;
+	}
+	uint64_t c = chunk;
+	ld->gather.cur_subst += added;
+	if (!((s->skip_seen[c / 8] >> (c % 8)) & 1)) {
+		s->skip_seen[c / 8] |= (uint8_t)(1u << (c % 8));
+		ld->gather.cur_subst_chunks++;
+	}
+	return 0;
+}
+
 /* Items, in stream order, as far as the chunks held allow.  0, or an
  * error. */
 static int
@@ -587,9 +627,11 @@ mix_items(rf_loader *ld, rf_diag *d)
 		if (rc < 0)
 			return rf_fail(d, rc, "loader: assembling chunk %" PRIu64 " (source '%s') "
 				       "failed", ctx->chunk, s->name);
-		if (rf_ld_skip_is_substitute(ld, sec))
-			atomic_fetch_add_explicit(&ld->stats.samples_substituted, added,
-						  memory_order_relaxed);
+		if (rf_ld_skip_is_substitute(ld, sec)) {
+			rc = mix_skip_gathered(ld, s, it->source_epoch, it->item.chunk, added, d);
+			if (rc < 0)
+				return rc;
+		}
 		uint64_t keep_from = it[added - 1].item.keep_from;
 		ld->gather.i += added;
 		if (ld->gather.i >= ld->gather.n) {

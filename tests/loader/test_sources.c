@@ -17,7 +17,8 @@
  *   and file order;
  * - per-source stats count the samples delivered;
  * - weight 0 leaves a source out; negative and NaN weights, a field
- *   mismatch and a corrupt source are refused with the source's name.
+ *   mismatch and a corrupt source are refused with the source's name;
+ *   with on_error skip, the corrupt chunk counts once per source epoch.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -489,6 +490,30 @@ main(void)
 		if (!strstr(rf_loader_errmsg(ld), "bad.rfs") ||
 		    !strstr(rf_loader_errmsg(ld), "source 'broken' (2)")) {
 			fprintf(stderr, "corrupt chunk message: %s\n", rf_loader_errmsg(ld));
+			LT_CHECK(0);
+		}
+		rf_loader_close(&ld);
+		/* on_error skip: the bad chunk counts once per source epoch
+		 * whose batches hold its substitutes, as samples are counted. */
+		const double wb[S] = {0.2, 0.2, 0.6};
+		cfg_for(&cfg, src, wb, 0, 1, B);
+		src[2].path = paths[S + 1];
+		src[2].name = "broken";
+		cfg.on_error = RF_ON_ERROR_SKIP;
+		LT_CHECK(rf_loader_open(&ld, &cfg) == 0);
+		while ((rc = rf_loader_next(ld, &b)) == 0 && b)
+			rf_loader_release(ld, b, NULL);
+		LT_CHECK(rc == 0);
+		rf_stats st = {.size = sizeof st};
+		rf_source_stats bs;
+		LT_CHECK(rf_loader_stats(ld, &st) == 0);
+		LT_CHECK(rf_loader_source_stats(ld, 2, &bs) == 0);
+		uint64_t touched = bs.epochs + (bs.in_epoch > 0);
+		if (!(touched >= 3 && st.chunks_skipped >= touched - 1 &&
+		      st.chunks_skipped <= touched && st.samples_substituted > 0 &&
+		      st.samples_substituted <= st.chunks_skipped * 2000)) {
+			fprintf(stderr, "skip: %" PRIu64 " chunks, %" PRIu64 " samples, %" PRIu64
+				" source epochs\n", st.chunks_skipped, st.samples_substituted, touched);
 			LT_CHECK(0);
 		}
 		rf_loader_close(&ld);
