@@ -4,7 +4,8 @@
  * sources of very different sizes and chunk sizes (5000 samples in 64-byte
  * chunks, 300 in 4 KiB ones, 2000 compressed), each sample an id (source x
  * 2^32 + index) and a variable field, weights 0.7/0.2/0.1:
- * - every window of 100 batches holds each source's share +- 2 D_s, and
+ * - every batch and every window of 100 batches holds each source's share
+ *   +- 2 D_s, the running totals +- D_s, and
  *   every source's draws walk whole permutations of it (each source epoch
  *   holds each sample once);
  * - the stream is the same in two runs, and with 2 ranks of half the batch
@@ -151,10 +152,32 @@ check_shape(const struct stream *s, const double *w, uint64_t epoch_len)
 	double sum = 0;
 	for (int i = 0; i < S; i++)
 		sum += w[i];
-	/* Proportions: every window of 100 batches (full batches, drop_last),
-	 * within 2 D_s < 2 samples with 3 sources. */
+	/* Proportions: the running totals of the first epoch within D_s < 1
+	 * and every batch within 2 D_s < 2 samples with 3 sources (the
+	 * documented bounds), */
 	uint64_t per_epoch = epoch_len / B;
 	LT_CHECK(s->nb == per_epoch * EPOCHS);
+	uint64_t run_c[S] = {0};
+	for (uint64_t k = 0; k < s->nb; k++) {
+		uint64_t c[S] = {0};
+		for (uint64_t i = k * B; i < (k + 1) * B; i++)
+			c[s->ids[i] >> 32]++;
+		for (int i = 0; i < S; i++) {
+			double want = (double)B * w[i] / sum;
+			run_c[i] += c[i];
+			double run_want = (double)(k + 1) * B * w[i] / sum;
+			if (fabs((double)c[i] - want) >= 2.0 ||
+			    (k < per_epoch && fabs((double)run_c[i] - run_want) >= 1.0)) {
+				fprintf(stderr, "batch %" PRIu64 ": source %d has %" PRIu64 " (want "
+					"%.2f), %" PRIu64 " so far (want %.2f)\n", k, i, c[i], want,
+					run_c[i], run_want);
+				LT_CHECK(0);
+				return;
+			}
+		}
+	}
+	/* and every window of 100 batches (full batches, drop_last) within
+	 * 2 D_s. */
 	uint64_t windows = 0;
 	for (uint64_t k = 0; k + 100 <= s->nb; k++) {
 		uint64_t c[S] = {0};
