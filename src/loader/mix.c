@@ -95,6 +95,11 @@ rf_ld_mix_config_check(rf_loader *ld)
 			return rf_fail(&ld->diag, RF_EUSAGE, "loader: source %zu has no path", i);
 		ms[i].name = s->name ? s->name : s->path;
 		ms[i].weight = s->weight;
+		for (size_t k = 0; s->name && k < i; k++)
+			if (cfg->sources[k].name && !strcmp(cfg->sources[k].name, s->name))
+				return rf_fail(&ld->diag, RF_EUSAGE, "loader: sources %zu and %zu are "
+					       "both named '%s': give each its own name", k, i,
+					       s->name);
 	}
 	rf_diag d;
 	rf_diag_init(&d, NULL, NULL);
@@ -196,11 +201,34 @@ rf_ld_mix_open(rf_loader *ld, const rf_dataset_config *dcfg)
 			       memcmp(a->fields[f].shape, b->fields[f].shape,
 				      sizeof(a->fields[f].shape)) == 0;
 		if (!same) {
-			rc = rf_fail(&ld->diag, RF_ESCHEMA, "loader: source '%s' (%zu) has other "
-				     "fields than source '%s' (0) (%u fields, against %u); the fields "
-				     "loaded match, but a mixture needs the same schema in every "
-				     "source: pack them with the same fields", names[i], i, names[0],
-				     b->nfields, a->nfields);
+			/* The first field that differs, and whether the two hold
+			 * the same names in another order. */
+			uint32_t f = 0;
+			while (f < a->nfields && f < b->nfields &&
+			       strcmp(a->fields[f].name, b->fields[f].name) == 0)
+				f++;
+			int reordered = a->nfields == b->nfields;
+			for (uint32_t k = 0; reordered && k < a->nfields; k++)
+				reordered = rf_schema_find(b, a->fields[k].name) >= 0;
+			char here[RF_NAME_MAX + 8], there[RF_NAME_MAX + 8];
+			snprintf(here, sizeof here, f < b->nfields ? "'%s'" : "none",
+				 f < b->nfields ? b->fields[f].name : "");
+			snprintf(there, sizeof there, f < a->nfields ? "'%s'" : "none",
+				 f < a->nfields ? a->fields[f].name : "");
+			if (f == a->nfields && f == b->nfields)
+				rc = rf_fail(&ld->diag, RF_ESCHEMA, "loader: source '%s' (%zu) and "
+					     "source '%s' (0) have the same field names, but a field "
+					     "not loaded differs in dtype or shape; a mixture needs the "
+					     "same schema in every source: pack them with the same "
+					     "fields", names[i], i, names[0]);
+			else
+				rc = rf_fail(&ld->diag, RF_ESCHEMA, "loader: source '%s' (%zu) has "
+					     "field %u %s where source '%s' (0) has %s%s; the fields "
+					     "loaded match, but a mixture needs the same schema in "
+					     "every source, in the same order: pack them with the "
+					     "same fields in one order", names[i], i, f, here,
+					     names[0], there, reordered ? " (the same fields in "
+					     "another order)" : "");
 			goto out;
 		}
 	}

@@ -19,7 +19,9 @@
  * - per-source stats count the samples delivered;
  * - weight 0 leaves a source out; negative and NaN weights, a field
  *   mismatch and a corrupt source are refused with the source's name;
- *   with on_error skip, the corrupt chunk counts once per source epoch.
+ *   with on_error skip, the corrupt chunk counts once per source epoch;
+ *   fields in another order name the first that differs, and two sources
+ *   of one name are refused.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -483,6 +485,44 @@ main(void)
 		src[2].path = paths[S];
 		src[2].name = "other";
 		expect_open_error(&cfg, RF_ESCHEMA, "other", "'id'");
+	}
+	/* The same fields in another order: the first that differs is
+	 * named, and the order; two sources of one name are refused. */
+	{
+		char p1[512], p2[512];
+		snprintf(p1, sizeof p1, "%s/ab.rfs", dir);
+		snprintf(p2, sizeof p2, "%s/ba.rfs", dir);
+		for (int k = 0; k < 2; k++) {
+			rf_schema s;
+			memset(&s, 0, sizeof s);
+			LT_CHECK(rf_schema_add(&s, "id", RF_DTYPE_U64, 0, NULL, -1) == 0);
+			LT_CHECK(rf_schema_add(&s, k ? "b" : "a", RF_DTYPE_U8, 0, NULL, -1) == 0);
+			LT_CHECK(rf_schema_add(&s, k ? "a" : "b", RF_DTYPE_U8, 0, NULL, -1) == 0);
+			rf_writer_config wc;
+			rf_writer_config_init(&wc);
+			wc.no_fsync = 1;
+			rf_writer *wr;
+			LT_CHECK(rf_writer_open(&wr, k ? p2 : p1, &s, &wc) == 0);
+			for (uint64_t i = 0; i < 100; i++) {
+				uint8_t x = 1;
+				rf_value v[3] = {{&i, 8}, {&x, 1}, {&x, 1}};
+				LT_CHECK(rf_writer_add(wr, v) == 0);
+			}
+			LT_CHECK(rf_writer_close(&wr) == 0);
+		}
+		rf_source two[2] = {{p1, 1, "ab"}, {p2, 1, "ba"}};
+		const char *idf[] = {"id"};
+		rf_config c2;
+		rf_config_init(&c2);
+		c2.sources = two;
+		c2.nsources = 2;
+		c2.fields = idf;
+		c2.nfields = 1;
+		c2.batch_size = 8;
+		c2.device = RF_DEVICE_HOST;
+		expect_open_error(&c2, RF_ESCHEMA, "field 1 'b'", "order");
+		two[1] = (rf_source){p1, 1, "ab"};
+		expect_open_error(&c2, RF_EUSAGE, "'ab'", "both");
 	}
 	/* A corrupt source: its index cut short, then a chunk's bytes. */
 	{
