@@ -122,6 +122,14 @@ def main():
         check(False, "negative weight accepted")
     except ringfeed.Error as e:
         check("code" in str(e) and "negative" in str(e), str(e))
+    # A weight that is not a number names `weight`; a string is refused.
+    for bad in ["abc", "0.1", None]:
+        try:
+            ringfeed.Source(paths[0], bad)
+            check(False, f"weight {bad!r} accepted")
+        except TypeError as e:
+            check("weight" in str(e), str(e))
+    check(ringfeed.Source(paths[0], np.float32(0.5)).weight == 0.5, "numpy weight refused")
     # Every weight 0: the library's error, not "no batch to deliver".
     try:
         ringfeed.Loader(sources(paths, [0, 0, 0]), B, device="cpu")
