@@ -87,6 +87,11 @@ rf_ld_mix_config_check(rf_loader *ld)
 	if (cfg->shuffle == RF_SHUFFLE_FULL)
 		return rf_fail(&ld->diag, RF_EUSAGE, "loader: a mixture reads chunks: shuffle full "
 			       "is not supported with sources (use chunks or window)");
+	if (cfg->images && cfg->nimages)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: images (rf_config.images, field "
+			       "'%s') are not supported with a mixture (rf_config.sources) yet: "
+			       "load the encoded bytes and decode them yourself, or read each "
+			       "source alone", cfg->images[0].field ? cfg->images[0].field : "image");
 	rf_mix_source ms[RF_SOURCES_MAX];
 	memset(ms, 0, sizeof ms);
 	for (size_t i = 0; i < cfg->nsources; i++) {

@@ -58,6 +58,9 @@ def main(d):
     check("name" in err and "empty" in err, err)
     rc, _, err = run("cat", "--mix", "w=" + two[0], "w=" + two[1], "--field", "id", expect=2)
     check("'w'" in err and "both" in err, err)
+    # Images are not decoded in a mixture yet: said as such.
+    rc, _, err = run("cat", *two, "--mix", "--field", "id", "--image-size", "32", expect=1)
+    check("mixture" in err and "not supported" in err and "chunks" not in err, err)
     rc, out, err = run("bench", "--json", "-q", "--seconds", "0.2", "--device", "host", *mix, expect=0)
     j = json.loads(out)
     check(j["loader"]["samples"] > 0 and j["dataset"]["samples"] == 4200, out[:300])
