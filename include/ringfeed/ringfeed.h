@@ -858,6 +858,7 @@ RF_API void rf_config_init(rf_config *cfg);
  * RF_ESCHEMA naming the source and the field.  Today every source must
  * also have the same schema as a whole (same fields in the same order).
  * A source that cannot be opened or is corrupt fails with its name.
+ * Images (rf_config.images) are not decoded in a mixture yet: RF_EUSAGE.
  *
  * The order is a pure function of the sources (their chunks' sample
  * counts and fingerprints), weights, seed, shuffle, epoch, rank, world,
