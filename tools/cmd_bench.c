@@ -556,6 +556,8 @@ run_loader(const bench_opts *o, bench_result *res)
 	if (rc < 0) {
 		const char *msg = rf_loader_last_open_error();
 		rf_cli_error("%s", msg && *msg ? msg : rf_strerror(rc));
+		if (!bench_mix)
+			rf_cli_mix_hint(rc, cfg.paths, cfg.npaths);
 		if (timings)
 			fclose(timings);
 		return rc;

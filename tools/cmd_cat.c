@@ -434,7 +434,8 @@ rf_cmd_cat(int argc, char **argv)
 		case 'N':
 			if (rf_cli_parse_uint(optarg, 1, UINT64_MAX, &v) < 0)
 				return rf_cli_usage_error(CAT_USAGE, "--epoch-samples: '%s' is not a "
-							  "number", optarg);
+							  "whole number >= 1 (a mixture epoch's "
+							  "samples)", optarg);
 			cfg.epoch_samples = v;
 			break;
 		case 'o': state_out = optarg; break;
@@ -509,6 +510,8 @@ rf_cmd_cat(int argc, char **argv)
 	if (rc < 0) {
 		rf_cli_error("%s", *rf_loader_last_open_error() ? rf_loader_last_open_error()
 								: rf_strerror(rc));
+		if (!mix)
+			rf_cli_mix_hint(rc, cfg.paths, cfg.npaths);
 		/* A --field the dataset lacks is bad usage (the message
 		 * lists the fields there are). */
 		return rc == RF_EUSAGE && !has_field(&cfg, field) ? RF_CLI_USAGE : RF_CLI_FAIL;

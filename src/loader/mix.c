@@ -48,6 +48,10 @@ struct msrc {
 	uint64_t g_epoch, lo, hi;
 	struct wentry *tab;
 	uint32_t cap;
+	/* on_error skip: the chunks of source epoch skip_epoch whose
+	 * substitutes a batch has held (rf_stats.chunks_skipped) */
+	uint8_t *skip_seen;
+	uint64_t skip_epoch;
 };
 
 struct rf_ld_mix {
@@ -84,6 +88,11 @@ rf_ld_mix_config_check(rf_loader *ld)
 	if (cfg->shuffle == RF_SHUFFLE_FULL)
 		return rf_fail(&ld->diag, RF_EUSAGE, "loader: a mixture reads chunks: shuffle full "
 			       "is not supported with sources (use chunks or window)");
+	if (cfg->images && cfg->nimages)
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: images (rf_config.images, field "
+			       "'%s') are not supported with a mixture (rf_config.sources) yet: "
+			       "load the encoded bytes and decode them yourself, or read each "
+			       "source alone", cfg->images[0].field ? cfg->images[0].field : "image");
 	rf_mix_source ms[RF_SOURCES_MAX];
 	memset(ms, 0, sizeof ms);
 	for (size_t i = 0; i < cfg->nsources; i++) {
@@ -92,6 +101,11 @@ rf_ld_mix_config_check(rf_loader *ld)
 			return rf_fail(&ld->diag, RF_EUSAGE, "loader: source %zu has no path", i);
 		ms[i].name = s->name ? s->name : s->path;
 		ms[i].weight = s->weight;
+		for (size_t k = 0; s->name && k < i; k++)
+			if (cfg->sources[k].name && !strcmp(cfg->sources[k].name, s->name))
+				return rf_fail(&ld->diag, RF_EUSAGE, "loader: sources %zu and %zu are "
+					       "both named '%s': give each its own name", k, i,
+					       s->name);
 	}
 	rf_diag d;
 	rf_diag_init(&d, NULL, NULL);
@@ -114,6 +128,7 @@ mix_free(struct rf_ld_mix *m)
 		for (uint32_t k = 0; m->src[i].tab && k < m->src[i].cap; k++)
 			free(m->src[i].tab[k].raw);
 		free(m->src[i].tab);
+		free(m->src[i].skip_seen);
 	}
 	free(m->src);
 	rf_mix_destroy(&m->rmix);
@@ -192,11 +207,34 @@ rf_ld_mix_open(rf_loader *ld, const rf_dataset_config *dcfg)
 			       memcmp(a->fields[f].shape, b->fields[f].shape,
 				      sizeof(a->fields[f].shape)) == 0;
 		if (!same) {
-			rc = rf_fail(&ld->diag, RF_ESCHEMA, "loader: source '%s' (%zu) has other "
-				     "fields than source '%s' (0) (%u fields, against %u); the fields "
-				     "loaded match, but a mixture needs the same schema in every "
-				     "source: pack them with the same fields", names[i], i, names[0],
-				     b->nfields, a->nfields);
+			/* The first field that differs, and whether the two hold
+			 * the same names in another order. */
+			uint32_t f = 0;
+			while (f < a->nfields && f < b->nfields &&
+			       strcmp(a->fields[f].name, b->fields[f].name) == 0)
+				f++;
+			int reordered = a->nfields == b->nfields;
+			for (uint32_t k = 0; reordered && k < a->nfields; k++)
+				reordered = rf_schema_find(b, a->fields[k].name) >= 0;
+			char here[RF_NAME_MAX + 8], there[RF_NAME_MAX + 8];
+			snprintf(here, sizeof here, f < b->nfields ? "'%s'" : "none",
+				 f < b->nfields ? b->fields[f].name : "");
+			snprintf(there, sizeof there, f < a->nfields ? "'%s'" : "none",
+				 f < a->nfields ? a->fields[f].name : "");
+			if (f == a->nfields && f == b->nfields)
+				rc = rf_fail(&ld->diag, RF_ESCHEMA, "loader: source '%s' (%zu) and "
+					     "source '%s' (0) have the same field names, but a field "
+					     "not loaded differs in dtype or shape; a mixture needs the "
+					     "same schema in every source: pack them with the same "
+					     "fields", names[i], i, names[0]);
+			else
+				rc = rf_fail(&ld->diag, RF_ESCHEMA, "loader: source '%s' (%zu) has "
+					     "field %u %s where source '%s' (0) has %s%s; the fields "
+					     "loaded match, but a mixture needs the same schema in "
+					     "every source, in the same order: pack them with the "
+					     "same fields in one order", names[i], i, f, here,
+					     names[0], there, reordered ? " (the same fields in "
+					     "another order)" : "");
 			goto out;
 		}
 	}
@@ -340,6 +378,9 @@ reset_cursors(struct rf_ld_mix *m)
 		m->src[i].r_on = 0;
 		m->src[i].g_on = 0;
 		m->src[i].lo = m->src[i].hi = 0;
+		/* a loaded position counts its source epochs' chunks afresh */
+		if (m->src[i].skip_seen)
+			memset(m->src[i].skip_seen, 0, (size_t)(m->src[i].nchunks / 8 + 1));
 	}
 	m->rn = m->ri = 0;
 	m->p_on = 0;
@@ -514,6 +555,38 @@ rf_ld_mix_reset(rf_loader *ld)
 	reset_cursors(m);
 }
 
+/* `added` substitutes of the source's chunk `chunk` went into
+ * the open batch: they count when it is delivered, and so does the chunk
+ * when no batch of this source epoch held its substitutes before, so each
+ * skipped chunk counts once per source epoch (and rank), as a single
+ * dataset's counts once per epoch (rf_ld_skip_gathered). */
+static int
+mix_skip_gathered(rf_loader *ld, struct msrc *s, uint64_t source_epoch, uint64_t chunk,
+		  uint32_t added, rf_diag *d)
+{
+	if (chunk >= s->nchunks)
+		return rf_fail(d, -EPROTO, "loader: mixture: source '%s' has %" PRIu64 " chunks, "
+			       "an item names chunk %" PRIu64, s->name, s->nchunks, chunk);
+	size_t bytes = (size_t)(s->nchunks / 8 + 1);
+	if (!s->skip_seen) {
+		s->skip_seen = calloc(bytes, 1);
+		if (!s->skip_seen)
+			return rf_fail(d, -ENOMEM, "loader: mixture: out of memory");
+		s->skip_epoch = source_epoch;
+	}
+	if (s->skip_epoch != source_epoch) {
+		memset(s->skip_seen, 0, bytes);
+		s->skip_epoch = source_epoch;
+	}
+	uint64_t c = chunk;
+	ld->gather.cur_subst += added;
+	if (!((s->skip_seen[c / 8] >> (c % 8)) & 1)) {
+		s->skip_seen[c / 8] |= (uint8_t)(1u << (c % 8));
+		ld->gather.cur_subst_chunks++;
+	}
+	return 0;
+}
+
 /* Items, in stream order, as far as the chunks held allow.  0, or an
  * error. */
 static int
@@ -588,9 +661,11 @@ mix_items(rf_loader *ld, rf_diag *d)
 		if (rc < 0)
 			return rf_fail(d, rc, "loader: assembling chunk %" PRIu64 " (source '%s') "
 				       "failed", ctx->chunk, s->name);
-		if (rf_ld_skip_is_substitute(ld, sec))
-			atomic_fetch_add_explicit(&ld->stats.samples_substituted, added,
-						  memory_order_relaxed);
+		if (rf_ld_skip_is_substitute(ld, sec)) {
+			rc = mix_skip_gathered(ld, s, it->source_epoch, it->item.chunk, added, d);
+			if (rc < 0)
+				return rc;
+		}
 		uint64_t keep_from = it[added - 1].item.keep_from;
 		ld->gather.i += added;
 		if (ld->gather.i >= ld->gather.n) {

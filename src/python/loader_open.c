@@ -61,7 +61,8 @@ rfpy_loader_open_core(LoaderObject *self, uint64_t epoch, const void *resume, si
 				 "depth=%u batches held plus one being refilled)",
 				 RFPY_SPARE_BUFFERS, cfg.depth, self->cfg.depth);
 		}
-		if (rc == RF_EUSAGE && strstr(msg, "shuffle") && strstr(msg, "not supported")) {
+		if (rc == RF_EUSAGE && strstr(msg, "shuffle") && strstr(msg, "not supported") &&
+		    !cfg.nsources) {
 			PyErr_Format(PyExc_ValueError,
 				     "shuffle mode \"%s\" is not supported by this build (%s)",
 				     rf_shuffle_name(self->shuffle), msg);
@@ -713,9 +714,14 @@ counted:
 		PyErr_SetString(PyExc_ValueError, "batch_size, rank or world out of range");
 		return -1;
 	}
+	/* A mixture without a positive weight: the library says what is wrong
+	 * with the weights (every weight 0, a negative one) when it opens. */
+	int weighted = !mix;
+	for (size_t i = 0; mix && i < cfg->nsources; i++)
+		weighted |= cfg->sources[i].weight > 0;
 	/* A loader with nothing to deliver is a mistake, not a training loop
 	 * that should run no step in silence. */
-	if (self->nbatches == 0) {
+	if (self->nbatches == 0 && weighted) {
 		PyErr_Format(PyExc_ValueError,
 			     "no batch to deliver: %llu samples, batch_size %lld x world %u%s "
 			     "leave this rank no batch per epoch; lower batch_size%s",

@@ -4,7 +4,8 @@
  * sources of very different sizes and chunk sizes (5000 samples in 64-byte
  * chunks, 300 in 4 KiB ones, 2000 compressed), each sample an id (source x
  * 2^32 + index) and a variable field, weights 0.7/0.2/0.1:
- * - every window of 100 batches holds each source's share +- 2 D_s, and
+ * - every batch and every window of 100 batches holds each source's share
+ *   +- 2 D_s, the running totals +- D_s, and
  *   every source's draws walk whole permutations of it (each source epoch
  *   holds each sample once);
  * - the stream is the same in two runs, and with 2 ranks of half the batch
@@ -17,7 +18,10 @@
  *   and file order;
  * - per-source stats count the samples delivered;
  * - weight 0 leaves a source out; negative and NaN weights, a field
- *   mismatch and a corrupt source are refused with the source's name.
+ *   mismatch and a corrupt source are refused with the source's name;
+ *   with on_error skip, the corrupt chunk counts once per source epoch;
+ *   fields in another order name the first that differs, and two sources
+ *   of one name are refused.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -150,10 +154,32 @@ check_shape(const struct stream *s, const double *w, uint64_t epoch_len)
 	double sum = 0;
 	for (int i = 0; i < S; i++)
 		sum += w[i];
-	/* Proportions: every window of 100 batches (full batches, drop_last),
-	 * within 2 D_s < 2 samples with 3 sources. */
+	/* Proportions: the running totals of the first epoch within D_s < 1
+	 * and every batch within 2 D_s < 2 samples with 3 sources (the
+	 * documented bounds), */
 	uint64_t per_epoch = epoch_len / B;
 	LT_CHECK(s->nb == per_epoch * EPOCHS);
+	uint64_t run_c[S] = {0};
+	for (uint64_t k = 0; k < s->nb; k++) {
+		uint64_t c[S] = {0};
+		for (uint64_t i = k * B; i < (k + 1) * B; i++)
+			c[s->ids[i] >> 32]++;
+		for (int i = 0; i < S; i++) {
+			double want = (double)B * w[i] / sum;
+			run_c[i] += c[i];
+			double run_want = (double)(k + 1) * B * w[i] / sum;
+			if (fabs((double)c[i] - want) >= 2.0 ||
+			    (k < per_epoch && fabs((double)run_c[i] - run_want) >= 1.0)) {
+				fprintf(stderr, "batch %" PRIu64 ": source %d has %" PRIu64 " (want "
+					"%.2f), %" PRIu64 " so far (want %.2f)\n", k, i, c[i], want,
+					run_c[i], run_want);
+				LT_CHECK(0);
+				return;
+			}
+		}
+	}
+	/* and every window of 100 batches (full batches, drop_last) within
+	 * 2 D_s. */
 	uint64_t windows = 0;
 	for (uint64_t k = 0; k + 100 <= s->nb; k++) {
 		uint64_t c[S] = {0};
@@ -460,6 +486,44 @@ main(void)
 		src[2].name = "other";
 		expect_open_error(&cfg, RF_ESCHEMA, "other", "'id'");
 	}
+	/* The same fields in another order: the first that differs is
+	 * named, and the order; two sources of one name are refused. */
+	{
+		char p1[512], p2[512];
+		snprintf(p1, sizeof p1, "%s/ab.rfs", dir);
+		snprintf(p2, sizeof p2, "%s/ba.rfs", dir);
+		for (int k = 0; k < 2; k++) {
+			rf_schema s;
+			memset(&s, 0, sizeof s);
+			LT_CHECK(rf_schema_add(&s, "id", RF_DTYPE_U64, 0, NULL, -1) == 0);
+			LT_CHECK(rf_schema_add(&s, k ? "b" : "a", RF_DTYPE_U8, 0, NULL, -1) == 0);
+			LT_CHECK(rf_schema_add(&s, k ? "a" : "b", RF_DTYPE_U8, 0, NULL, -1) == 0);
+			rf_writer_config wc;
+			rf_writer_config_init(&wc);
+			wc.no_fsync = 1;
+			rf_writer *wr;
+			LT_CHECK(rf_writer_open(&wr, k ? p2 : p1, &s, &wc) == 0);
+			for (uint64_t i = 0; i < 100; i++) {
+				uint8_t x = 1;
+				rf_value v[3] = {{&i, 8}, {&x, 1}, {&x, 1}};
+				LT_CHECK(rf_writer_add(wr, v) == 0);
+			}
+			LT_CHECK(rf_writer_close(&wr) == 0);
+		}
+		rf_source two[2] = {{p1, 1, "ab"}, {p2, 1, "ba"}};
+		const char *idf[] = {"id"};
+		rf_config c2;
+		rf_config_init(&c2);
+		c2.sources = two;
+		c2.nsources = 2;
+		c2.fields = idf;
+		c2.nfields = 1;
+		c2.batch_size = 8;
+		c2.device = RF_DEVICE_HOST;
+		expect_open_error(&c2, RF_ESCHEMA, "field 1 'b'", "order");
+		two[1] = (rf_source){p1, 1, "ab"};
+		expect_open_error(&c2, RF_EUSAGE, "'ab'", "both");
+	}
 	/* A corrupt source: its index cut short, then a chunk's bytes. */
 	{
 		snprintf(paths[S + 1], sizeof paths[S + 1], "%s/bad.rfs", dir);
@@ -489,6 +553,30 @@ main(void)
 		if (!strstr(rf_loader_errmsg(ld), "bad.rfs") ||
 		    !strstr(rf_loader_errmsg(ld), "source 'broken' (2)")) {
 			fprintf(stderr, "corrupt chunk message: %s\n", rf_loader_errmsg(ld));
+			LT_CHECK(0);
+		}
+		rf_loader_close(&ld);
+		/* on_error skip: the bad chunk counts once per source epoch
+		 * whose batches hold its substitutes, as samples are counted. */
+		const double wb[S] = {0.2, 0.2, 0.6};
+		cfg_for(&cfg, src, wb, 0, 1, B);
+		src[2].path = paths[S + 1];
+		src[2].name = "broken";
+		cfg.on_error = RF_ON_ERROR_SKIP;
+		LT_CHECK(rf_loader_open(&ld, &cfg) == 0);
+		while ((rc = rf_loader_next(ld, &b)) == 0 && b)
+			rf_loader_release(ld, b, NULL);
+		LT_CHECK(rc == 0);
+		rf_stats st = {.size = sizeof st};
+		rf_source_stats bs;
+		LT_CHECK(rf_loader_stats(ld, &st) == 0);
+		LT_CHECK(rf_loader_source_stats(ld, 2, &bs) == 0);
+		uint64_t touched = bs.epochs + (bs.in_epoch > 0);
+		if (!(touched >= 3 && st.chunks_skipped >= touched - 1 &&
+		      st.chunks_skipped <= touched && st.samples_substituted > 0 &&
+		      st.samples_substituted <= st.chunks_skipped * 2000)) {
+			fprintf(stderr, "skip: %" PRIu64 " chunks, %" PRIu64 " samples, %" PRIu64
+				" source epochs\n", st.chunks_skipped, st.samples_substituted, touched);
 			LT_CHECK(0);
 		}
 		rf_loader_close(&ld);

@@ -5,7 +5,8 @@
 # WORLD_SIZE in the environment) together give the one-rank stream with
 # equal batch counts; state_dict() mid-epoch, load_state_dict() in a new
 # process continues with exactly the rest (nothing lost or doubled);
-# stats()["sources"]; weight 0; a negative weight, a field mismatch and a
+# stats()["sources"]; weight 0; every weight 0 and shuffle="full" say
+# what is wrong; a negative weight, a field mismatch and a
 # truncated source are refused naming the source; examples/mixture.py runs.
 import json
 import os
@@ -121,6 +122,26 @@ def main():
         check(False, "negative weight accepted")
     except ringfeed.Error as e:
         check("code" in str(e) and "negative" in str(e), str(e))
+    # A weight that is not a number names `weight`; a string is refused.
+    for bad in ["abc", "0.1", None]:
+        try:
+            ringfeed.Source(paths[0], bad)
+            check(False, f"weight {bad!r} accepted")
+        except TypeError as e:
+            check("weight" in str(e), str(e))
+    check(ringfeed.Source(paths[0], np.float32(0.5)).weight == 0.5, "numpy weight refused")
+    # Every weight 0: the library's error, not "no batch to deliver".
+    try:
+        ringfeed.Loader(sources(paths, [0, 0, 0]), B, device="cpu")
+        check(False, "all weights 0 accepted")
+    except ringfeed.Error as e:
+        check("every weight is 0" in str(e), str(e))
+    # shuffle="full": the mixture is the limit, not the build.
+    try:
+        ringfeed.Loader(sources(paths), B, shuffle="full", device="cpu")
+        check(False, "shuffle full accepted")
+    except (ringfeed.Error, ValueError) as e:
+        check("mixture" in str(e) and "this build" not in str(e), str(e))
     other = os.path.join(d, "other.rfs")
     ringfeed.pack(other, {"id": np.arange(50, dtype=np.int32), "x": np.ones((50, 3), np.float32)})
     try:

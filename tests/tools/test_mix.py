@@ -2,7 +2,9 @@
 # Description: `ringfeed cat --mix` and `bench --mix`: three sources packed
 # from .npy files, mixed 0.7/0.2/0.1; the proportions of every 10-batch
 # window, a --state-out / --state-in resume equal to the whole stream,
-# names and bad weights in messages, bench's JSON with a mixture.
+# names and bad weights in messages (--epoch-samples 0, a weight out of
+# range, PATH:WEIGHT without --mix, an empty or repeated name), bench's
+# JSON with a mixture.
 import collections
 import json
 import os
@@ -43,6 +45,22 @@ def main(d):
     rc, _, err = run("cat", "--mix", f"web={srcs[0]}:1", f"gone={d}/none.rfs:1", "--field", "id",
                      expect=1)
     check("'gone'" in err, err)
+    # What is wrong with an argument, said as such.
+    two = [f"{srcs[0]}:0.7", f"{srcs[1]}:0.3"]
+    for bad in ["0", "-5"]:
+        rc, _, err = run("cat", "--mix", *two, "--field", "id", "--epoch-samples", bad, expect=2)
+        check(">= 1" in err and "not a number" not in err, err)
+    rc, _, err = run("cat", "--mix", f"{srcs[0]}:1e400", two[1], "--field", "id", expect=2)
+    check("out of range" in err and "finite" in err, err)
+    rc, _, err = run("cat", *two, "--field", "id", expect=1)
+    check("--mix" in err, err)
+    rc, _, err = run("cat", "--mix", "=" + two[0], two[1], "--field", "id", expect=2)
+    check("name" in err and "empty" in err, err)
+    rc, _, err = run("cat", "--mix", "w=" + two[0], "w=" + two[1], "--field", "id", expect=2)
+    check("'w'" in err and "both" in err, err)
+    # Images are not decoded in a mixture yet: said as such.
+    rc, _, err = run("cat", *two, "--mix", "--field", "id", "--image-size", "32", expect=1)
+    check("mixture" in err and "not supported" in err and "chunks" not in err, err)
     rc, out, err = run("bench", "--json", "-q", "--seconds", "0.2", "--device", "host", *mix, expect=0)
     j = json.loads(out)
     check(j["loader"]["samples"] > 0 and j["dataset"]["samples"] == 4200, out[:300])

@@ -24,6 +24,12 @@ class Source:
     __slots__ = ("path", "weight", "name")
 
     def __init__(self, path, weight=1.0, name=None):
+        import numbers
+        # A number, as rf_source.weight is: a string ('0.1') is refused,
+        # not parsed.
+        if isinstance(weight, bool) or not isinstance(weight, numbers.Real):
+            raise TypeError(f"Source {path!r}: weight must be a real number (int or float), "
+                            f"not {type(weight).__name__} {weight!r}")
         self.path = path
         self.weight = float(weight)
         self.name = name
