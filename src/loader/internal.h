@@ -495,6 +495,9 @@ int rf_ld_gather_step_window(rf_loader *ld, const struct lstep *st,
 
 /* window.c */
 void rf_ld_window_drop_below(rf_loader *ld, uint64_t keep_from);
+int rf_ld_window_entry_fill(rf_loader *ld, struct wentry *we, const rf_chunk_sections *sec,
+			    const rf_chunk_ctx *ctx, struct worker *w, int in_slot,
+			    unsigned read_slot, const char *what, rf_diag *d);
 int rf_ld_window_hold(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *sec,
 		      const rf_chunk_ctx *ctx, struct worker *w, int in_slot, unsigned read_slot,
 		      rf_diag *d);

@@ -702,28 +702,10 @@ rf_ld_mix_gather_step(rf_loader *ld, const struct lstep *st, const rf_chunk_sect
 		return rf_fail(d, -EPROTO, "loader: mixture: source '%s': read %" PRIu64 " arrived "
 			       "out of order (holding %" PRIu64 "..%" PRIu64 ")", s->name, st->entry,
 			       s->lo, s->hi);
-	struct wentry *we = &s->tab[st->entry % s->cap];
-	we->used = 1;
-	we->sec = *sec;
-	we->ctx = *ctx;
-	we->slot = -1;
-	we->raw = NULL;
-	if (rf_ld_skip_is_substitute(ld, sec)) {
-		/* zeros, owned by nobody */
-	} else if (in_slot) {
-		pthread_mutex_lock(&ld->mu);
-		ld->slot_refs[read_slot]++;
-		pthread_mutex_unlock(&ld->mu);
-		we->slot = (int)read_slot;
-	} else {
-		uint8_t *spare = ld->window.pool_n ? ld->window.pool[--ld->window.pool_n]
-						   : aligned_alloc(64, RF_ALIGN_UP(ld->window.raw_cap, 64));
-		if (!spare)
-			return rf_fail(d, -ENOMEM, "loader: mixture: out of memory for a chunk of %"
-				       PRIu64 " bytes", ld->window.raw_cap);
-		we->raw = w->dec.raw;
-		w->dec.raw = spare;
-	}
+	int rc = rf_ld_window_entry_fill(ld, &s->tab[st->entry % s->cap], sec, ctx, w, in_slot,
+					 read_slot, "mixture", d);
+	if (rc < 0)
+		return rc;
 	s->hi++;
 	return mix_items(ld, d);
 }

@@ -34,6 +34,43 @@ rf_ld_window_drop_below(rf_loader *ld, uint64_t keep_from)
 }
 
 /*
+ * Fill held entry `we` with a chunk's sections (window shuffling and each
+ * source of a mixture hold chunks this way).  An uncompressed chunk stays in
+ * its read slot (a reference); a compressed one's raw buffer becomes the
+ * entry's, and the worker takes a spare from the pool; a skipped chunk's
+ * substitutes point at the zero buffer, owned by nobody.  `what` names the
+ * caller in the out-of-memory message.  0 or an error.
+ */
+int
+rf_ld_window_entry_fill(rf_loader *ld, struct wentry *we, const rf_chunk_sections *sec,
+			const rf_chunk_ctx *ctx, struct worker *w, int in_slot,
+			unsigned read_slot, const char *what, rf_diag *d)
+{
+	we->used = 1;
+	we->sec = *sec;
+	we->ctx = *ctx;
+	we->slot = -1;
+	we->raw = NULL;
+	if (rf_ld_skip_is_substitute(ld, sec))
+		return 0;
+	if (in_slot) {
+		pthread_mutex_lock(&ld->mu);
+		ld->slot_refs[read_slot]++;
+		pthread_mutex_unlock(&ld->mu);
+		we->slot = (int)read_slot;
+		return 0;
+	}
+	uint8_t *spare = ld->window.pool_n ? ld->window.pool[--ld->window.pool_n]
+					   : aligned_alloc(64, RF_ALIGN_UP(ld->window.raw_cap, 64));
+	if (!spare)
+		return rf_fail(d, -ENOMEM, "loader: %s: out of memory for a chunk of %" PRIu64
+			       " bytes", what, ld->window.raw_cap);
+	we->raw = w->dec.raw;
+	w->dec.raw = spare;
+	return 0;
+}
+
+/*
  * Window mode: a chunk is kept after its turn, because later items may
  * still draw from it; items are gathered, in order, as far as the chunks
  * held allow (up to the first item that needs a later read).  The plan
@@ -70,31 +107,10 @@ rf_ld_window_hold(rf_loader *ld, const struct lstep *st, const rf_chunk_sections
 		return rf_fail(d, -EPROTO, "loader: window: read %" PRIu64 " arrived out of order "
 			       "(holding %" PRIu64 "..%" PRIu64 ")", st->entry, ld->window.lo,
 			       ld->window.hi);
-	struct wentry *we = &ld->window.tab[st->entry % ld->window.cap];
-	we->used = 1;
-	we->sec = *sec;
-	we->ctx = *ctx;
-	we->slot = -1;
-	we->raw = NULL;
-	if (rf_ld_skip_is_substitute(ld, sec)) {
-		/* A skipped chunk's substitutes: they point at the zero buffer,
-		 * which nobody lets go of. */
-	} else if (in_slot) {
-		pthread_mutex_lock(&ld->mu);
-		ld->slot_refs[read_slot]++;
-		pthread_mutex_unlock(&ld->mu);
-		we->slot = (int)read_slot;
-	} else {
-		/* The sections point into the worker's raw buffer: it becomes
-		 * the entry's, and the worker takes a spare. */
-		uint8_t *spare = ld->window.pool_n ? ld->window.pool[--ld->window.pool_n]
-						   : aligned_alloc(64, RF_ALIGN_UP(ld->window.raw_cap, 64));
-		if (!spare)
-			return rf_fail(d, -ENOMEM, "loader: window: out of memory for a chunk of %"
-				       PRIu64 " bytes", ld->window.raw_cap);
-		we->raw = w->dec.raw;
-		w->dec.raw = spare;
-	}
+	rc = rf_ld_window_entry_fill(ld, &ld->window.tab[st->entry % ld->window.cap], sec, ctx,
+				     w, in_slot, read_slot, "window", d);
+	if (rc < 0)
+		return rc;
 	ld->window.hi++;
 	return 1;
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The image module (src/decode/image.h) driven from the command line, for
- * tests/decode/test-image.py, which compares its output with PIL's:
+ * tests/decode/test_image.py, which compares its output with PIL's:
  *
  *   image-helper decode FILE OUT.rgb
  *   image-helper load FILE OUT.rgb center|train OW OH RESIZE DCT SEED EPOCH INDEX

@@ -3,7 +3,7 @@
 # pixels of JPEG and PNG of every kind (exact for PNG, within JPEG_TOL for
 # JPEG), the transforms against PIL's crop + bilinear resize (exact without
 # DCT scaling), the errors of damaged files, and the random crops'
-# determinism.  Run as: test-image.py PATH/TO/image-helper
+# determinism.  Run as: test_image.py PATH/TO/image-helper
 import os
 import shutil
 import subprocess

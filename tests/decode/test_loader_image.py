@@ -7,7 +7,7 @@
 # disjoint, complete and give the same pixels per sample; a damaged image is
 # an error naming its shard, sample and file, and with --on-error skip its
 # chunk comes as black images.
-# Run as: test-loader-image.py PATH/TO/ringfeed PATH/TO/image-helper
+# Run as: test_loader_image.py PATH/TO/ringfeed PATH/TO/image-helper
 import os
 import re
 import shutil

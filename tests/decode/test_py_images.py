@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: MIT
 # Description: Loader(images=...) from Python over an image folder packed by
 # `ringfeed pack --images`: the train pixels equal `ringfeed cat`'s (which
-# test-loader-image.py checks against rf_image_load), a state_dict resume
+# test_loader_image.py checks against rf_image_load), a state_dict resume
 # gives the same pixels, the eval transform of PNG files equals
 # torchvision's Resize + CenterCrop on PIL images (when torchvision is
 # installed), and bad options raise with the option's name.
-# Run as: test-py-images.py PATH/TO/ringfeed  (PYTHONPATH: the module)
+# Run as: test_py_images.py PATH/TO/ringfeed  (PYTHONPATH: the module)
 import os
 import shutil
 import subprocess
@@ -107,7 +107,7 @@ def main():
             return out, st
         # A pass reads the next epoch's first chunks ahead: images_decoded
         # counts those too (the exact share is checked through `ringfeed
-        # cat`, which streams one epoch, in test-loader-image.py).
+        # cat`, which streams one epoch, in test_loader_image.py).
         one, st1 = by_name(1, 0)
         if st1["images_decoded"] < N or len(one) != N:
             fail("one rank: %d images decoded, %d delivered, of %d" % (
