@@ -345,39 +345,53 @@ clip8(int32_t in)
 	return (uint8_t)(in >> PRECISION_BITS);
 }
 
-/* The vertical pass's row loops: contiguous, vectorised (GCC's -O2 does
- * not vectorise before version 12, and only cheaply after). */
-#if defined(__GNUC__) && !defined(__clang__) && RF_IMG_X86
-/* ... and in AVX2 (8 lanes of 32-bit products) where the CPU has it. */
-#define RF_VECTORIZE __attribute__((optimize("tree-vectorize"), target_clones("avx2", "default")))
-#elif defined(__GNUC__) && !defined(__clang__)
+/* The vertical pass: for each output row, every tap adds a whole row into
+ * 32-bit sums (contiguous, so the compiler vectorises it; GCC's -O2 does
+ * not before version 12, and only cheaply after), the same sums as PIL's
+ * per-pixel loop in the same order.  Written once as a macro and compiled
+ * twice, plain and for AVX2 (8 lanes of 32-bit products), picked at run
+ * time as the horizontal pass is: no ifunc, whose resolver runs before a
+ * sanitizer's runtime is up. */
+#define VPASS_BODY                                                                   \
+	for (uint32_t yy = 0; yy < oh; yy++) {                                            \
+		int ymin = ay->bounds[2 * yy] - y_first, yn = ay->bounds[2 * yy + 1];      \
+		const int32_t *k = &ay->k[(size_t)yy * ay->ksize];                          \
+		uint8_t *restrict o = out + (size_t)yy * n;                                 \
+		for (size_t x = 0; x < n; x++)                                              \
+			acc[x] = 1 << (PRECISION_BITS - 1);                                 \
+		for (int y = 0; y < yn; y++) {                                              \
+			const uint8_t *restrict row = tmp + (size_t)(ymin + y) * n;         \
+			int32_t ky = k[y];                                                  \
+			for (size_t x = 0; x < n; x++)                                      \
+				acc[x] += row[x] * ky;                                      \
+		}                                                                           \
+		for (size_t x = 0; x < n; x++) {                                            \
+			int32_t v = acc[x] >> PRECISION_BITS;                               \
+			o[x] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);                    \
+		}                                                                           \
+	}
+
+#if defined(__GNUC__) && !defined(__clang__)
 #define RF_VECTORIZE __attribute__((optimize("tree-vectorize")))
 #else
 #define RF_VECTORIZE
 #endif
 
 static void RF_VECTORIZE
-row_init(int32_t *restrict acc, size_t n)
+vpass_plain(uint8_t *out, const uint8_t *tmp, int32_t *restrict acc, size_t n, uint32_t oh,
+	    const axis *ay, int y_first)
 {
-	for (size_t x = 0; x < n; x++)
-		acc[x] = 1 << (PRECISION_BITS - 1);
+	VPASS_BODY
 }
 
-static void RF_VECTORIZE
-row_madd(int32_t *restrict acc, const uint8_t *restrict row, int32_t k, size_t n)
+#if RF_IMG_X86
+static void RF_VECTORIZE __attribute__((target("avx2")))
+vpass_avx2(uint8_t *out, const uint8_t *tmp, int32_t *restrict acc, size_t n, uint32_t oh,
+	   const axis *ay, int y_first)
 {
-	for (size_t x = 0; x < n; x++)
-		acc[x] += row[x] * k;
+	VPASS_BODY
 }
-
-static void RF_VECTORIZE
-row_store(uint8_t *restrict o, const int32_t *restrict acc, size_t n)
-{
-	for (size_t x = 0; x < n; x++) {
-		int32_t v = acc[x] >> PRECISION_BITS;
-		o[x] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
-	}
-}
+#endif
 
 int rf_img_simd_max = 2;
 
@@ -566,19 +580,15 @@ rf_img_resample(const resample_job *j, uint8_t *out, rf_image_scratch *s)
 		hpass(row, s->tmp + yy * tstride, &ax, j->ow, shift, safe, j->flip);
 	}
 	/* Vertical pass, into the output (its rows mirrored already when
-	 * flipping): a row at a time, each tap adding a whole row into 32-bit sums (contiguous,
-	 * so the compiler vectorises it), the same sums as PIL's per-pixel
-	 * loop in the same order. */
+	 * flipping). */
 	int32_t *acc = (int32_t *)(void *)(s->tmp + acc_off);
-	for (uint32_t yy = 0; yy < j->oh; yy++) {
-		int ymin = ay.bounds[2 * yy] - y_first, yn = ay.bounds[2 * yy + 1];
-		const int32_t *k = &ay.k[(size_t)yy * ay.ksize];
-		uint8_t *o = out + (size_t)yy * tstride;
-		row_init(acc, tstride);
-		for (int y = 0; y < yn; y++)
-			row_madd(acc, s->tmp + (size_t)(ymin + y) * tstride, k[y], tstride);
-		row_store(o, acc, tstride);
+#if RF_IMG_X86
+	if (rf_img_simd_max >= 2 && __builtin_cpu_supports("avx2")) {
+		vpass_avx2(out, s->tmp, acc, tstride, j->oh, &ay, y_first);
+		return 0;
 	}
+#endif
+	vpass_plain(out, s->tmp, acc, tstride, j->oh, &ay, y_first);
 	return 0;
 }
 
