@@ -261,7 +261,10 @@ scan(rf_cache *c, uint64_t need)
 			v = nv;
 			cap = nc;
 		}
-		snprintf(v[n].name, sizeof v[n].name, "%s", de->d_name);
+		size_t nl = strlen(de->d_name);
+		if (nl >= sizeof v[n].name)
+			continue; /* not an entry: is_entry names are shorter */
+		memcpy(v[n].name, de->d_name, nl + 1);
 		v[n].mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
 		v[n].size = (uint64_t)sb.st_size;
 		total += v[n].size;
