@@ -92,6 +92,12 @@ rf_http_cache_file(rf_http *h, int file, uint64_t version)
 }
 
 void
+rf_http_cache_drop(rf_http *h, int file, uint64_t offset, size_t len)
+{
+	(void)h, (void)file, (void)offset, (void)len;
+}
+
+void
 rf_http_cache_stats(const rf_http *h, struct rf_cache_stats *out)
 {
 	(void)h;
@@ -371,6 +377,14 @@ rf_http_cache_file(rf_http *h, int file, uint64_t version)
 		h->files[file].cached = 1;
 		h->files[file].version = version;
 	}
+}
+
+void
+rf_http_cache_drop(rf_http *h, int file, uint64_t offset, size_t len)
+{
+	if (h && h->cache && file >= 0 && (unsigned)file < h->nfiles && h->files[file].cached &&
+	    len >= RF_CACHE_MIN_READ)
+		rf_cache_drop(h->cache, h->files[file].name, h->files[file].version, offset, len);
 }
 
 void

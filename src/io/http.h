@@ -86,6 +86,11 @@ int rf_http_read(rf_http *h, int file, uint64_t offset, void *buf, size_t len, u
  * A hit completes at the next wait without a request. */
 void rf_http_cache_file(rf_http *h, int file, uint64_t version);
 
+/* Delete the cache entry of the read [offset, offset+len) of `file`, if
+ * any (rf_cache_drop): its bytes failed the owner's check.  May be called
+ * from another thread than the handle's (files are fixed once added). */
+void rf_http_cache_drop(rf_http *h, int file, uint64_t offset, size_t len);
+
 /* The cache's counters (all zero without a cache). */
 struct rf_cache_stats;
 void rf_http_cache_stats(const rf_http *h, struct rf_cache_stats *out);

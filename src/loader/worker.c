@@ -208,6 +208,13 @@ rf_ld_worker_main(void *arg)
 		int rc = 0, slot_held = 1;
 		for (unsigned i = 0; rc == 0 && i < ld->nchunk_steps; i++)
 			rc = ld->chunk_steps[i](ld, w, &job);
+		/* Bytes that were read whole but fail the chunk's check may have
+		 * come from a URL's cache entry stored before the check (a chunk
+		 * corrupted in transit): delete it, so that no later read is
+		 * served those bytes again. */
+		if ((rc == RF_ECHECKSUM || rc == RF_ECORRUPT) && job.res > 0 && !ld->map.on)
+			rf_io_cache_drop(ld->io, ld->files[info->shard], info->offset,
+					 RF_ALIGN_UP(info->stored_bytes, RF_FMT_ALIGN));
 		if (rc < 0 && ld->mix)
 			rf_ld_mix_name_error(ld, step.s.source, &w->diag);
 		/* A compressed chunk was decoded into the worker's own buffer:

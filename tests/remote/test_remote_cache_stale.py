@@ -1,0 +1,68 @@
+# SPDX-License-Identifier: MIT
+# Description: the cache never keeps serving bytes that are not the
+# server's current ones: a chunk corrupted in transit (one byte flipped
+# by the proxy, once) fails its run, but its cache entry is deleted, so the
+# next run with the server healthy delivers the right bytes.
+import os
+
+from remotetest import TempDir, check, finish, rf
+from servers import FaultProxy, Nginx
+
+import numpy as np
+
+
+def pack(tmp, out_dir, shuffle=None):
+    """Samples of one size, so that a reshuffled pack has shards of the
+    very same sizes; returns the sorted shard names."""
+    rng = np.random.default_rng(11)
+    n = 12000
+    ip, lp = os.path.join(tmp, "img.npy"), os.path.join(tmp, "lab.npy")
+    np.save(ip, rng.integers(0, 60000, size=(n, 3, 4), dtype="<u2"))
+    np.save(lp, np.arange(n, dtype="<i8"))
+    os.makedirs(out_dir, exist_ok=True)
+    args = ["pack", "-q", "--chunk-bytes", "16K", "--shard-bytes", "64K",
+            "-o", os.path.join(out_dir, "d.rfs"), "image=" + ip, "label=" + lp]
+    if shuffle is not None:
+        args += ["--shuffle", str(shuffle)]
+    rc, out, err = rf(*args)
+    check(rc == 0, "pack: %s" % err)
+    return sorted(f for f in os.listdir(out_dir) if f.endswith(".rfs"))
+
+
+def cat(path, *args):
+    return rf("cat", path, "--field", "image", "--field", "label", "--device", "host",
+              "--batch", "64", "--text", *args, timeout=120)
+
+
+with TempDir() as tmp:
+    www = os.path.join(tmp, "www")
+    ds = os.path.join(www, "ds")
+    shards = pack(tmp, ds)
+    with open(os.path.join(ds, "list.txt"), "w") as f:
+        f.write("\n".join(shards) + "\n")
+    rc, want, err = cat(ds)
+    check(rc == 0, "local cat: %s" % err)
+    with Nginx(www, tmp) as web, FaultProxy(web.port) as proxy:
+        url = proxy.url + "ds/list.txt"
+
+        # 1. A chunk corrupted in transit, once.  Find a chunk read (the
+        # last ranged request of a healthy run), then flip a byte of its
+        # next response.
+        rc, got, err = cat(url)
+        check(rc == 0 and got == want, "healthy run through the proxy: %d %s" % (rc, err))
+        ranges = [h.get("Range") for _, h in proxy.seen if h.get("Range")]
+        chunk_range = [r for r in ranges if not r.startswith("bytes=-")][-1]
+        cache = os.path.join(tmp, "cache1")
+        proxy.flip_range = chunk_range
+        rc, got, err = cat(url, "--cache-dir", cache)
+        check(proxy.flip_range is None, "the proxy flipped no byte (range %s)" % chunk_range)
+        check(rc != 0 and "checksum" in err,
+              "a corrupted chunk went unnoticed: exit %d: %s" % (rc, err[-300:]))
+        # The server is healthy from now on: the next runs are right.
+        for run in (2, 3):
+            rc, got, err = cat(url, "--cache-dir", cache)
+            check(rc == 0, "run %d after a corrupted transfer: exit %d: %s"
+                  % (run, rc, err[-400:]))
+            check(rc != 0 or got == want, "run %d after a corrupted transfer: wrong bytes" % run)
+
+finish()
