@@ -2,8 +2,11 @@
 # Description: the cache never keeps serving bytes that are not the
 # server's current ones: a chunk corrupted in transit (one byte flipped
 # by the proxy, once) fails its run, but its cache entry is deleted, so the
-# next run with the server healthy delivers the right bytes.
+# next run with the server healthy delivers the right bytes; and a dataset
+# repacked in place with shards of the same sizes (another --shuffle) is
+# read right over a cache warmed by the old pack.
 import os
+import shutil
 
 from remotetest import TempDir, check, finish, rf
 from servers import FaultProxy, Nginx
@@ -64,5 +67,28 @@ with TempDir() as tmp:
             check(rc == 0, "run %d after a corrupted transfer: exit %d: %s"
                   % (run, rc, err[-400:]))
             check(rc != 0 or got == want, "run %d after a corrupted transfer: wrong bytes" % run)
+
+        # 2. A repack in place (same sizes, another order) over a warm
+        # cache.
+        cache = os.path.join(tmp, "cache2")
+        rc, got, err = cat(url, "--cache-dir", cache)
+        check(rc == 0 and got == want, "first cached run: %d %s" % (rc, err))
+        new = os.path.join(tmp, "new")
+        shards2 = pack(tmp, new, shuffle=1)
+        check(shards2 == shards, "the repack has other shards: %s" % shards2)
+        for s in shards2:
+            check(os.path.getsize(os.path.join(new, s)) == os.path.getsize(os.path.join(ds, s)),
+                  "the repack's %s has another size" % s)
+        rc, want2, err = cat(new)
+        check(rc == 0 and want2 != want, "the repack reads the same: %d %s" % (rc, err))
+        for s in shards2:
+            shutil.copyfile(os.path.join(new, s), os.path.join(ds, s + ".tmp"))
+            os.rename(os.path.join(ds, s + ".tmp"), os.path.join(ds, s))
+        for f in os.listdir(new):
+            if not f.endswith(".rfs"):
+                shutil.copyfile(os.path.join(new, f), os.path.join(ds, f))
+        rc, got, err = cat(url, "--cache-dir", cache)
+        check(rc == 0, "cat of the repack over the old cache: exit %d: %s" % (rc, err[-400:]))
+        check(rc != 0 or got == want2, "cat of the repack over the old cache: the old bytes")
 
 finish()
