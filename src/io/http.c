@@ -97,6 +97,13 @@ rf_http_cache_drop(rf_http *h, int file, uint64_t offset, size_t len)
 	(void)h, (void)file, (void)offset, (void)len;
 }
 
+int
+rf_http_read_error(rf_http *h, int file, uint64_t offset, char *buf, size_t cap)
+{
+	(void)h, (void)file, (void)offset, (void)buf, (void)cap;
+	return 0;
+}
+
 void
 rf_http_cache_stats(const rf_http *h, struct rf_cache_stats *out)
 {
@@ -212,6 +219,7 @@ rf_http_open(rf_http **out, const rf_http_config *cfg, rf_diag *diag)
 	rf_http *h = calloc(1, sizeof *h);
 	if (!h)
 		return rf_fail(diag, -ENOMEM, "http: out of memory");
+	pthread_mutex_init(&h->fail_mu, NULL);
 	h->diag = diag;
 	h->qd = cfg->queue_depth ? cfg->queue_depth : 32;
 	if (h->qd > RF_HTTP_MAX_DEPTH)
@@ -291,6 +299,7 @@ rf_http_close(rf_http **hp)
 	free(h->ready);
 	free(h->ca_bundle);
 	rf_cache_close(&h->cache);
+	pthread_mutex_destroy(&h->fail_mu);
 	free(h);
 }
 

@@ -91,6 +91,11 @@ void rf_http_cache_file(rf_http *h, int file, uint64_t version);
  * from another thread than the handle's (files are fixed once added). */
 void rf_http_cache_drop(rf_http *h, int file, uint64_t offset, size_t len);
 
+/* The message of the failed read of `file` at `offset` (the URL, byte
+ * range, HTTP status and server code or curl error, attempts), if it is
+ * among the last few failures: 1 and buf filled, else 0.  Any thread. */
+int rf_http_read_error(rf_http *h, int file, uint64_t offset, char *buf, size_t cap);
+
 /* The cache's counters (all zero without a cache). */
 struct rf_cache_stats;
 void rf_http_cache_stats(const rf_http *h, struct rf_cache_stats *out);

@@ -131,7 +131,12 @@ get_small(rf_http *h, const char *label, const char *url, int s3, char **body, s
 		if (!retry || attempt >= h->retries) {
 			ret = rf_fail(h->diag, rc != CURLE_OK ? -EIO : rf_http_status_errno(status),
 				      "GET %s: %s%s", label, why,
-				      retry ? "; gave up after retries" : "");
+				      retry ? "; gave up after " : "");
+			if (retry) {
+				size_t l = strlen(h->diag->msg);
+				snprintf(h->diag->msg + l, sizeof h->diag->msg - l, "%u attempts",
+					 attempt + 1);
+			}
 			break;
 		}
 		uint64_t cap = (uint64_t)h->backoff_ms << (attempt < 16 ? attempt : 16);

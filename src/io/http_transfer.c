@@ -244,6 +244,16 @@ static void
 complete(rf_http *h, unsigned idx, int64_t res)
 {
 	struct rf_http_req *r = &h->reqs[idx];
+	if (res < 0) {
+		/* Every failure of a read is reported through rf_fail just
+		 * before it completes: keep that message for its owner. */
+		pthread_mutex_lock(&h->fail_mu);
+		struct rf_http_fail *fl = &h->fails[h->nfails_seen++ % RF_HTTP_FAILS];
+		fl->file = r->file;
+		fl->offset = r->offset;
+		snprintf(fl->msg, sizeof fl->msg, "%s", h->diag->msg);
+		pthread_mutex_unlock(&h->fail_mu);
+	}
 	if (r->cache && res == (int64_t)r->len) {
 		const struct rf_http_file *f = &h->files[r->file];
 		rf_cache_put(h->cache, f->name, f->version, r->offset, r->buf, r->len);
@@ -293,6 +303,22 @@ queue(rf_http *h, int file, int suffix, uint64_t offset, void *buf, size_t len, 
 	r->state = SLOT_PENDING;
 	h->outstanding++;
 	return 0;
+}
+
+int
+rf_http_read_error(rf_http *h, int file, uint64_t offset, char *buf, size_t cap)
+{
+	int found = 0;
+	pthread_mutex_lock(&h->fail_mu);
+	for (unsigned i = 0; i < RF_HTTP_FAILS && !found; i++) {
+		const struct rf_http_fail *fl = &h->fails[(h->nfails_seen - 1 - i) % RF_HTTP_FAILS];
+		if (i < h->nfails_seen && fl->file == file && fl->offset == offset) {
+			snprintf(buf, cap, "%s", fl->msg);
+			found = 1;
+		}
+	}
+	pthread_mutex_unlock(&h->fail_mu);
+	return found;
 }
 
 int

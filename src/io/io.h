@@ -89,6 +89,11 @@ void rf_io_cache_file(rf_io *io, int file, uint64_t version);
  * Any thread. */
 void rf_io_cache_drop(rf_io *io, int file, uint64_t offset, size_t len);
 
+/* Why the read of `file` at `offset` failed, in the reader's words, when
+ * it has more to say than its errno (a URL file: the URL, byte range, HTTP
+ * status or curl error, attempts): 1 and buf filled, else 0.  Any thread. */
+int rf_io_read_error(rf_io *io, int file, uint64_t offset, char *buf, size_t cap);
+
 /* Queue a read of [offset, offset+len) of `file` into buf.  With O_DIRECT,
  * buf, offset and len must be 4096-aligned.  -EAGAIN when queue_depth reads
  * are already in flight (wait for completions first).  The request is handed

@@ -74,6 +74,14 @@ rf_io_cache_drop(rf_io *io, int file, uint64_t offset, size_t len)
 }
 
 int
+rf_io_read_error(rf_io *io, int file, uint64_t offset, char *buf, size_t cap)
+{
+	if (!io || file < 0 || (unsigned)file >= io->nfiles || !io->files[file].remote)
+		return 0;
+	return rf_http_read_error(io->http, io->files[file].remote - 1, offset, buf, cap);
+}
+
+int
 rf_io_remote_read(rf_io *io, const struct rf_io_file *f, uint64_t offset, void *buf, size_t len,
 		  uint64_t tag)
 {

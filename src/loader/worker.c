@@ -10,8 +10,14 @@
 static int
 step_read_result(rf_loader *ld, struct worker *w, struct chunk_job *job)
 {
-	(void)ld;
 	const rf_chunk_ctx *ctx = &job->ctx;
+	char why[RF_ERRMSG_MAX];
+	if (job->res < 0 && !ld->map.on &&
+	    rf_io_read_error(ld->io, ld->files[job->info->shard], job->info->offset, why,
+			     sizeof why))
+		return rf_fail(&w->diag, (int)job->res,
+			       "%s: chunk %" PRIu64 " at offset %" PRIu64 ": read failed: %s",
+			       ctx->path, ctx->chunk, ctx->offset, why);
 	if (job->res < 0)
 		return rf_fail(&w->diag, (int)job->res,
 			       "%s: chunk %" PRIu64 " at offset %" PRIu64 ": read failed: %s",

@@ -1,0 +1,45 @@
+# SPDX-License-Identifier: MIT
+# Description: what a user reads when remote reads fail: a chunk whose
+# reads the server keeps refusing mid-stream names the URL, the byte range,
+# the HTTP status and server code and the attempts (not only "Input/output
+# error"); an open that gives up says after how many attempts.
+import os
+
+from remotetest import TempDir, check, finish, make_dataset, rf
+from servers import FaultProxy, Nginx
+
+
+def cat(path, *args, env=None):
+    return rf("cat", path, "--field", "image", "--device", "host", "--batch", "64", "--text",
+              *args, env=env, timeout=120)
+
+
+with TempDir() as tmp:
+    www = os.path.join(tmp, "www")
+    os.makedirs(www)
+    shards = make_dataset(www, "ds", n=12000)
+    with open(os.path.join(www, "ds", "list.txt"), "w") as f:
+        f.write("\n".join(shards) + "\n")
+    with Nginx(www, tmp) as web, FaultProxy(web.port) as proxy:
+        url = proxy.url + "ds/list.txt"
+        rc, want, err = cat(url)
+        check(rc == 0, "healthy cat: %s" % err)
+        seen = [(p, h.get("Range")) for p, h in proxy.seen if h.get("Range")]
+        path, rng = [(p, r) for p, r in seen if not r.startswith("bytes=-")][-1]
+
+        # Mid-stream: one chunk's range answered 503 every time.
+        proxy.fail_range = rng
+        rc, out, err = cat(url, env={"RINGFEED_HTTP_RETRIES": "2"})
+        proxy.fail_range = None
+        first, last = rng[len("bytes="):].split("-")
+        check(rc != 0, "a chunk refused for good went unnoticed")
+        for want_s in (proxy.url.rstrip("/") + path, "bytes %s-%s" % (first, last), "HTTP 503",
+                       "SlowDown", "gave up after 3 attempts", "read failed"):
+            check(want_s in err, "mid-stream failure: %r missing from %r" % (want_s, err))
+
+        # An open that gives up says how many attempts it made.
+        proxy.set(e503=1.0)
+        rc, out, err = rf("info", url, env={"RINGFEED_HTTP_RETRIES": "2"})
+        proxy.set()
+        check(rc != 0 and "gave up after 3 attempts" in err, "info, 503 forever: %r" % err)
+finish()
