@@ -2,7 +2,8 @@
 # Description: what a user reads when remote reads fail: a chunk whose
 # reads the server keeps refusing mid-stream names the URL, the byte range,
 # the HTTP status and server code and the attempts (not only "Input/output
-# error"); an open that gives up says after how many attempts.
+# error"); an open that gives up says after how many attempts; and
+# --cache-bytes 0 means the default cap, as in C and Python.
 import os
 
 from remotetest import TempDir, check, finish, make_dataset, rf
@@ -36,6 +37,14 @@ with TempDir() as tmp:
         for want_s in (proxy.url.rstrip("/") + path, "bytes %s-%s" % (first, last), "HTTP 503",
                        "SlowDown", "gave up after 3 attempts", "read failed"):
             check(want_s in err, "mid-stream failure: %r missing from %r" % (want_s, err))
+
+        # --cache-bytes 0 is the default cap (10 GiB), as cache_bytes=0 is
+        # in C and Python.
+        cache = os.path.join(tmp, "cache")
+        rc, out, err = cat(url, "--cache-dir", cache, "--cache-bytes", "0")
+        check(rc == 0 and out == want, "--cache-bytes 0: exit %d: %s" % (rc, err))
+        check(rc != 0 or any(f.endswith(".rfc") for f in os.listdir(cache)),
+              "--cache-bytes 0 cached nothing")
 
         # An open that gives up says how many attempts it made.
         proxy.set(e503=1.0)
