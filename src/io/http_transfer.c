@@ -548,8 +548,17 @@ finished(rf_http *h, unsigned idx, CURLcode rc)
 		schedule_retry(h, idx, why);
 		return;
 	}
-	rf_fail(h->diag, rf_http_status_errno(status), "GET %s (%s): HTTP %ld%s", file_label(h, r),
-		range_label(r), status, body);
+	/* A missing NAME.rfs is most often a sharded pack's name: its files
+	 * are NAME-00000.rfs... and the manifest NAME.rfm. */
+	const char *name = h->files[r->file].name;
+	size_t nl = strcspn(name, "?#");
+	char hint[RF_ERRMSG_MAX / 2] = "";
+	if ((status == 404 || status == 410) && nl > 4 && memcmp(name + nl - 4, ".rfs", 4) == 0)
+		snprintf(hint, sizeof hint, " (if a sharded pack was written as %.*s, its shards "
+			 "are %.*s-00000.rfs...: open its manifest %.*s.rfm)", (int)nl, name,
+			 (int)(nl - 4), name, (int)(nl - 4), name);
+	rf_fail(h->diag, rf_http_status_errno(status), "GET %s (%s): HTTP %ld%s%s",
+		file_label(h, r), range_label(r), status, body, hint);
 	complete(h, idx, rf_http_status_errno(status));
 }
 

@@ -159,7 +159,7 @@ class FaultProxy:
         # body flipped (a corruption in transit that HTTP does not see),
         # once; then it is cleared.
         self.flip_range = None
-        # A Range header value answered with HTTP 503 every time.
+        # (path, Range header value): answered with HTTP 503 every time.
         self.fail_range = None
         self.server = None
         self.thread = None
@@ -201,7 +201,7 @@ class FaultProxy:
                 with proxy.lock:
                     proxy.seen.append((self.path, dict(self.headers.items())))
                 fault = proxy.pick()
-                if proxy.fail_range and self.headers.get("Range") == proxy.fail_range:
+                if proxy.fail_range == (self.path, self.headers.get("Range")):
                     fault = "e503"
                 if proxy.delay_s:
                     time.sleep(proxy.delay_s)

@@ -3,7 +3,8 @@
 # reads the server keeps refusing mid-stream names the URL, the byte range,
 # the HTTP status and server code and the attempts (not only "Input/output
 # error"); an open that gives up says after how many attempts; and
-# --cache-bytes 0 means the default cap, as in C and Python.
+# --cache-bytes 0 means the default cap, as in C and Python; a sharded
+# pack's .rfs name and a directory URL without its slash get a hint.
 import os
 
 from remotetest import TempDir, check, finish, make_dataset, rf
@@ -29,7 +30,7 @@ with TempDir() as tmp:
         path, rng = [(p, r) for p, r in seen if not r.startswith("bytes=-")][-1]
 
         # Mid-stream: one chunk's range answered 503 every time.
-        proxy.fail_range = rng
+        proxy.fail_range = (path, rng)
         rc, out, err = cat(url, env={"RINGFEED_HTTP_RETRIES": "2"})
         proxy.fail_range = None
         first, last = rng[len("bytes="):].split("-")
@@ -45,6 +46,15 @@ with TempDir() as tmp:
         check(rc == 0 and out == want, "--cache-bytes 0: exit %d: %s" % (rc, err))
         check(rc != 0 or any(f.endswith(".rfc") for f in os.listdir(cache)),
               "--cache-bytes 0 cached nothing")
+
+        # A sharded pack's name (d.rfs: the files are d-NNNNN.rfs and d.rfm)
+        # and a directory without its trailing slash: hints, not bare codes.
+        rc, out, err = rf("info", web.url + "ds/d.rfs")
+        check(rc != 0 and "404" in err and web.url + "ds/d.rfm" in err,
+              "info of a sharded pack's name: %r" % err)
+        rc, out, err = rf("info", web.url + "ds")
+        check(rc != 0 and "403" in err and web.url + "ds/BASE.rfm" in err,
+              "info of a directory without its slash: %r" % err)
 
         # An open that gives up says how many attempts it made.
         proxy.set(e503=1.0)
