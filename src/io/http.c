@@ -104,6 +104,13 @@ rf_http_read_error(rf_http *h, int file, uint64_t offset, char *buf, size_t cap)
 	return 0;
 }
 
+int64_t
+rf_http_read_now(rf_http *h, int file, uint64_t offset, void *buf, size_t len)
+{
+	(void)h, (void)file, (void)offset, (void)buf, (void)len;
+	return -ENOTSUP;
+}
+
 void
 rf_http_cache_stats(const rf_http *h, struct rf_cache_stats *out)
 {

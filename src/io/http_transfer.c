@@ -305,6 +305,51 @@ queue(rf_http *h, int file, int suffix, uint64_t offset, void *buf, size_t len, 
 	return 0;
 }
 
+struct now_buf {
+	char *p;
+	size_t cap, got;
+};
+
+static size_t
+now_body(char *p, size_t size, size_t n, void *arg)
+{
+	struct now_buf *b = arg;
+	size_t len = size * n;
+	if (len > b->cap - b->got)
+		return 0; /* more than asked: fail the transfer */
+	memcpy(b->p + b->got, p, len);
+	b->got += len;
+	return len;
+}
+
+int64_t
+rf_http_read_now(rf_http *h, int file, uint64_t offset, void *buf, size_t len)
+{
+	if (!h || file < 0 || (unsigned)file >= h->nfiles || !len)
+		return -EINVAL;
+	CURL *e = curl_easy_init();
+	if (!e)
+		return -ENOMEM;
+	struct curl_slist *hdrs = NULL;
+	struct now_buf b = {buf, len, 0};
+	char range[64];
+	snprintf(range, sizeof range, "%" PRIu64 "-%" PRIu64, offset, offset + len - 1);
+	rf_http_easy_common(h, e, &h->files[file], &hdrs);
+	curl_easy_setopt(e, CURLOPT_RANGE, range);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, now_body);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, (void *)&b);
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (long)(h->stall_ms + 999) / 1000);
+	CURLcode rc = curl_easy_perform(e);
+	long status = 0;
+	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_cleanup(e);
+	curl_slist_free_all(hdrs);
+	if (rc != CURLE_OK || status != 206)
+		return rc == CURLE_OK ? rf_http_status_errno(status) : -EIO;
+	return (int64_t)b.got;
+}
+
 int
 rf_http_read_error(rf_http *h, int file, uint64_t offset, char *buf, size_t cap)
 {

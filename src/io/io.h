@@ -94,6 +94,11 @@ void rf_io_cache_drop(rf_io *io, int file, uint64_t offset, size_t len);
  * status or curl error, attempts): 1 and buf filled, else 0.  Any thread. */
 int rf_io_read_error(rf_io *io, int file, uint64_t offset, char *buf, size_t cap);
 
+/* Read [offset, offset+len) of a URL file again, now, from the server
+ * (rf_http_read_now), for a read whose bytes failed the owner's check:
+ * the bytes read or -errno; -ENOTSUP for a local file.  Any thread. */
+int64_t rf_io_reread(rf_io *io, int file, uint64_t offset, void *buf, size_t len);
+
 /* Queue a read of [offset, offset+len) of `file` into buf.  With O_DIRECT,
  * buf, offset and len must be 4096-aligned.  -EAGAIN when queue_depth reads
  * are already in flight (wait for completions first).  The request is handed

@@ -73,6 +73,14 @@ rf_io_cache_drop(rf_io *io, int file, uint64_t offset, size_t len)
 		rf_http_cache_drop(io->http, io->files[file].remote - 1, offset, len);
 }
 
+int64_t
+rf_io_reread(rf_io *io, int file, uint64_t offset, void *buf, size_t len)
+{
+	if (!io || file < 0 || (unsigned)file >= io->nfiles || !io->files[file].remote)
+		return -ENOTSUP;
+	return rf_http_read_now(io->http, io->files[file].remote - 1, offset, buf, len);
+}
+
 int
 rf_io_read_error(rf_io *io, int file, uint64_t offset, char *buf, size_t cap)
 {
