@@ -111,7 +111,7 @@ bench_help(void)
 	       "                      drawn at the weights' proportions\n"
 	       "  --cache-dir DIR     keep a remote dataset's chunks in DIR (rf_config.cache_dir):\n"
 	       "                      epochs after the first read them locally\n"
-	       "  --cache-bytes SIZE  the cache's cap, K/M/G suffixes (default 10G)\n"
+	       "  --cache-bytes SIZE  the cache's cap, K/M/G suffixes (0 or default: 10G)\n"
 	       "  --fields A,B,..     load only these fields (default all; an image pack's\n"
 	       "                      image,label leaves its names out)\n"
 	       "  --var-bytes SIZE    a variable field's share of a batch (default: twice\n"
@@ -301,7 +301,7 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 							  "e.g. 1M)", optarg);
 			break;
 		case OPT_CACHE_BYTES:
-			if (rf_cli_parse_size(optarg, &bench_cache_bytes) < 0 || !bench_cache_bytes)
+			if (rf_cli_parse_size(optarg, &bench_cache_bytes) < 0)
 				return rf_cli_usage_error(BENCH_USAGE, "bad --cache-bytes '%s' (a size, "
 							  "e.g. 20G)", optarg);
 			break;

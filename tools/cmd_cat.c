@@ -83,7 +83,7 @@ cat_help(void)
 	       RF_IMAGE_HELP
 	       "      --cache-dir DIR  keep the chunks of a remote dataset in DIR, so a\n"
 	       "                       later run reads them locally (docs/remote.md)\n"
-	       "      --cache-bytes SIZE  the cache's cap, K/M/G suffixes (default 10G)\n"
+	       "      --cache-bytes SIZE  the cache's cap, K/M/G suffixes (0 or default: 10G)\n"
 	       "  -q, --quiet          no summary\n"
 	       "  -v, --verbose        the loader's messages and a summary\n"
 	       "  -h, --help           this help\n"
@@ -351,7 +351,7 @@ rf_cmd_cat(int argc, char **argv)
 		case 'T': cfg.tokens = RF_TOKENS_INPUTS_TARGETS; break;
 		case 'C': cfg.cache_dir = optarg; break;
 		case 'B':
-			if (rf_cli_parse_size(optarg, &v) < 0 || v == 0)
+			if (rf_cli_parse_size(optarg, &v) < 0)
 				return rf_cli_usage_error(CAT_USAGE, "--cache-bytes: '%s' is not a "
 							  "size (e.g. 20G)", optarg);
 			cfg.cache_bytes = v;

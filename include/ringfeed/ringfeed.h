@@ -1083,6 +1083,17 @@ RF_API int rf_loader_release(rf_loader *ld, const rf_batch *batch, void *stream)
  * the loader's memory stays until the child exits or execs. */
 RF_API void rf_loader_close(rf_loader **ld);
 
+/* Stop the loader for good but keep its memory: the reader, the decode
+ * workers, the copy thread and the reader's own (a remote reader's
+ * transfers, a pread pool) are stopped and joined, the files closed, so
+ * that nothing runs or is read afterwards, while the batches still held
+ * stay readable.  Afterwards only rf_loader_release (of those batches),
+ * rf_loader_errmsg, rf_loader_stats and rf_loader_close may be called;
+ * rf_loader_next returns an error.  For an owner that cannot close while
+ * batches are held (a Python Loader whose arrays outlive close()).  A no-op
+ * the second time, and in a child of fork(). */
+RF_API void rf_loader_stop(rf_loader *ld);
+
 /* 1 when the calling process is a child of fork() (or a later descendant)
  * of the process that opened ld, where every other rf_loader_* and rf_batch_*
  * call on ld returns RF_EFORK; 0 in the process that opened it, and for

@@ -205,6 +205,17 @@ rf_cache_get(rf_cache *c, const char *url, uint64_t version, uint64_t offset, vo
 	return 1;
 }
 
+void
+rf_cache_drop(rf_cache *c, const char *url, uint64_t version, uint64_t offset, size_t len)
+{
+	char name[128];
+	entry_name(name, sizeof name, url_hash(url), version, offset, len);
+	if (unlinkat(c->dfd, name, 0) == 0)
+		rf_log(c->diag, RF_LOG_WARN, "cache %s/%s (%s, bytes %" PRIu64 "-%" PRIu64 "): "
+		       "its bytes failed the chunk's checksum: deleted, the next read fetches them "
+		       "again", c->dir, name, url, offset, offset + len - 1);
+}
+
 struct ent {
 	char name[64];
 	int64_t mtime_ns;

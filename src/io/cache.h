@@ -7,7 +7,7 @@
  *
  * An entry is one file named after its key: the XXH3-64 of the URL
  * without its query (a presigned URL's signature changes, its object does
- * not), the object's version (its size, given by the owner), the offset and
+ * not), the object's version (given by the owner: its size and pack id), the offset and
  * the length.  Reads shorter than RF_CACHE_MIN_READ (single samples of the
  * full shuffle) are not cached: a file each would cost more than it saves.  It starts with a 64-byte header (magic, the key, the XXH3-64 of
  * the payload) followed by the payload.  An entry is written whole to a
@@ -60,6 +60,12 @@ int rf_cache_get(rf_cache *c, const char *url, uint64_t version, uint64_t offset
  * of the read. */
 void rf_cache_put(rf_cache *c, const char *url, uint64_t version, uint64_t offset,
 		  const void *buf, size_t len);
+
+/* Delete the entry of the len bytes at `offset` of `url`, if there is
+ * one: its bytes passed the cache's own check but failed the owner's (a
+ * chunk corrupted in transit before it was stored), so that the next read
+ * fetches them again.  Safe from any thread (an unlink by name). */
+void rf_cache_drop(rf_cache *c, const char *url, uint64_t version, uint64_t offset, size_t len);
 
 struct rf_cache_stats {
 	uint64_t hits, misses, dropped, stored, evicted;

@@ -92,6 +92,26 @@ rf_http_cache_file(rf_http *h, int file, uint64_t version)
 }
 
 void
+rf_http_cache_drop(rf_http *h, int file, uint64_t offset, size_t len)
+{
+	(void)h, (void)file, (void)offset, (void)len;
+}
+
+int
+rf_http_read_error(rf_http *h, int file, uint64_t offset, char *buf, size_t cap)
+{
+	(void)h, (void)file, (void)offset, (void)buf, (void)cap;
+	return 0;
+}
+
+int64_t
+rf_http_read_now(rf_http *h, int file, uint64_t offset, void *buf, size_t len)
+{
+	(void)h, (void)file, (void)offset, (void)buf, (void)len;
+	return -ENOTSUP;
+}
+
+void
 rf_http_cache_stats(const rf_http *h, struct rf_cache_stats *out)
 {
 	(void)h;
@@ -206,6 +226,7 @@ rf_http_open(rf_http **out, const rf_http_config *cfg, rf_diag *diag)
 	rf_http *h = calloc(1, sizeof *h);
 	if (!h)
 		return rf_fail(diag, -ENOMEM, "http: out of memory");
+	pthread_mutex_init(&h->fail_mu, NULL);
 	h->diag = diag;
 	h->qd = cfg->queue_depth ? cfg->queue_depth : 32;
 	if (h->qd > RF_HTTP_MAX_DEPTH)
@@ -285,6 +306,7 @@ rf_http_close(rf_http **hp)
 	free(h->ready);
 	free(h->ca_bundle);
 	rf_cache_close(&h->cache);
+	pthread_mutex_destroy(&h->fail_mu);
 	free(h);
 }
 
@@ -371,6 +393,14 @@ rf_http_cache_file(rf_http *h, int file, uint64_t version)
 		h->files[file].cached = 1;
 		h->files[file].version = version;
 	}
+}
+
+void
+rf_http_cache_drop(rf_http *h, int file, uint64_t offset, size_t len)
+{
+	if (h && h->cache && file >= 0 && (unsigned)file < h->nfiles && h->files[file].cached &&
+	    len >= RF_CACHE_MIN_READ)
+		rf_cache_drop(h->cache, h->files[file].name, h->files[file].version, offset, len);
 }
 
 void

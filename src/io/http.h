@@ -86,6 +86,22 @@ int rf_http_read(rf_http *h, int file, uint64_t offset, void *buf, size_t len, u
  * A hit completes at the next wait without a request. */
 void rf_http_cache_file(rf_http *h, int file, uint64_t version);
 
+/* Delete the cache entry of the read [offset, offset+len) of `file`, if
+ * any (rf_cache_drop): its bytes failed the owner's check.  May be called
+ * from another thread than the handle's (files are fixed once added). */
+void rf_http_cache_drop(rf_http *h, int file, uint64_t offset, size_t len);
+
+/* The message of the failed read of `file` at `offset` (the URL, byte
+ * range, HTTP status and server code or curl error, attempts), if it is
+ * among the last few failures: 1 and buf filled, else 0.  Any thread. */
+int rf_http_read_error(rf_http *h, int file, uint64_t offset, char *buf, size_t cap);
+
+/* Read [offset, offset+len) of `file` into buf now, with one ranged GET
+ * of its own (not through the cache, not counted in the queue): for an
+ * owner whose check of a read's bytes failed, once.  Returns the bytes
+ * read (fewer at the object's end) or -errno.  Any thread. */
+int64_t rf_http_read_now(rf_http *h, int file, uint64_t offset, void *buf, size_t len);
+
 /* The cache's counters (all zero without a cache). */
 struct rf_cache_stats;
 void rf_http_cache_stats(const rf_http *h, struct rf_cache_stats *out);

@@ -15,6 +15,7 @@
 #define RF_HTTP_IMPL_H
 
 #include <curl/curl.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,6 +28,7 @@
 #define RF_HTTP_BACKOFF_CAP_MS 10000
 #define RF_HTTP_RECV_BUFFER (256L << 10) /* libcurl's receive buffer per request */
 #define RF_HTTP_SMALL_MAX (64u << 20) /* largest manifest or listing page */
+#define RF_HTTP_FAILS 16              /* failed reads whose messages are kept */
 
 enum { SLOT_FREE, SLOT_PENDING, SLOT_ACTIVE, SLOT_BACKOFF };
 
@@ -86,6 +88,15 @@ struct rf_http {
 	unsigned nactive;
 	uint64_t rng;
 	rf_cache *cache;     /* NULL: none */
+	/* The messages of the last reads that failed, for their owner's own
+	 * message (rf_http_read_error, from any thread). */
+	pthread_mutex_t fail_mu;
+	struct rf_http_fail {
+		int file;
+		uint64_t offset;
+		char msg[RF_ERRMSG_MAX];
+	} fails[RF_HTTP_FAILS];
+	unsigned nfails_seen;
 };
 
 /* http.c */

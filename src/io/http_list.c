@@ -131,7 +131,12 @@ get_small(rf_http *h, const char *label, const char *url, int s3, char **body, s
 		if (!retry || attempt >= h->retries) {
 			ret = rf_fail(h->diag, rc != CURLE_OK ? -EIO : rf_http_status_errno(status),
 				      "GET %s: %s%s", label, why,
-				      retry ? "; gave up after retries" : "");
+				      retry ? "; gave up after " : "");
+			if (retry) {
+				size_t l = strlen(h->diag->msg);
+				snprintf(h->diag->msg + l, sizeof h->diag->msg - l, "%u attempts",
+					 attempt + 1);
+			}
 			break;
 		}
 		uint64_t cap = (uint64_t)h->backoff_ms << (attempt < 16 ? attempt : 16);
@@ -336,15 +341,22 @@ manifest(rf_http *h, const char *path, rf_http_add_fn add, void *arg)
 	size_t len;
 	rc = get_small(h, path, url, s3, &body, &len);
 	free(url);
-	size_t plen = strlen(path);
+	size_t plen = strcspn(path, "?#");
 	int dir = plen && path[plen - 1] == '/';
-	if (rc < 0 && dir) {
+	/* A last component without an extension ("http://host/ds"): most
+	 * likely a directory too (a server redirects it to ds/). */
+	const char *last = path + plen;
+	while (last > path && last[-1] != '/')
+		last--;
+	int bare = !dir && !memchr(last, '.', (size_t)(path + plen - last)) &&
+		   (size_t)(last - path) > strlen("http://x/") - 1;
+	if (rc < 0 && (dir || bare)) {
 		/* A directory URL: the server's listing, if any, is no list. */
 		char was[RF_ERRMSG_MAX];
 		snprintf(was, sizeof was, "%s", h->diag->msg);
 		return rf_fail(h->diag, rc, "%s (a web server's directory is not listed: name the "
-			       "pack's manifest, %sBASE.rfm as ringfeed pack wrote it, or a shard "
-			       "list)", was, path);
+			       "pack's manifest, %.*s%sBASE.rfm as ringfeed pack wrote it, or a shard "
+			       "list)", was, (int)plen, path, dir ? "" : "/");
 	}
 	if (rc < 0)
 		return rc;

@@ -191,7 +191,7 @@ rf_dataset_remote_limit(const rf_dataset *ds, uint32_t depth, double min_seconds
 		int running;
 		curl_multi_perform(multi, &running);
 		CURLMsg *m;
-		int left;
+		int left, freed = 0;
 		while ((m = curl_multi_info_read(multi, &left))) {
 			if (m->msg != CURLMSG_DONE)
 				continue;
@@ -202,6 +202,7 @@ rf_dataset_remote_limit(const rf_dataset *ds, uint32_t depth, double min_seconds
 			curl_multi_remove_handle(multi, s->e);
 			s->busy = 0;
 			busy--;
+			freed++;
 			if (m->data.result != CURLE_OK || (status != 206 && status != 200) ||
 			    s->got != s->want) {
 				rf_chunk_info ci;
@@ -216,7 +217,10 @@ rf_dataset_remote_limit(const rf_dataset *ds, uint32_t depth, double min_seconds
 			done++;
 			tlast = rf_http_now_ns();
 		}
-		if (busy)
+		/* A slot freed is refilled at once: waiting for the other
+		 * transfers' next event first would leave it idle for up to a
+		 * round trip, and the measurement below io_depth in flight. */
+		if (busy && !freed)
 			curl_multi_poll(multi, NULL, 0, 100, NULL);
 	}
 	*bytes = moved;

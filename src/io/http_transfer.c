@@ -244,6 +244,16 @@ static void
 complete(rf_http *h, unsigned idx, int64_t res)
 {
 	struct rf_http_req *r = &h->reqs[idx];
+	if (res < 0) {
+		/* Every failure of a read is reported through rf_fail just
+		 * before it completes: keep that message for its owner. */
+		pthread_mutex_lock(&h->fail_mu);
+		struct rf_http_fail *fl = &h->fails[h->nfails_seen++ % RF_HTTP_FAILS];
+		fl->file = r->file;
+		fl->offset = r->offset;
+		snprintf(fl->msg, sizeof fl->msg, "%s", h->diag->msg);
+		pthread_mutex_unlock(&h->fail_mu);
+	}
 	if (r->cache && res == (int64_t)r->len) {
 		const struct rf_http_file *f = &h->files[r->file];
 		rf_cache_put(h->cache, f->name, f->version, r->offset, r->buf, r->len);
@@ -293,6 +303,67 @@ queue(rf_http *h, int file, int suffix, uint64_t offset, void *buf, size_t len, 
 	r->state = SLOT_PENDING;
 	h->outstanding++;
 	return 0;
+}
+
+struct now_buf {
+	char *p;
+	size_t cap, got;
+};
+
+static size_t
+now_body(char *p, size_t size, size_t n, void *arg)
+{
+	struct now_buf *b = arg;
+	size_t len = size * n;
+	if (len > b->cap - b->got)
+		return 0; /* more than asked: fail the transfer */
+	memcpy(b->p + b->got, p, len);
+	b->got += len;
+	return len;
+}
+
+int64_t
+rf_http_read_now(rf_http *h, int file, uint64_t offset, void *buf, size_t len)
+{
+	if (!h || file < 0 || (unsigned)file >= h->nfiles || !len)
+		return -EINVAL;
+	CURL *e = curl_easy_init();
+	if (!e)
+		return -ENOMEM;
+	struct curl_slist *hdrs = NULL;
+	struct now_buf b = {buf, len, 0};
+	char range[64];
+	snprintf(range, sizeof range, "%" PRIu64 "-%" PRIu64, offset, offset + len - 1);
+	rf_http_easy_common(h, e, &h->files[file], &hdrs);
+	curl_easy_setopt(e, CURLOPT_RANGE, range);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, now_body);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, (void *)&b);
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (long)(h->stall_ms + 999) / 1000);
+	CURLcode rc = curl_easy_perform(e);
+	long status = 0;
+	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_cleanup(e);
+	curl_slist_free_all(hdrs);
+	if (rc != CURLE_OK || status != 206)
+		return rc == CURLE_OK ? rf_http_status_errno(status) : -EIO;
+	return (int64_t)b.got;
+}
+
+int
+rf_http_read_error(rf_http *h, int file, uint64_t offset, char *buf, size_t cap)
+{
+	int found = 0;
+	pthread_mutex_lock(&h->fail_mu);
+	for (unsigned i = 0; i < RF_HTTP_FAILS && !found; i++) {
+		const struct rf_http_fail *fl = &h->fails[(h->nfails_seen - 1 - i) % RF_HTTP_FAILS];
+		if (i < h->nfails_seen && fl->file == file && fl->offset == offset) {
+			snprintf(buf, cap, "%s", fl->msg);
+			found = 1;
+		}
+	}
+	pthread_mutex_unlock(&h->fail_mu);
+	return found;
 }
 
 int
@@ -522,8 +593,17 @@ finished(rf_http *h, unsigned idx, CURLcode rc)
 		schedule_retry(h, idx, why);
 		return;
 	}
-	rf_fail(h->diag, rf_http_status_errno(status), "GET %s (%s): HTTP %ld%s", file_label(h, r),
-		range_label(r), status, body);
+	/* A missing NAME.rfs is most often a sharded pack's name: its files
+	 * are NAME-00000.rfs... and the manifest NAME.rfm. */
+	const char *name = h->files[r->file].name;
+	size_t nl = strcspn(name, "?#");
+	char hint[RF_ERRMSG_MAX / 2] = "";
+	if ((status == 404 || status == 410) && nl > 4 && memcmp(name + nl - 4, ".rfs", 4) == 0)
+		snprintf(hint, sizeof hint, " (if a sharded pack was written as %.*s, its shards "
+			 "are %.*s-00000.rfs...: open its manifest %.*s.rfm)", (int)nl, name,
+			 (int)(nl - 4), name, (int)(nl - 4), name);
+	rf_fail(h->diag, rf_http_status_errno(status), "GET %s (%s): HTTP %ld%s%s",
+		file_label(h, r), range_label(r), status, body, hint);
 	complete(h, idx, rf_http_status_errno(status));
 }
 

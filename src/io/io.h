@@ -78,9 +78,26 @@ void rf_io_close(rf_io **io);
 int rf_io_add_file(rf_io *io, const char *path, int *file);
 
 /* A URL file's reads go through the cache (when the reader has one) under
- * the object's `version` (its size in bytes, as the dataset read it):
+ * the object's `version` (anything that changes when the object does: the
+ * loader gives the shard's size mixed with its format 3 pack id):
  * rf_http_cache_file.  Nothing for a local file. */
 void rf_io_cache_file(rf_io *io, int file, uint64_t version);
+
+/* A URL file's read [offset, offset+len) returned bytes that failed the
+ * owner's check: delete its cache entry, if any (rf_http_cache_drop), so
+ * that the next read of it goes to the server.  Nothing for a local file.
+ * Any thread. */
+void rf_io_cache_drop(rf_io *io, int file, uint64_t offset, size_t len);
+
+/* Why the read of `file` at `offset` failed, in the reader's words, when
+ * it has more to say than its errno (a URL file: the URL, byte range, HTTP
+ * status or curl error, attempts): 1 and buf filled, else 0.  Any thread. */
+int rf_io_read_error(rf_io *io, int file, uint64_t offset, char *buf, size_t cap);
+
+/* Read [offset, offset+len) of a URL file again, now, from the server
+ * (rf_http_read_now), for a read whose bytes failed the owner's check:
+ * the bytes read or -errno; -ENOTSUP for a local file.  Any thread. */
+int64_t rf_io_reread(rf_io *io, int file, uint64_t offset, void *buf, size_t len);
 
 /* Queue a read of [offset, offset+len) of `file` into buf.  With O_DIRECT,
  * buf, offset and len must be 4096-aligned.  -EAGAIN when queue_depth reads

@@ -66,6 +66,29 @@ rf_io_cache_file(rf_io *io, int file, uint64_t version)
 		rf_http_cache_file(io->http, io->files[file].remote - 1, version);
 }
 
+void
+rf_io_cache_drop(rf_io *io, int file, uint64_t offset, size_t len)
+{
+	if (file >= 0 && (unsigned)file < io->nfiles && io->files[file].remote)
+		rf_http_cache_drop(io->http, io->files[file].remote - 1, offset, len);
+}
+
+int64_t
+rf_io_reread(rf_io *io, int file, uint64_t offset, void *buf, size_t len)
+{
+	if (!io || file < 0 || (unsigned)file >= io->nfiles || !io->files[file].remote)
+		return -ENOTSUP;
+	return rf_http_read_now(io->http, io->files[file].remote - 1, offset, buf, len);
+}
+
+int
+rf_io_read_error(rf_io *io, int file, uint64_t offset, char *buf, size_t cap)
+{
+	if (!io || file < 0 || (unsigned)file >= io->nfiles || !io->files[file].remote)
+		return 0;
+	return rf_http_read_error(io->http, io->files[file].remote - 1, offset, buf, cap);
+}
+
 int
 rf_io_remote_read(rf_io *io, const struct rf_io_file *f, uint64_t offset, void *buf, size_t len,
 		  uint64_t tag)

@@ -71,6 +71,16 @@ fork_check(rf_loader *ld)
 		       (long)ld->owner_pid, (long)getpid());
 }
 
+/* RF_ESTATE when rf_loader_stop stopped ld. */
+static int
+stopped_check(rf_loader *ld, const char *what)
+{
+	if (!ld->stopped)
+		return 0;
+	return rf_fail(&ld->diag, RF_ESTATE, "loader: %s after the loader was stopped (closed "
+		       "while batches were held): open a new loader", what);
+}
+
 RF_API void
 rf_loader_close(rf_loader **ldp)
 {
@@ -92,6 +102,24 @@ rf_loader_close(rf_loader **ldp)
 	*ldp = NULL;
 }
 
+RF_API void
+rf_loader_stop(rf_loader *ld)
+{
+	if (!ld || forked(ld))
+		return;
+	ld->stopped = 1;
+	rf_ld_pipeline_stop(ld);
+	/* The copy stream (a thread of its own on the host backend): the
+	 * threads that used it are gone, the batches held do not need it. */
+	if (ld->dev && ld->copy.stream) {
+		ld->dev->ops->stream_sync(ld->dev, ld->copy.stream);
+		ld->dev->ops->stream_destroy(ld->dev, ld->copy.stream);
+		ld->copy.stream = NULL;
+	}
+	/* The reader's threads and connections; the ring it read into stays. */
+	rf_io_close(&ld->io);
+}
+
 /* ------------------------------------------------------------ consumer */
 
 static int
@@ -102,6 +130,8 @@ loader_next(rf_loader *ld, const rf_batch **out, uint64_t wait_ns)
 	*out = NULL;
 	if (forked(ld))
 		return fork_check(ld);
+	if (ld->stopped)
+		return stopped_check(ld, "asking for a batch");
 	pthread_mutex_lock(&ld->mu);
 	if (ld->delivery.held >= ld->resolved.depth) {
 		unsigned held = ld->delivery.held;
@@ -399,6 +429,8 @@ rf_loader_state_load(rf_loader *ld, const void *buf, size_t len)
 		return fork_check(ld);
 	if (!buf)
 		return rf_fail(&ld->diag, -EINVAL, "loader: loading a position from NULL");
+	if (ld->stopped)
+		return stopped_check(ld, "loading a position");
 	if (!ld->gather.plan && !ld->mix)
 		return rf_fail(&ld->diag, RF_ESTATE, "loader: an empty dataset has no position to load");
 	pthread_mutex_lock(&ld->mu);
@@ -442,6 +474,8 @@ rf_loader_rewind(rf_loader *ld, uint64_t epoch)
 {
 	if (!ld)
 		return -EINVAL;
+	if (ld->stopped && !forked(ld))
+		return stopped_check(ld, "rewinding");
 	if (ld->cfg.epochs && (epoch < ld->reader.epoch_last - ld->cfg.epochs ||
 			       epoch >= ld->reader.epoch_last))
 		return rf_fail(&ld->diag, RF_EUSAGE, "loader: rewind to epoch %" PRIu64 ": this "

@@ -239,6 +239,7 @@ struct rf_loader {
 
 	/* --- under mu --- */
 	int stop;
+	int stopped;        /* rf_loader_stop: threads joined, reader closed, for good */
 	int failed;          /* the pipeline stopped on an error */
 	int fail_code;
 	char fail_msg[RF_ERRMSG_MAX];

@@ -202,7 +202,15 @@ open_io(rf_loader *ld)
 		rc = rf_io_add_file(ld->io, rf_dataset_shard_path(ld->ds, i), &ld->files[i]);
 		if (rc < 0)
 			return rf_fail(&ld->diag, rc, "%s", ld->io_diag.msg);
-		rf_io_cache_file(ld->io, ld->files[i], rf_dataset_shard_bytes(ld->ds, i));
+		/* The cache key's version: the shard's size and, in format 3, its
+		 * pack id, so that a dataset repacked into shards of the same
+		 * sizes never reads the old pack's entries. */
+		uint64_t ver[2] = {rf_dataset_shard_bytes(ld->ds, i), 0};
+		rf_shard_info si;
+		if (rf_dataset_shard_info(ld->ds, i, &si) == 0)
+			ver[1] = si.pack_id;
+		rf_io_cache_file(ld->io, ld->files[i],
+				 ver[1] ? XXH3_64bits(ver, sizeof ver) : ver[0]);
 	}
 	snprintf(ld->stats.io_engine, sizeof(ld->stats.io_engine), "%s", rf_io_engine(ld->io));
 	ld->stats.io_direct = rf_io_direct(ld->io);

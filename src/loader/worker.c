@@ -10,8 +10,14 @@
 static int
 step_read_result(rf_loader *ld, struct worker *w, struct chunk_job *job)
 {
-	(void)ld;
 	const rf_chunk_ctx *ctx = &job->ctx;
+	char why[RF_ERRMSG_MAX];
+	if (job->res < 0 && !ld->map.on &&
+	    rf_io_read_error(ld->io, ld->files[job->info->shard], job->info->offset, why,
+			     sizeof why))
+		return rf_fail(&w->diag, (int)job->res,
+			       "%s: chunk %" PRIu64 " at offset %" PRIu64 ": read failed: %s",
+			       ctx->path, ctx->chunk, ctx->offset, why);
 	if (job->res < 0)
 		return rf_fail(&w->diag, (int)job->res,
 			       "%s: chunk %" PRIu64 " at offset %" PRIu64 ": read failed: %s",
@@ -209,6 +215,27 @@ rf_ld_worker_main(void *arg)
 		int rc = 0, slot_held = 1;
 		for (unsigned i = 0; rc == 0 && i < ld->nchunk_steps; i++)
 			rc = ld->chunk_steps[i](ld, w, &job);
+		/* Bytes that were read whole but fail the chunk's check may have
+		 * come from a URL's cache entry stored before the check (a chunk
+		 * corrupted in transit): delete it, so that no later read is
+		 * served those bytes again. */
+		if ((rc == RF_ECHECKSUM || rc == RF_ECORRUPT) && job.res > 0 && !ld->map.on) {
+			size_t span = RF_ALIGN_UP(info->stored_bytes, RF_FMT_ALIGN);
+			rf_io_cache_drop(ld->io, ld->files[info->shard], info->offset, span);
+			/* A URL's chunk is read again from the server, once: a
+			 * corruption in transit (or in an old cache entry) is
+			 * not the file's. */
+			int64_t again = rf_io_reread(ld->io, ld->files[info->shard], info->offset,
+						     (void *)rf_ld_read_slot_bytes(ld, step.slot), span);
+			if (again >= (int64_t)info->stored_bytes) {
+				rf_log(&w->diag, RF_LOG_WARN, "%s: read again from the server, once",
+				       w->diag.msg);
+				job.res = again;
+				rc = 0;
+				for (unsigned i = 0; rc == 0 && i < ld->nchunk_steps; i++)
+					rc = ld->chunk_steps[i](ld, w, &job);
+			}
+		}
 		if (rc < 0 && ld->mix)
 			rf_ld_mix_name_error(ld, step.s.source, &w->diag);
 		/* A compressed chunk was decoded into the worker's own buffer:

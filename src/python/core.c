@@ -72,12 +72,25 @@ rfpy_core_retire(struct core *c)
 	c->retired = 1;
 	if (c->stash) {
 		const rf_batch *b = c->stash;
+		int last = c->held <= 1;
 		c->stash = NULL;
-		rfpy_core_release(c, b, NULL); /* may close and free c */
+		rfpy_core_release(c, b, NULL); /* closes and frees c when last */
+		if (last)
+			return;
+	}
+	if (c->held == 0) {
+		rfpy_core_close_now(c);
 		return;
 	}
-	if (c->held == 0)
-		rfpy_core_close_now(c);
+	/* Batches still held keep the memory until they are released; the
+	 * threads stop now, so that none runs (or reads) after close() and
+	 * none is left inside a library at interpreter exit. */
+	if (!rfpy_core_forked(c)) {
+		rf_loader *ld = c->ld;
+		Py_BEGIN_ALLOW_THREADS
+		rf_loader_stop(ld);
+		Py_END_ALLOW_THREADS
+	}
 }
 
 /* ------------------------------------------------------------ batch */

@@ -155,6 +155,12 @@ class FaultProxy:
         self.requests = 0
         self.injected = 0
         self.seen = []  # (path, headers) of every request
+        # A Range header value: its next 206 response has one byte of its
+        # body flipped (a corruption in transit that HTTP does not see),
+        # once; then it is cleared.
+        self.flip_range = None
+        # (path, Range header value): answered with HTTP 503 every time.
+        self.fail_range = None
         self.server = None
         self.thread = None
         self.url = "http://127.0.0.1:%d/" % self.port
@@ -195,6 +201,8 @@ class FaultProxy:
                 with proxy.lock:
                     proxy.seen.append((self.path, dict(self.headers.items())))
                 fault = proxy.pick()
+                if proxy.fail_range == (self.path, self.headers.get("Range")):
+                    fault = "e503"
                 if proxy.delay_s:
                     time.sleep(proxy.delay_s)
                 if fault == "reset":
@@ -223,6 +231,16 @@ class FaultProxy:
                     body = body + b"\0garbage\0" * 3
                 elif fault == "short" and status == 206 and len(body) > 1:
                     body = body[: len(body) // 2]
+                with proxy.lock:
+                    flip = (status == 206 and proxy.flip_range is not None
+                            and self.headers.get("Range") == proxy.flip_range and len(body) > 64)
+                    if flip:
+                        proxy.flip_range = None
+                        proxy.injected += 1
+                if flip:
+                    b = bytearray(body)
+                    b[len(b) // 2] ^= 0x5A
+                    body = bytes(b)
                 self.send_response(status)
                 for k, v in out:
                     self.send_header(k, v)

@@ -63,6 +63,25 @@ with TempDir() as tmp:
             check(False, "map=True over a URL did not raise")
         except Exception as e:  # noqa: BLE001 - the module's error class
             check("map needs local files" in str(e) and web.url in str(e), "map: %s" % e)
+        # close() while a batch's arrays are alive: every thread of the
+        # loader stops at once (none is left in a library at exit), the
+        # arrays keep their bytes until they go.
+        def tasks():
+            return len(os.listdir("/proc/self/task"))
+        kw = dict(shuffle="chunks", seed=4)
+        want = batches(local, **kw)
+        base = tasks()
+        L = ringfeed.Loader(url, batch_size=100, device="host", **kw)
+        it = iter(L)
+        b = next(it)
+        running = tasks()
+        L.close()
+        check(tasks() == base, "close() with a batch alive: %d threads (%d before the open, "
+              "%d while running)" % (tasks(), base, running))
+        check(all(np.array_equal(b[k], want[0][k]) for k in want[0]),
+              "a batch alive across close() changed")
+        del b, it, L
+        check(tasks() == base, "after the batch went: %d threads" % tasks())
         dl, dr = ringfeed.open(local), ringfeed.open(url)
         check(len(dl) == len(dr), "open: %d vs %d samples" % (len(dl), len(dr)))
         for i in (0, 1, 777, 1024, len(dl) - 1):
