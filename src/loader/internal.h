@@ -496,6 +496,7 @@ int rf_ld_gather_step_window(rf_loader *ld, const struct lstep *st,
 
 /* window.c */
 void rf_ld_window_drop_below(rf_loader *ld, uint64_t keep_from);
+void rf_ld_window_entry_release(rf_loader *ld, struct wentry *we);
 int rf_ld_window_entry_fill(rf_loader *ld, struct wentry *we, const rf_chunk_sections *sec,
 			    const rf_chunk_ctx *ctx, struct worker *w, int in_slot,
 			    unsigned read_slot, const char *what, rf_diag *d);

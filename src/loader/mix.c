@@ -514,28 +514,10 @@ rf_ld_mix_next_read(rf_loader *ld, struct lstep *st)
 /* ------------------------------------------------------------- gather */
 
 static void
-src_drop(rf_loader *ld, struct msrc *s, uint64_t e)
-{
-	struct wentry *we = &s->tab[e % s->cap];
-	if (!we->used)
-		return;
-	if (we->slot >= 0)
-		rf_ld_read_slot_unref(ld, (unsigned)we->slot);
-	if (we->raw) {
-		if (ld->window.pool_n < ld->window.pool_cap)
-			ld->window.pool[ld->window.pool_n++] = we->raw;
-		else
-			free(we->raw);
-	}
-	memset(we, 0, sizeof(*we));
-	we->slot = -1;
-}
-
-static void
 src_drop_below(rf_loader *ld, struct msrc *s, uint64_t keep_from)
 {
 	while (s->lo < s->hi && s->lo < keep_from)
-		src_drop(ld, s, s->lo++);
+		rf_ld_window_entry_release(ld, &s->tab[s->lo++ % s->cap]);
 	if (s->lo < keep_from && s->lo == s->hi)
 		s->lo = s->hi = keep_from;
 }

@@ -5,11 +5,11 @@
 #include "io/http.h"
 #include "loader/internal.h"
 
-/* Let go of held chunk `e` (gather only). */
-static void
-window_drop(rf_loader *ld, uint64_t e)
+/* Let go of held entry `we` (gather only): its read slot, or its raw
+ * buffer back to the pool the window and the mixture sources share. */
+void
+rf_ld_window_entry_release(rf_loader *ld, struct wentry *we)
 {
-	struct wentry *we = &ld->window.tab[e % ld->window.cap];
 	if (!we->used)
 		return;
 	if (we->slot >= 0)
@@ -28,7 +28,7 @@ void
 rf_ld_window_drop_below(rf_loader *ld, uint64_t keep_from)
 {
 	while (ld->window.lo < ld->window.hi && ld->window.lo < keep_from)
-		window_drop(ld, ld->window.lo++);
+		rf_ld_window_entry_release(ld, &ld->window.tab[ld->window.lo++ % ld->window.cap]);
 	if (ld->window.lo < keep_from && ld->window.lo == ld->window.hi)
 		ld->window.lo = ld->window.hi = keep_from;
 }
