@@ -39,6 +39,29 @@ rf_token_field_ok(const rf_field *f)
 	       (f->dtype == RF_DTYPE_U16 || f->dtype == RF_DTYPE_U32 || f->dtype == RF_DTYPE_I32);
 }
 
+/* Place the parts in order: a fixed part's values, or a variable part's
+ * offsets then its cap of data (p->cap set).  Sets each fixed part's cap,
+ * l->bytes.  0, or -1 when the batch does not fit in 64 bits. */
+static int
+layout_place(rf_batch_layout *l)
+{
+	uint64_t pos = 0, sz;
+	for (uint32_t i = 0; i < l->nparts; i++) {
+		rf_batch_part *p = &l->part[i];
+		if (p->var) {
+			if (layout_take(&pos, ((uint64_t)l->batch + 1) * 8, &p->off) ||
+			    layout_take(&pos, p->cap, &p->data_off))
+				return -1;
+		} else {
+			if (rf_mul_u64(p->value_bytes, l->batch, &sz) || layout_take(&pos, sz, &p->off))
+				return -1;
+			p->cap = sz;
+		}
+	}
+	l->bytes = RF_ALIGN_UP(pos, RF_BATCH_ALIGN);
+	return l->bytes < pos ? -1 : 0;
+}
+
 /* Parts of the selection, sel[tok] split in two (tok >= nsel: none). */
 static int
 layout_build(rf_batch_layout *l, const rf_schema *schema, const uint32_t *sel, uint32_t nsel,
@@ -49,7 +72,6 @@ layout_build(rf_batch_layout *l, const rf_schema *schema, const uint32_t *sel, u
 		return -EINVAL;
 	l->batch = batch;
 	l->nparts = nsel + (tok < nsel);
-	uint64_t pos = 0;
 	for (uint32_t i = 0, pi = 0; i < nsel; i++, pi++) {
 		if (sel[i] >= schema->nfields)
 			return -EINVAL;
@@ -60,7 +82,6 @@ layout_build(rf_batch_layout *l, const rf_schema *schema, const uint32_t *sel, u
 		p->value_bytes = rf_decode_item_bytes(f);
 		if (p->value_bytes == 0)
 			return -EINVAL;
-		uint64_t sz;
 		if (i == tok) {
 			if (!rf_token_field_ok(f))
 				return -EINVAL;
@@ -73,30 +94,18 @@ layout_build(rf_batch_layout *l, const rf_schema *schema, const uint32_t *sel, u
 				p->src_bytes = rf_decode_item_bytes(f);
 				p->src_dtype = f->dtype;
 				p->value_bytes = (f->shape[0] - 1) * 4;
-				if (rf_mul_u64(p->value_bytes, batch, &sz) ||
-				    layout_take(&pos, sz, &p->off))
-					goto overflow;
-				p->cap = sz;
 			}
 			pi++; /* the loop steps past the second */
 			continue;
 		}
 		if (p->var) {
-			uint64_t cap = RF_ALIGN_UP(var_cap, RF_BATCH_ALIGN);
-			if (cap < var_cap || layout_take(&pos, ((uint64_t)batch + 1) * 8, &p->off) ||
-			    layout_take(&pos, cap, &p->data_off))
+			p->cap = RF_ALIGN_UP(var_cap, RF_BATCH_ALIGN);
+			if (p->cap < var_cap)
 				goto overflow;
-			p->cap = cap;
-		} else {
-			if (rf_mul_u64(p->value_bytes, batch, &sz) || layout_take(&pos, sz, &p->off))
-				goto overflow;
-			p->cap = sz;
 		}
 	}
-	l->bytes = RF_ALIGN_UP(pos, RF_BATCH_ALIGN);
-	if (l->bytes < pos)
-		goto overflow;
-	return 0;
+	if (layout_place(l) == 0)
+		return 0;
 overflow:
 	return rf_fail(d, RF_EMEMPLAN, "a batch of %u samples does not fit in 64 bits: "
 		       "lower batch_size or var_bytes", batch);
@@ -130,25 +139,8 @@ rf_batch_layout_set_image(rf_batch_layout *l, uint32_t part, uint64_t value_byte
 	ip->kind = RF_PART_IMAGE;
 	ip->value_bytes = value_bytes;
 	ip->data_off = 0;
-	/* The parts again, in order, as layout_build places them. */
-	uint64_t pos = 0, sz;
-	for (uint32_t i = 0; i < l->nparts; i++) {
-		rf_batch_part *p = &l->part[i];
-		if (p->var) {
-			if (layout_take(&pos, ((uint64_t)l->batch + 1) * 8, &p->off) ||
-			    layout_take(&pos, p->cap, &p->data_off))
-				goto overflow;
-		} else {
-			if (rf_mul_u64(p->value_bytes, l->batch, &sz) || layout_take(&pos, sz, &p->off))
-				goto overflow;
-			p->cap = sz;
-		}
-	}
-	l->bytes = RF_ALIGN_UP(pos, RF_BATCH_ALIGN);
-	if (l->bytes < pos)
-		goto overflow;
-	return 0;
-overflow:
+	if (layout_place(l) == 0)
+		return 0;
 	return rf_fail(d, RF_EMEMPLAN, "a batch of %u samples of %" PRIu64 "-byte images does "
 		       "not fit in 64 bits: lower batch_size", l->batch, value_bytes);
 }
