@@ -17,17 +17,7 @@
 
 #include "decode/image.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                         \
-	do {                                                                     \
-		if (!(cond)) {                                                   \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__);              \
-			printf(__VA_ARGS__);                                     \
-			printf("\n");                                            \
-			failures++;                                              \
-		}                                                                \
-	} while (0)
+#include "rf_test.h"
 
 /* A 300 x 200 JPEG of smooth colours. */
 static unsigned char *
@@ -70,20 +60,20 @@ main(void)
 
 	/* Transform checks. */
 	rf_image_transform_eval(&t, 224, 224, 200);
-	CHECK(rf_image_transform_check(&t, msg, sizeof msg) == RF_EUSAGE, "resize < out accepted");
+	CHECK_CONT_MSG(rf_image_transform_check(&t, msg, sizeof msg) == RF_EUSAGE, "resize < out accepted");
 	rf_image_transform_train(&t, 224, 224);
-	CHECK(rf_image_transform_check(&t, msg, sizeof msg) == 0, "default train refused: %s", msg);
+	CHECK_CONT_MSG(rf_image_transform_check(&t, msg, sizeof msg) == 0, "default train refused: %s", msg);
 	t.scale_min = 0;
-	CHECK(rf_image_transform_check(&t, msg, sizeof msg) == RF_EUSAGE, "scale_min 0 accepted");
+	CHECK_CONT_MSG(rf_image_transform_check(&t, msg, sizeof msg) == RF_EUSAGE, "scale_min 0 accepted");
 	rf_image_transform_train(&t, 224, 224);
 	t.flip_p = 1.5;
-	CHECK(rf_image_transform_check(&t, msg, sizeof msg) == RF_EUSAGE, "flip_p 1.5 accepted");
+	CHECK_CONT_MSG(rf_image_transform_check(&t, msg, sizeof msg) == RF_EUSAGE, "flip_p 1.5 accepted");
 	rf_image_transform_train(&t, 0, 224);
-	CHECK(rf_image_load(jpeg, jlen, &t, 0, 0, 0, o1, NULL, &a) == RF_EUSAGE,
+	CHECK_CONT_MSG(rf_image_load(jpeg, jlen, &t, 0, 0, 0, o1, NULL, &a) == RF_EUSAGE,
 	      "output width 0 accepted");
 
 	/* Probe. */
-	CHECK(rf_image_probe(jpeg, jlen, &info, &a) == 0 && info.format == RF_IMAGE_JPEG &&
+	CHECK_CONT_MSG(rf_image_probe(jpeg, jlen, &info, &a) == 0 && info.format == RF_IMAGE_JPEG &&
 	      info.width == 300 && info.height == 200 && info.channels == 3, "probe");
 
 	/* The pixel limit counts the decoded (scaled) image: a 16 x 16 centre
@@ -92,12 +82,12 @@ main(void)
 	a.max_pixels = 1000;
 	rf_image_transform_eval(&t, 16, 16, 16);
 	rc = rf_image_load(jpeg, jlen, &t, 0, 0, 0, o1, &info, &a);
-	CHECK(rc == 0 && info.scale_num == 1 && info.scale_den == 8,
+	CHECK_CONT_MSG(rc == 0 && info.scale_num == 1 && info.scale_den == 8,
 	      "scaled decode under the limit: rc %d (%s), scale %u/%u", rc, a.msg, info.scale_num,
 	      info.scale_den);
 	t.dct_scale = 0;
 	rc = rf_image_load(jpeg, jlen, &t, 0, 0, 0, o1, &info, &a);
-	CHECK(rc == -E2BIG && strstr(a.msg, "limit"), "full decode over the limit: rc %d (%s)", rc,
+	CHECK_CONT_MSG(rc == -E2BIG && strstr(a.msg, "limit"), "full decode over the limit: rc %d (%s)", rc,
 	      a.msg);
 	a.max_pixels = 0;
 
@@ -105,10 +95,10 @@ main(void)
 	rf_image_transform_train(&t, 64, 64);
 	for (uint64_t i = 0; i < 50; i++) {
 		rc = rf_image_load(jpeg, jlen, &t, 7, 3, i, o1, NULL, &a);
-		CHECK(rc == 0, "load %d: %s", (int)i, a.msg);
+		CHECK_CONT_MSG(rc == 0, "load %d: %s", (int)i, a.msg);
 		rc = rf_image_load(jpeg, jlen, &t, 7, 3, 49 - i, o2, NULL, &b);
 		rc |= rf_image_load(jpeg, jlen, &t, 7, 3, i, o2, NULL, &b);
-		CHECK(rc == 0 && memcmp(o1, o2, sizeof o1) == 0, "sample %d differs between runs",
+		CHECK_CONT_MSG(rc == 0 && memcmp(o1, o2, sizeof o1) == 0, "sample %d differs between runs",
 		      (int)i);
 	}
 	/* Another epoch or seed: other crops. */
@@ -118,12 +108,12 @@ main(void)
 		rf_image_load(jpeg, jlen, &t, 7, 4, i, o2, NULL, &a);
 		same += memcmp(o1, o2, sizeof o1) == 0;
 	}
-	CHECK(same < 3, "%d of 20 samples identical across epochs", same);
+	CHECK_CONT_MSG(same < 3, "%d of 20 samples identical across epochs", same);
 	/* The centre mode draws nothing. */
 	rf_image_transform_eval(&t, 64, 64, 72);
 	rf_image_load(jpeg, jlen, &t, 1, 2, 3, o1, NULL, &a);
 	rf_image_load(jpeg, jlen, &t, 9, 8, 7, o2, NULL, &a);
-	CHECK(memcmp(o1, o2, sizeof o1) == 0, "centre crop depends on seed, epoch or index");
+	CHECK_CONT_MSG(memcmp(o1, o2, sizeof o1) == 0, "centre crop depends on seed, epoch or index");
 
 	/* A warmed scratch stops growing: without DCT scaling the largest
 	 * crop of this image is the whole of it (with it, a small crop can
@@ -134,7 +124,7 @@ main(void)
 	t.ratio_min = t.ratio_max = 1.5;
 	t.dct_scale = 0;
 	rf_image_load(jpeg, jlen, &t, 0, 0, 0, o1, &info, &a);
-	CHECK(info.crop.w == 300 && info.crop.h == 200, "full crop: %ux%u", info.crop.w,
+	CHECK_CONT_MSG(info.crop.w == 300 && info.crop.h == 200, "full crop: %ux%u", info.crop.w,
 	      info.crop.h);
 	size_t held = rf_image_scratch_bytes(&a);
 	void *pix = a.pix, *tmp = a.tmp, *coef = a.coef;
@@ -142,25 +132,25 @@ main(void)
 	t.dct_scale = 0;
 	for (uint64_t i = 0; i < 200; i++)
 		rf_image_load(jpeg, jlen, &t, 11, 0, i, o1, NULL, &a);
-	CHECK(rf_image_scratch_bytes(&a) == held && a.pix == pix && a.tmp == tmp && a.coef == coef,
+	CHECK_CONT_MSG(rf_image_scratch_bytes(&a) == held && a.pix == pix && a.tmp == tmp && a.coef == coef,
 	      "the scratch grew after warming up (%zu -> %zu bytes)", held,
 	      rf_image_scratch_bytes(&a));
-	CHECK(held <= rf_image_scratch_bound(&t, 0), "scratch %zu over its bound %zu", held,
+	CHECK_CONT_MSG(held <= rf_image_scratch_bound(&t, 0), "scratch %zu over its bound %zu", held,
 	      rf_image_scratch_bound(&t, 0));
 
 	/* Errors: codes and messages. */
-	CHECK(rf_image_load(jpeg, jlen / 2, &t, 0, 0, 0, o1, NULL, &a) == RF_ETRUNCATED &&
+	CHECK_CONT_MSG(rf_image_load(jpeg, jlen / 2, &t, 0, 0, 0, o1, NULL, &a) == RF_ETRUNCATED &&
 	      strstr(a.msg, "truncated"), "half a JPEG: %s", a.msg);
-	CHECK(rf_image_load("GIF89a......", 12, &t, 0, 0, 0, o1, NULL, &a) == RF_EFORMAT &&
+	CHECK_CONT_MSG(rf_image_load("GIF89a......", 12, &t, 0, 0, 0, o1, NULL, &a) == RF_EFORMAT &&
 	      strstr(a.msg, "GIF"), "GIF: %s", a.msg);
 	/* ...and the scratch still works afterwards. */
-	CHECK(rf_image_load(jpeg, jlen, &t, 0, 0, 0, o1, NULL, &a) == 0, "after errors: %s", a.msg);
+	CHECK_CONT_MSG(rf_image_load(jpeg, jlen, &t, 0, 0, 0, o1, NULL, &a) == 0, "after errors: %s", a.msg);
 
 	rf_image_scratch_fini(&a);
 	rf_image_scratch_fini(&b);
 	tjFree(jpeg);
-	if (failures) {
-		printf("%d failure(s)\n", failures);
+	if (rf_test_failures) {
+		printf("%d failure(s)\n", rf_test_failures);
 		return 1;
 	}
 	printf("ok\n");

@@ -15,17 +15,7 @@
 
 #include "decode/image.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                         \
-	do {                                                                     \
-		if (!(cond)) {                                                   \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__);              \
-			printf(__VA_ARGS__);                                     \
-			printf("\n");                                            \
-			failures++;                                              \
-		}                                                                \
-	} while (0)
+#include "rf_test.h"
 
 /* Fine detail (stripes and rings of a few pixels) over smooth colours,
  * as a photograph has. */
@@ -74,11 +64,11 @@ main(void)
 		rf_image_transform_eval(&t, n, n, (uint32_t)lround(n * 8.0 / 7.0));
 		t.dct_scale = 0;
 		int rc = rf_image_load(jpeg, jlen, &t, 0, 0, 0, exact, &info, &s);
-		CHECK(rc == 0, "eval %u, full decode: %d (%s)", n, rc, s.msg);
+		CHECK_CONT_MSG(rc == 0, "eval %u, full decode: %d (%s)", n, rc, s.msg);
 		t.dct_scale = 1;
 		rc = rf_image_load(jpeg, jlen, &t, 0, 0, 0, scaled, &info, &s);
-		CHECK(rc == 0, "eval %u, DCT scaling: %d (%s)", n, rc, s.msg);
-		CHECK(info.scale_num == 1 && (info.scale_den == 1 || info.scale_den == 2 ||
+		CHECK_CONT_MSG(rc == 0, "eval %u, DCT scaling: %d (%s)", n, rc, s.msg);
+		CHECK_CONT_MSG(info.scale_num == 1 && (info.scale_den == 1 || info.scale_den == 2 ||
 					      info.scale_den == 4 || info.scale_den == 8),
 		      "eval %u: decoded at %u/%u, not 1/2, 1/4 or 1/8", n, info.scale_num,
 		      info.scale_den);
@@ -88,16 +78,16 @@ main(void)
 		double mean = sum / (double)bytes;
 		printf("eval %u: scale %u/%u, mean difference %.2f levels\n", n, info.scale_num,
 		       info.scale_den, mean);
-		CHECK(mean <= 3.0, "eval %u at %u/%u: mean difference %.2f levels from a full "
+		CHECK_CONT_MSG(mean <= 3.0, "eval %u at %u/%u: mean difference %.2f levels from a full "
 		      "decode (at most 3)", n, info.scale_num, info.scale_den, mean);
 		free(exact);
 		free(scaled);
 	}
 	rf_image_scratch_fini(&s);
 	tjFree(jpeg);
-	if (failures)
-		printf("%d failures\n", failures);
+	if (rf_test_failures)
+		printf("%d failures\n", rf_test_failures);
 	else
 		printf("ok\n");
-	return failures ? 1 : 0;
+	return rf_test_failures ? 1 : 0;
 }

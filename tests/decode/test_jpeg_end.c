@@ -16,17 +16,7 @@
 
 #include "decode/image.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                         \
-	do {                                                                     \
-		if (!(cond)) {                                                   \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__);              \
-			printf(__VA_ARGS__);                                     \
-			printf("\n");                                            \
-			failures++;                                              \
-		}                                                                \
-	} while (0)
+#include "rf_test.h"
 
 static unsigned char *
 make_jpeg(unsigned long *len, int w, int h, int flags)
@@ -86,13 +76,13 @@ try_one(const char *what, const unsigned char *jpeg, unsigned long jlen, const u
 			unsigned char *p = with_tail(jpeg, jlen, extras[k], video);
 			size_t len = jlen + extras[k];
 			int rc = rf_image_check(p, len, 0, &info, s);
-			CHECK(rc == 0, "%s + %zu bytes of %s: header check: %d (%s)", what,
+			CHECK_CONT_MSG(rc == 0, "%s + %zu bytes of %s: header check: %d (%s)", what,
 			      extras[k], video ? "video" : "zeros", rc, s->msg);
 			rc = rf_image_check(p, len, 1, &info, s);
-			CHECK(rc == 0, "%s + %zu bytes of %s: full check: %d (%s)", what,
+			CHECK_CONT_MSG(rc == 0, "%s + %zu bytes of %s: full check: %d (%s)", what,
 			      extras[k], video ? "video" : "zeros", rc, s->msg);
 			rc = rf_image_decode(p, len, got, n, &info, s);
-			CHECK(rc == 0 && memcmp(got, want, n) == 0,
+			CHECK_CONT_MSG(rc == 0 && memcmp(got, want, n) == 0,
 			      "%s + %zu bytes of %s: decode: %d (%s)", what, extras[k],
 			      video ? "video" : "zeros", rc, s->msg);
 			rf_image_transform t;
@@ -100,7 +90,7 @@ try_one(const char *what, const unsigned char *jpeg, unsigned long jlen, const u
 			uint8_t o1[64 * 64 * 3], o2[64 * 64 * 3];
 			rc = rf_image_load(jpeg, jlen, &t, 0, 0, 0, o1, NULL, s);
 			rc |= rf_image_load(p, len, &t, 0, 0, 0, o2, NULL, s);
-			CHECK(rc == 0 && memcmp(o1, o2, sizeof o1) == 0,
+			CHECK_CONT_MSG(rc == 0 && memcmp(o1, o2, sizeof o1) == 0,
 			      "%s + %zu bytes of %s: load: %d (%s)", what, extras[k],
 			      video ? "video" : "zeros", rc, s->msg);
 			free(p);
@@ -110,12 +100,12 @@ try_one(const char *what, const unsigned char *jpeg, unsigned long jlen, const u
 	size_t cuts[] = {jlen / 2, jlen - 2, jlen - 1};
 	for (size_t k = 0; k < sizeof cuts / sizeof *cuts; k++) {
 		int rc = rf_image_check(jpeg, cuts[k], 0, &info, s);
-		CHECK(rc == RF_ETRUNCATED, "%s cut to %zu of %lu bytes: header check: %d (%s)",
+		CHECK_CONT_MSG(rc == RF_ETRUNCATED, "%s cut to %zu of %lu bytes: header check: %d (%s)",
 		      what, cuts[k], jlen, rc, s->msg);
 		unsigned char *p = calloc(1, cuts[k] + 5000);
 		memcpy(p, jpeg, cuts[k]);
 		rc = rf_image_check(p, cuts[k] + 5000, 0, &info, s);
-		CHECK(rc != 0, "%s cut to %zu bytes then 5000 zeros: header check accepted", what,
+		CHECK_CONT_MSG(rc != 0, "%s cut to %zu bytes then 5000 zeros: header check accepted", what,
 		      cuts[k]);
 		free(p);
 	}
@@ -137,15 +127,15 @@ main(void)
 		unsigned long jlen;
 		unsigned char *jpeg = make_jpeg(&jlen, 300, 200, flags[f]);
 		int rc = rf_image_decode(jpeg, jlen, want, n, &info, &s);
-		CHECK(rc == 0, "%s: decode: %d (%s)", names[f], rc, s.msg);
+		CHECK_CONT_MSG(rc == 0, "%s: decode: %d (%s)", names[f], rc, s.msg);
 		try_one(names[f], jpeg, jlen, want, &s);
 		tjFree(jpeg);
 	}
 	rf_image_scratch_fini(&s);
 	free(want);
-	if (failures)
-		printf("%d failures\n", failures);
+	if (rf_test_failures)
+		printf("%d failures\n", rf_test_failures);
 	else
 		printf("ok\n");
-	return failures ? 1 : 0;
+	return rf_test_failures ? 1 : 0;
 }
