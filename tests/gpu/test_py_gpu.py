@@ -36,7 +36,8 @@ x, y, v = small_dataset(p, n=n)
 B = 64
 for pinning in ("ring", "transient"):
     seen = 0
-    with ringfeed.Loader(p, B, device="cuda", pinning=pinning, pinned_bytes=1 << 20) as ld:
+    with ringfeed.Loader(p, B, device="cuda", pinning=pinning, pinned_bytes=1 << 20,
+                         drop_last=False) as ld:
         check(ld.device.startswith("cuda"), "device %s" % ld.device)
         for b in ld:
             tx = torch.from_dlpack(b["x"])
@@ -60,7 +61,8 @@ for pinning in ("ring", "transient"):
 # must not refill that buffer before the reads are done.
 side = torch.cuda.Stream()
 bad = 0
-with ringfeed.Loader(p, B, device="cuda", pinned_bytes=1 << 20, depth=2) as ld:
+with ringfeed.Loader(p, B, device="cuda", pinned_bytes=1 << 20, depth=2,
+                     drop_last=False) as ld:
     seen = 0
     sums = []
     for b in ld:
