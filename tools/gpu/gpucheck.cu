@@ -329,9 +329,15 @@ cmd_stream(const char *path, int argc, char **argv)
 	unsigned long long *dsum = NULL, *hsum = NULL;
 	CK(cudaMalloc(&dsum, NS * sizeof(*dsum)));
 	CK(cudaHostAlloc(&hsum, NS * sizeof(*hsum), cudaHostAllocDefault));
-	cudaEvent_t done[NS], g0, g1;
-	for (int i = 0; i < NS; i++)
+	// done[slot]: the batch's work ended; began[slot]: it started, after the
+	// wait for its copy.  The GPU waited for data between one batch's end
+	// and the next one's start: busy is the sum of (done - began).
+	cudaEvent_t done[NS], began[NS], g0, g1;
+	for (int i = 0; i < NS; i++) {
 		CK(cudaEventCreate(&done[i]));
+		CK(cudaEventCreate(&began[i]));
+	}
+	double busy = 0;
 	CK(cudaEventCreate(&g0));
 	CK(cudaEventCreate(&g1));
 	std::vector<uint64_t> want(NS);
@@ -345,6 +351,9 @@ cmd_stream(const char *path, int argc, char **argv)
 			CK(cudaEventSynchronize(done[slot]));
 			bad += hsum[slot] != want[slot];
 			checked++;
+			float ms = 0;
+			CK(cudaEventElapsedTime(&ms, began[slot], done[slot]));
+			busy += ms * 1e-3;
 		}
 		uint64_t w = 0;
 		for (uint32_t r = 0; r < b->samples; r++)
@@ -358,6 +367,7 @@ cmd_stream(const char *path, int argc, char **argv)
 			CK(cudaEventRecord(g0, st));
 			t_first = now_s();
 		}
+		CK(cudaEventRecord(began[slot], st));
 		CK(cudaMemsetAsync(dsum + slot, 0, sizeof(*dsum), st));
 		checksum_kernel<<<b->samples, 256, 0, st>>>((const uint64_t *)b->fields[0].data, words,
 							     b->samples, dsum + slot);
@@ -392,6 +402,9 @@ cmd_stream(const char *path, int argc, char **argv)
 		int slot = (int)(i % NS);
 		bad += hsum[slot] != want[slot];
 		checked++;
+		float ms = 0;
+		CK(cudaEventElapsedTime(&ms, began[slot], done[slot]));
+		busy += ms * 1e-3;
 	}
 	float gpu_ms = 0;
 	CK(cudaEventElapsedTime(&gpu_ms, g0, g1));
@@ -400,14 +413,14 @@ cmd_stream(const char *path, int argc, char **argv)
 	s.size = sizeof(s);
 	rf_loader_stats(ld, &s);
 	double gpu_span = gpu_ms * 1e-3;
-	double busy = step_us * 1e-6 * (double)batches;
 	double gpu_stall = step_us > 0 && gpu_span > 0 ? 1.0 - busy / gpu_span : -1;
 	if (gpu_stall < 0 && step_us > 0)
 		gpu_stall = 0;
 	printf("{\"batches\": %llu, \"samples\": %llu, \"dataset_samples\": %llu, "
 	       "\"batch_samples\": %u, \"batch_bytes\": %llu, \"bytes\": %llu, \"seconds\": %.4f, "
 	       "\"gb_per_s\": %.4f, \"per_batch_us\": %.2f, \"checked\": %llu, \"bad\": %llu, "
-	       "\"step_us\": %.1f, \"gpu_span_s\": %.4f, \"gpu_stall_share\": %.5f, "
+	       "\"step_us\": %.1f, \"gpu_span_s\": %.4f, \"gpu_busy_s\": %.4f, "
+	       "\"gpu_stall_share\": %.5f, "
 	       "\"loader_stall_share\": %.5f, \"depth\": %u, \"pinning\": \"%s\", "
 	       "\"device_peak\": %llu, \"device_expected\": %llu, \"free_before\": %zu, "
 	       "\"free_min\": %zu, \"free_max\": %zu, \"filled_bytes\": %zu}\n",
@@ -415,13 +428,15 @@ cmd_stream(const char *path, int argc, char **argv)
 	       (unsigned long long)nsamples, batch, (unsigned long long)s.batch_bytes,
 	       (unsigned long long)bytes, wall, bytes / steady / 1e9,
 	       batches ? steady / batches * 1e6 : 0.0, (unsigned long long)checked,
-	       (unsigned long long)bad, step_us, gpu_span, gpu_stall, s.stall_share, depth,
+	       (unsigned long long)bad, step_us, gpu_span, busy, gpu_stall, s.stall_share, depth,
 	       transient ? "transient" : "ring", (unsigned long long)s.device_peak,
 	       (unsigned long long)depth * s.batch_bytes, free_before,
 	       free_min == SIZE_MAX ? 0 : free_min, free_max, fill.size() ? tot - free_before : 0);
 	rf_loader_close(&ld);
-	for (int i = 0; i < NS; i++)
+	for (int i = 0; i < NS; i++) {
 		cudaEventDestroy(done[i]);
+		cudaEventDestroy(began[i]);
+	}
 	cudaFree(dsum);
 	cudaFreeHost(hsum);
 	cudaStreamDestroy(st);

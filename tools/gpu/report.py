@@ -68,23 +68,32 @@ if copy:
     fig["copy_limit_gb_per_s"] = {str(k): v for k, v in copy_at.items()}
 
 bench = []
-for mib in (1, 16, 64):
-    for pin in ("ring", "transient"):
-        name = "bench-%dm-%s" % (mib, pin)
-        d = js(name) if by.get(name, {}).get("status") == "pass" else None
-        if not d:
-            continue
-        ld, lim = d["loader"], d["limits"]["host_to_device"]
-        row = {"batch_mib": mib, "pinning": pin, "loader_gb_per_s": ld["gb_per_s"],
-               "bench_copy_limit_gb_per_s": lim["gb_per_s"] if lim["measured"] else None,
-               "efficiency_vs_bench_limit": lim["loader_ratio"] if lim["measured"] else None,
-               "gpucheck_copy_limit_gb_per_s": copy_at.get(mib),
-               "efficiency_vs_gpucheck_limit": (ld["gb_per_s"] / copy_at[mib]
-                                                if copy_at.get(mib) else None),
-               "binding_limit": d.get("binding_limit"), "efficiency": d.get("efficiency"),
-               "stall_share": ld["stall_share"], "per_batch_us": ld["per_batch_us"],
-               "device": ld.get("device")}
-        bench.append(row)
+runs = [(mib, pin, "") for mib in (1, 16, 64) for pin in ("ring", "transient")]
+runs += [(16, pin, "-hot") for pin in ("ring", "transient")]
+for mib, pin, hot in runs:
+    name = "bench-%dm-%s%s" % (mib, pin, hot)
+    d = js(name) if by.get(name, {}).get("status") == "pass" else None
+    if not d:
+        continue
+    ld, lim = d["loader"], d["limits"]["host_to_device"]
+    mp = d["limits"].get("memcpy_parallel") or {}
+    row = {"batch_mib": mib, "pinning": pin, "read": "map, hot" if hot else "O_DIRECT",
+           "loader_gb_per_s": ld["gb_per_s"],
+           "storage_gb_per_s": (d["limits"]["storage_sequential"]["gb_per_s"]
+                                if d["limits"]["storage_sequential"]["measured"] else None),
+           "memcpy_gb_per_s": (d["limits"]["memcpy"]["gb_per_s"]
+                               if d["limits"]["memcpy"]["measured"] else None),
+           "memcpy_parallel_gb_per_s": mp.get("gb_per_s") if mp.get("measured") else None,
+           "cpu_s_per_gb": ld.get("cpu_s_per_gb"),
+           "bench_copy_limit_gb_per_s": lim["gb_per_s"] if lim["measured"] else None,
+           "efficiency_vs_bench_limit": lim["loader_ratio"] if lim["measured"] else None,
+           "gpucheck_copy_limit_gb_per_s": copy_at.get(mib),
+           "efficiency_vs_gpucheck_limit": (ld["gb_per_s"] / copy_at[mib]
+                                            if copy_at.get(mib) else None),
+           "binding_limit": d.get("binding_limit"), "efficiency": d.get("efficiency"),
+           "stall_share": ld["stall_share"], "per_batch_us": ld["per_batch_us"],
+           "device": ld.get("device")}
+    bench.append(row)
 fig["bench"] = bench
 
 overlap = {}
@@ -118,9 +127,15 @@ def target(name, value, goal, ok):
 
 r16 = [b for b in bench if b["batch_mib"] == 16]
 for b in r16:
-    eff = b["efficiency_vs_bench_limit"]
-    target("delivery at 16 MiB, %s pinning / pinned copy limit" % b["pinning"],
-           eff, ">= 0.9", None if eff is None else eff >= 0.9)
+    if b["read"] == "O_DIRECT":
+        # From storage: held to the smaller of the disk and the copy engine.
+        eff = b["efficiency"]
+        target("delivery at 16 MiB, %s pinning, O_DIRECT / binding limit (%s)" % (
+            b["pinning"], b["binding_limit"]), eff, ">= 0.9", None if eff is None else eff >= 0.9)
+    else:
+        eff = b["efficiency_vs_bench_limit"]
+        target("delivery at 16 MiB, %s pinning, hot / pinned copy limit" % b["pinning"],
+               eff, ">= 0.9", None if eff is None else eff >= 0.9)
 if not r16:
     target("delivery at 16 MiB / pinned copy limit", None, ">= 0.9", None)
 for k in ("1x", "2x"):
@@ -178,17 +193,21 @@ for t in targets:
     v = t["value"]
     md.append("| %s | %s | %s | %s |" % (t["target"], json.dumps(v) if isinstance(v, dict)
                                          else fmt(v), t["goal"], t["status"]))
-md += ["", "## Bench: loader vs. the pinned host-to-device copy limit", "",
-       "| batch | pinning | loader GB/s | limit (bench) GB/s | efficiency | limit (gpucheck) "
-       "GB/s | efficiency | stall share | us/batch |", "|---|---|---|---|---|---|---|---|---|"]
+md += ["", "## Bench: the loader against the disk, the host's copies and the copy engine", "",
+       "| batch | pinning | read | loader GB/s | storage GB/s | memcpy GB/s (1 thread / "
+       "parallel) | copy limit (bench) GB/s | / copy limit | copy limit (gpucheck) GB/s | "
+       "binding | / binding | CPU s/GB | stall share | us/batch |",
+       "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 for b in bench:
-    md.append("| %d MiB | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-        b["batch_mib"], b["pinning"], fmt(b["loader_gb_per_s"]),
-        fmt(b["bench_copy_limit_gb_per_s"]), fmt(b["efficiency_vs_bench_limit"]),
-        fmt(b["gpucheck_copy_limit_gb_per_s"]), fmt(b["efficiency_vs_gpucheck_limit"]),
+    md.append("| %d MiB | %s | %s | %s | %s | %s / %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        b["batch_mib"], b["pinning"], b["read"], fmt(b["loader_gb_per_s"]),
+        fmt(b["storage_gb_per_s"]), fmt(b["memcpy_gb_per_s"]),
+        fmt(b["memcpy_parallel_gb_per_s"]), fmt(b["bench_copy_limit_gb_per_s"]),
+        fmt(b["efficiency_vs_bench_limit"]), fmt(b["gpucheck_copy_limit_gb_per_s"]),
+        b["binding_limit"], fmt(b["efficiency"]), fmt(b["cpu_s_per_gb"]),
         fmt(b["stall_share"], 4), fmt(b["per_batch_us"], 1)))
 if not bench:
-    md.append("| - | - | not measured | | | | | | |")
+    md.append("| - | - | - | not measured | | | | | | | | | | |")
 md += ["", "## Overlap (16 MiB batches, a spin kernel per batch)", "",
        "| step | step us | loader us/batch | GPU stall share | loader stall share | GB/s | bad |",
        "|---|---|---|---|---|---|---|"]
