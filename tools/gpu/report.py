@@ -102,6 +102,9 @@ for k in ("0x", "1x", "2x"):
     if d and "batches" in d:
         overlap[k] = d
 fig["overlap"] = overlap
+peers = js("peers-gpu")
+if peers and "rows" in peers:
+    fig["peers"] = peers
 vram = js("vram")
 if vram and "batches" in vram:
     fig["vram"] = vram
@@ -215,6 +218,23 @@ for k, d in overlap.items():
     md.append("| %s | %s | %s | %s | %s | %s | %s |" % (
         k, fmt(d["step_us"], 1), fmt(d["per_batch_us"], 1), fmt(d["gpu_stall_share"], 4),
         fmt(d["loader_stall_share"], 4), fmt(d["gb_per_s"]), d["bad"]))
+if peers:
+    base = {r["shuffle"]: r.get("gb_per_s") for r in peers["rows"]
+            if r["name"] in ("numpy-memmap", "numpy-memmap-seq")}
+    md += ["", "## What training does: hot batches of %d x %d B to %s, against a PyTorch "
+           "user's own loop (tools/gpu/peers_gpu.py, torch %s)" % (
+               peers["batch"], peers["row_bytes"], peers["device"], peers["torch"]), "",
+           "| loader | order | GB/s | samples/s | / numpy memmap loop, same order |",
+           "|---|---|---|---|---|"]
+    for r in peers["rows"]:
+        if "error" in r:
+            md.append("| %s | %s | failed: %s | | |" % (r["name"], r["shuffle"],
+                                                      r["error"][:120].replace("|", "/")))
+            continue
+        b = base.get("none" if r["shuffle"] == "none" else "full")
+        md.append("| %s | %s | %s | %s | %s |" % (
+            r["name"], r["shuffle"], fmt(r["gb_per_s"]), fmt(r["samples_per_s"], 0),
+            fmt(r["gb_per_s"] / b) if b else "-"))
 if vram:
     md += ["", "## Larger than VRAM", "",
            "filled %.2f GiB, free before %.2f GiB; streamed %.2f GiB (%.1fx free) in %d batches, "
