@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <algorithm>
 #include <vector>
 
 #include <ringfeed/dataset.h>
@@ -338,6 +339,21 @@ cmd_stream(const char *path, int argc, char **argv)
 		CK(cudaEventCreate(&began[i]));
 	}
 	double busy = 0;
+	// Each wait between batches (one batch's end to the next one's start),
+	// in us, for where the GPU's waiting lies: the start, a few long
+	// hiccups, or a little every batch.
+	std::vector<double> gaps;
+	double prev_done = -1;
+	auto account = [&](int slot) -> int {
+		float b0 = 0, d0 = 0;
+		CK(cudaEventElapsedTime(&b0, g0, began[slot]));
+		CK(cudaEventElapsedTime(&d0, g0, done[slot]));
+		busy += (d0 - b0) * 1e-3;
+		if (prev_done >= 0)
+			gaps.push_back((b0 - prev_done) * 1e3);
+		prev_done = d0;
+		return 0;
+	};
 	CK(cudaEventCreate(&g0));
 	CK(cudaEventCreate(&g1));
 	std::vector<uint64_t> want(NS);
@@ -351,9 +367,8 @@ cmd_stream(const char *path, int argc, char **argv)
 			CK(cudaEventSynchronize(done[slot]));
 			bad += hsum[slot] != want[slot];
 			checked++;
-			float ms = 0;
-			CK(cudaEventElapsedTime(&ms, began[slot], done[slot]));
-			busy += ms * 1e-3;
+			if (account(slot))
+				return 1;
 		}
 		uint64_t w = 0;
 		for (uint32_t r = 0; r < b->samples; r++)
@@ -402,9 +417,8 @@ cmd_stream(const char *path, int argc, char **argv)
 		int slot = (int)(i % NS);
 		bad += hsum[slot] != want[slot];
 		checked++;
-		float ms = 0;
-		CK(cudaEventElapsedTime(&ms, began[slot], done[slot]));
-		busy += ms * 1e-3;
+		if (account(slot))
+			return 1;
 	}
 	float gpu_ms = 0;
 	CK(cudaEventElapsedTime(&gpu_ms, g0, g1));
@@ -414,13 +428,22 @@ cmd_stream(const char *path, int argc, char **argv)
 	rf_loader_stats(ld, &s);
 	double gpu_span = gpu_ms * 1e-3;
 	double gpu_stall = step_us > 0 && gpu_span > 0 ? 1.0 - busy / gpu_span : -1;
+	std::vector<double> sg(gaps);
+	std::sort(sg.begin(), sg.end());
+	double gap_first = 0, gap_over = 0;
+	for (size_t i = 0; i < gaps.size() && i < 16; i++)
+		gap_first += gaps[i];
+	for (double g : gaps)
+		gap_over += g > 100 ? g : 0;
+	auto pct = [&](double q) { return sg.empty() ? 0.0 : sg[(size_t)(q * (sg.size() - 1))]; };
 	if (gpu_stall < 0 && step_us > 0)
 		gpu_stall = 0;
 	printf("{\"batches\": %llu, \"samples\": %llu, \"dataset_samples\": %llu, "
 	       "\"batch_samples\": %u, \"batch_bytes\": %llu, \"bytes\": %llu, \"seconds\": %.4f, "
 	       "\"gb_per_s\": %.4f, \"per_batch_us\": %.2f, \"checked\": %llu, \"bad\": %llu, "
 	       "\"step_us\": %.1f, \"gpu_span_s\": %.4f, \"gpu_busy_s\": %.4f, "
-	       "\"gpu_stall_share\": %.5f, "
+	       "\"gpu_stall_share\": %.5f, \"gap_us_p50\": %.1f, \"gap_us_p99\": %.1f, "
+	       "\"gap_us_max\": %.1f, \"gap_us_first16\": %.1f, \"gap_us_over100\": %.1f, "
 	       "\"loader_stall_share\": %.5f, \"depth\": %u, \"pinning\": \"%s\", "
 	       "\"device_peak\": %llu, \"device_expected\": %llu, \"free_before\": %zu, "
 	       "\"free_min\": %zu, \"free_max\": %zu, \"filled_bytes\": %zu}\n",
@@ -428,7 +451,8 @@ cmd_stream(const char *path, int argc, char **argv)
 	       (unsigned long long)nsamples, batch, (unsigned long long)s.batch_bytes,
 	       (unsigned long long)bytes, wall, bytes / steady / 1e9,
 	       batches ? steady / batches * 1e6 : 0.0, (unsigned long long)checked,
-	       (unsigned long long)bad, step_us, gpu_span, busy, gpu_stall, s.stall_share, depth,
+	       (unsigned long long)bad, step_us, gpu_span, busy, gpu_stall, pct(0.5),
+	       pct(0.99), pct(1.0), gap_first, gap_over, s.stall_share, depth,
 	       transient ? "transient" : "ring", (unsigned long long)s.device_peak,
 	       (unsigned long long)depth * s.batch_bytes, free_before,
 	       free_min == SIZE_MAX ? 0 : free_min, free_max, fill.size() ? tot - free_before : 0);

@@ -97,7 +97,7 @@ for mib, pin, hot in runs:
 fig["bench"] = bench
 
 overlap = {}
-for k in ("0x", "1x", "2x"):
+for k in ("0x", "1x", "2x", "2x-depth4"):
     d = js("overlap-" + k)
     if d and "batches" in d:
         overlap[k] = d
@@ -212,12 +212,16 @@ for b in bench:
 if not bench:
     md.append("| - | - | - | not measured | | | | | | | | | | |")
 md += ["", "## Overlap (16 MiB batches, a spin kernel per batch)", "",
-       "| step | step us | loader us/batch | GPU stall share | loader stall share | GB/s | bad |",
-       "|---|---|---|---|---|---|---|"]
+       "| step | depth | step us | loader us/batch | GPU stall share | waits us: p50 / p99 / "
+       "max / first 16 / sum over 100 | loader stall share | GB/s | bad |",
+       "|---|---|---|---|---|---|---|---|---|"]
 for k, d in overlap.items():
-    md.append("| %s | %s | %s | %s | %s | %s | %s |" % (
-        k, fmt(d["step_us"], 1), fmt(d["per_batch_us"], 1), fmt(d["gpu_stall_share"], 4),
-        fmt(d["loader_stall_share"], 4), fmt(d["gb_per_s"]), d["bad"]))
+    gaps = " / ".join(fmt(d.get(g), 1) for g in ("gap_us_p50", "gap_us_p99", "gap_us_max",
+                                                 "gap_us_first16", "gap_us_over100"))
+    md.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        k, d.get("depth", "-"), fmt(d["step_us"], 1), fmt(d["per_batch_us"], 1),
+        fmt(d["gpu_stall_share"], 4), gaps, fmt(d["loader_stall_share"], 4),
+        fmt(d["gb_per_s"]), d["bad"]))
 if peers:
     base = {r["shuffle"]: r.get("gb_per_s") for r in peers["rows"]
             if r["name"] in ("numpy-memmap", "numpy-memmap-seq")}
