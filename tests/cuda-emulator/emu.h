@@ -70,9 +70,12 @@ struct emu_op {
 	struct emu_range host;
 	bool has_host;
 
-	/* EMU_OP_COPY */
+	/* EMU_OP_COPY: dst and src as the caller gave them (device addresses
+	 * for device memory), dst_mem and src_mem where the bytes are */
 	void *dst;
 	const void *src;
+	void *dst_mem;
+	const void *src_mem;
 	size_t n;
 	enum emu_dir dir;
 	bool check_sum;
@@ -130,8 +133,30 @@ struct emu_block {
 	struct emu_range r;
 	int device;		/* device allocations */
 	void *base;		/* what to free */
-	size_t map_len;		/* host allocations: the mmap length */
+	size_t map_len;		/* host allocations: the mmap length; device: the
+				 * size rounded to DEVICE_ALIGN (the address range
+				 * taken and the budget charged) */
 	unsigned flags;
+	/* Device allocations: the host memory that holds the bytes.  r is an
+	 * address range of the device address space (never accessible to the
+	 * host); the emulator's copies and host-function views go through
+	 * emu_dev_mem(). */
+	unsigned char *store;
+	size_t store_len;	/* its mmap length */
+};
+
+/* The device address space: ranges reserved PROT_NONE, never made
+ * accessible, from which cudaMalloc carves its addresses (free extents in
+ * address order). */
+struct emu_extent {
+	struct emu_extent *next;
+	uintptr_t lo, hi;
+};
+
+struct emu_arena {
+	struct emu_arena *next;
+	uintptr_t lo, hi;
+	struct emu_extent *free;
 };
 
 struct emu_config {
@@ -161,6 +186,7 @@ struct emu_state {
 	struct emu_stream *streams;
 	struct emu_event *events;
 	struct emu_block *dev_allocs;
+	struct emu_arena *arenas;
 	struct emu_block *host_allocs;
 	struct emu_block *regs;
 
@@ -183,6 +209,7 @@ extern _Thread_local bool emu_tls_in_host_func;
 
 /* Functions below that read or change shared state expect g.lock held:
  * emu_hazard, emu_update_pinned_peaks, emu_find_block, emu_host_is_pinned,
+ * emu_in_device_space,
  * emu_resolve_stream, emu_enqueue, emu_pending_*, emu_stream_unref,
  * emu_worker_threads; emu_reap and emu_enter take it themselves. */
 
@@ -200,6 +227,8 @@ void emu_update_pinned_peaks(void);
 struct emu_block *emu_find_block(struct emu_block *list, const void *p, size_t n,
 	bool *partial);
 bool emu_host_is_pinned(const void *p, size_t n);
+bool emu_in_device_space(const void *p, size_t n);
+void *emu_dev_mem(const struct emu_block *b, const void *dev_ptr);
 
 /* emu_stream.c */
 struct emu_stream *emu_resolve_stream(cudaStream_t h, cudaError_t *err);

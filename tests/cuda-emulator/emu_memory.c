@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The cudart emulator: device memory (host memory under a VRAM budget),
- * pinned host allocations and registered host ranges.
+ * The cudart emulator: device memory (an address space the host cannot
+ * touch, backed by host memory, under a VRAM budget), pinned host
+ * allocations and registered host ranges.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,128 @@ block_unlink(struct emu_block **list, struct emu_block *b)
 
 /* --- device memory ------------------------------------------------------- */
 
+/*
+ * Device pointers are addresses in the device address space: ranges
+ * reserved with PROT_NONE (and MAP_NORESERVE: no memory, no commit charge)
+ * that are never made accessible.  A host read or write through a device
+ * pointer faults with SIGSEGV, as on a GPU, instead of quietly working.
+ * Each allocation's bytes live in a separate anonymous mapping, left
+ * untouched until written, so a card's worth costs nothing; the emulator's
+ * copies reach them through the block table (emu_dev_mem), and freed
+ * device addresses stay inaccessible.  mmap picks the reservation's place,
+ * so the sanitizers' own layouts are respected.
+ */
+#define ARENA_MIN (64ull << 30)
+
+bool
+emu_in_device_space(const void *p, size_t n)
+{
+	uintptr_t lo = (uintptr_t)p, hi = lo + (n ? n : 1);
+
+	for (struct emu_arena *a = g.arenas; a; a = a->next)
+		if (lo < a->hi && a->lo < hi)
+			return true;
+	return false;
+}
+
+void *
+emu_dev_mem(const struct emu_block *b, const void *dev_ptr)
+{
+	return b->store + ((uintptr_t)dev_ptr - b->r.lo);
+}
+
+static struct emu_arena *
+arena_new(size_t need)
+{
+	size_t len = need > ARENA_MIN ? need : ARENA_MIN;
+	struct emu_arena *a = calloc(1, sizeof(*a));
+	struct emu_extent *e = calloc(1, sizeof(*e));
+	void *p;
+
+	if (!a || !e) {
+		free(a);
+		free(e);
+		return NULL;
+	}
+	p = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED) {
+		free(a);
+		free(e);
+		return NULL;
+	}
+	a->lo = e->lo = (uintptr_t)p;
+	a->hi = e->hi = (uintptr_t)p + len;
+	a->free = e;
+	a->next = g.arenas;
+	g.arenas = a;
+	return a;
+}
+
+/* First fit in address order; g.lock held.  0 when no extent is large
+ * enough (the caller adds an arena). */
+static uintptr_t
+arena_take(size_t len)
+{
+	for (struct emu_arena *a = g.arenas; a; a = a->next) {
+		for (struct emu_extent **pp = &a->free; *pp; pp = &(*pp)->next) {
+			struct emu_extent *e = *pp;
+			uintptr_t at = e->lo;
+
+			if (e->hi - e->lo < len)
+				continue;
+			e->lo += len;
+			if (e->lo == e->hi) {
+				*pp = e->next;
+				free(e);
+			}
+			return at;
+		}
+	}
+	return 0;
+}
+
+/* Gives [lo, lo + len) back to its arena, merged with its neighbours;
+ * g.lock held.  An extent that cannot be allocated leaves the range
+ * unused, which costs address space only. */
+static void
+arena_give(uintptr_t lo, size_t len)
+{
+	uintptr_t hi = lo + len;
+
+	for (struct emu_arena *a = g.arenas; a; a = a->next) {
+		struct emu_extent **pp = &a->free, *prev = NULL, *e;
+
+		if (lo < a->lo || hi > a->hi)
+			continue;
+		while (*pp && (*pp)->lo < lo) {
+			prev = *pp;
+			pp = &(*pp)->next;
+		}
+		if (prev && prev->hi == lo) {
+			prev->hi = hi;
+			if (*pp && (*pp)->lo == hi) {
+				e = *pp;
+				prev->hi = e->hi;
+				prev->next = e->next;
+				free(e);
+			}
+			return;
+		}
+		if (*pp && (*pp)->lo == hi) {
+			(*pp)->lo = lo;
+			return;
+		}
+		e = malloc(sizeof(*e));
+		if (!e)
+			return;
+		e->lo = lo;
+		e->hi = hi;
+		e->next = *pp;
+		*pp = e;
+		return;
+	}
+}
+
 EMU_EXPORT int
 rfemu_pointer_device(const void *p)
 {
@@ -71,12 +194,30 @@ rfemu_pointer_device(const void *p)
 	return dev;
 }
 
+EMU_EXPORT void *
+rfemu_device_view(const void *dev_ptr, size_t len)
+{
+	struct emu_block *b;
+	void *mem = NULL;
+
+	emu_init_once();
+	if (!dev_ptr)
+		return NULL;
+	EMU_LOCK();
+	b = emu_find_block(g.dev_allocs, dev_ptr, len, NULL);
+	if (b)
+		mem = emu_dev_mem(b, dev_ptr);
+	EMU_UNLOCK();
+	return mem;
+}
+
 EMU_EXPORT cudaError_t
 cudaMalloc(void **devPtr, size_t size)
 {
 	int dev = emu_tls_device;
 	struct emu_block *b;
-	size_t rounded;
+	size_t rounded, store_len;
+	uintptr_t at;
 	void *p;
 
 	EMU_ENTER();
@@ -87,9 +228,10 @@ cudaMalloc(void **devPtr, size_t size)
 		*devPtr = NULL;
 		return cudaSuccess;
 	}
-	if (size > (SIZE_MAX >> 1))
+	if (size > (SIZE_MAX >> 2))
 		return emu_ret(cudaErrorMemoryAllocation);
 	rounded = (size + DEVICE_ALIGN - 1) & ~(size_t)(DEVICE_ALIGN - 1);
+	store_len = (rounded + 4095) & ~(size_t)4095;
 
 	EMU_LOCK();
 	/* The budget is the card's: the sum of live allocations plus what the
@@ -103,30 +245,35 @@ cudaMalloc(void **devPtr, size_t size)
 
 	/* Left untouched: the pages cost nothing until written, so a test
 	 * may allocate a card's worth on a small machine. */
-	p = aligned_alloc(DEVICE_ALIGN, rounded);
+	p = mmap(NULL, store_len, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	b = calloc(1, sizeof(*b));
-	if (!p || !b) {
-		free(p);
-		free(b);
-		EMU_LOCK();
+	EMU_LOCK();
+	at = p != MAP_FAILED && b ? arena_take(rounded) : 0;
+	if (!at && p != MAP_FAILED && b && arena_new(rounded))
+		at = arena_take(rounded);
+	if (!at) {
 		g.dev_used[dev] -= rounded;
 		EMU_UNLOCK();
+		if (p != MAP_FAILED)
+			munmap(p, store_len);
+		free(b);
 		return emu_ret(cudaErrorMemoryAllocation);
 	}
-	b->r.lo = (uintptr_t)p;
-	b->r.hi = (uintptr_t)p + size;
-	b->base = p;
+	b->r.lo = at;
+	b->r.hi = at + size;
+	b->base = (void *)at;
 	b->map_len = rounded;
 	b->device = dev;
-
-	EMU_LOCK();
+	b->store = p;
+	b->store_len = store_len;
 	b->next = g.dev_allocs;
 	g.dev_allocs = b;
 	g.c.device_bytes += rounded;
 	if (g.c.device_bytes > g.c.peak_device_bytes)
 		g.c.peak_device_bytes = g.c.device_bytes;
 	EMU_UNLOCK();
-	*devPtr = p;
+	*devPtr = (void *)at;
 	return cudaSuccess;
 }
 
@@ -158,8 +305,9 @@ cudaFree(void *devPtr)
 	block_unlink(&g.dev_allocs, b);
 	g.dev_used[b->device] -= b->map_len;
 	g.c.device_bytes -= b->map_len;
+	arena_give(b->r.lo, b->map_len);
 	EMU_UNLOCK();
-	free(b->base);
+	munmap(b->store, b->store_len);
 	free(b);
 	return cudaSuccess;
 }
@@ -323,7 +471,7 @@ cudaHostRegister(void *ptr, size_t size, unsigned int flags)
 	if (emu_find_block(g.regs, ptr, size, &partial) || partial ||
 	    emu_find_block(g.host_allocs, ptr, size, &partial) || partial)
 		e = cudaErrorHostMemoryAlreadyRegistered;
-	else if (emu_find_block(g.dev_allocs, ptr, size, &partial) || partial)
+	else if (emu_in_device_space(ptr, size))
 		e = cudaErrorInvalidValue;
 	else
 		e = pinned_budget_locked(size);

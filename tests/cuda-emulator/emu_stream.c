@@ -460,9 +460,9 @@ exec_copy(struct emu_stream *s, struct emu_op *op)
 	/* The bytes move at the end of the copy's time, so the whole window
 	 * from enqueue to completion is one in which changing the source is
 	 * caught.  The check hashes what actually arrived. */
-	memmove(op->dst, op->src, op->n);
+	memmove(op->dst_mem, op->src_mem, op->n);
 	if (op->check_sum)
-		sum = XXH3_64bits(op->dst, op->n);
+		sum = XXH3_64bits(op->dst_mem, op->n);
 
 	EMU_LOCK();
 	if (op->check_sum && sum != op->sum) {
@@ -1067,6 +1067,10 @@ do_copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
 	e = cudaErrorInvalidValue;
 	if (dpart || spart)
 		goto fail;
+	/* A device address in no live allocation (freed, or never one) is
+	 * not host memory either: refused, as cudart refuses it. */
+	if ((!db && emu_in_device_space(dst, count)) || (!sb && emu_in_device_space(src, count)))
+		goto fail;
 	switch (kind) {
 	case cudaMemcpyHostToHost: if (db || sb) goto fail; break;
 	case cudaMemcpyHostToDevice: if (!db || sb) goto fail; break;
@@ -1081,6 +1085,8 @@ do_copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
 
 	op->dst = dst;
 	op->src = src;
+	op->dst_mem = db ? emu_dev_mem(db, dst) : dst;
+	op->src_mem = sb ? emu_dev_mem(sb, src) : src;
 	op->n = count;
 	op->dir = dir;
 	if (sb) {

@@ -157,6 +157,15 @@ struct rfemu_counters {
  * int rfemu_pointer_device(const void *p);
  *	The device (ordinal) of the device allocation that holds p, or -1
  *	when p is in none: which GPU a batch was delivered to.
+ *
+ * void *rfemu_device_view(const void *dev_ptr, size_t len);
+ *	Where the bytes [dev_ptr, dev_ptr + len) of one device allocation
+ *	live in host memory, or NULL when the range is not inside one.  Device
+ *	pointers themselves fault when the host dereferences them (SIGSEGV,
+ *	as on a GPU); this is a kernel's view of device memory, for a host
+ *	function that models one (a training step) and must not call cudart.
+ *	Valid until the allocation is freed.  A test that can copy the bytes
+ *	back (cudaMemcpy) should: that is what it must do on a GPU.
  */
 
 /* For programs that link the library (its own tests); others look the
@@ -168,6 +177,7 @@ int rfemu_set_option(const char *name, const char *value);
 const char *rfemu_hazard_name(int kind);
 void rfemu_report(void);
 int rfemu_pointer_device(const void *p);
+void *rfemu_device_view(const void *dev_ptr, size_t len);
 
 typedef int (*rfemu_get_counters_fn)(struct rfemu_counters *out, size_t size);
 typedef void (*rfemu_reset_counters_fn)(void);
@@ -176,6 +186,7 @@ typedef int (*rfemu_set_option_fn)(const char *name, const char *value);
 typedef const char *(*rfemu_hazard_name_fn)(int kind);
 typedef void (*rfemu_report_fn)(void);
 typedef int (*rfemu_pointer_device_fn)(const void *p);
+typedef void *(*rfemu_device_view_fn)(const void *dev_ptr, size_t len);
 
 /*
  * The emulator's functions plus the cudart functions a test needs to play
@@ -191,6 +202,7 @@ struct rfemu_api {
 	rfemu_hazard_name_fn hazard_name;
 	rfemu_report_fn report;
 	rfemu_pointer_device_fn pointer_device;
+	rfemu_device_view_fn device_view;
 
 	int (*stream_create)(void **stream);
 	int (*stream_destroy)(void *stream);
@@ -245,6 +257,7 @@ rfemu_api_load(struct rfemu_api *api, const char *path)
 	RFEMU_SYM_(hazard_name, "rfemu_hazard_name");
 	RFEMU_SYM_(report, "rfemu_report");
 	RFEMU_SYM_(pointer_device, "rfemu_pointer_device");
+	RFEMU_SYM_(device_view, "rfemu_device_view");
 	RFEMU_SYM_(stream_create, "cudaStreamCreate");
 	RFEMU_SYM_(stream_destroy, "cudaStreamDestroy");
 	RFEMU_SYM_(stream_synchronize, "cudaStreamSynchronize");

@@ -95,8 +95,10 @@ main(void)
 		OK(cudaEventRecord(slot_free[b % SLOTS], copy_s));
 		OK(cudaEventRecord(ready[d], copy_s));
 
-		/* The training program: wait for ready, step, release. */
-		steps[b] = (struct step){ dbuf[d], b, &lock, &bad, &done };
+		/* The training program: wait for ready, step, release.  The
+		 * step reads the batch as a kernel would, through the
+		 * emulator's view of the device buffer. */
+		steps[b] = (struct step){ rfemu_device_view(dbuf[d], BATCH), b, &lock, &bad, &done };
 		OK(cudaStreamWaitEvent(cons_s, ready[d], 0));
 		CHECK(rfemu_host_func_reads(cons_s, dbuf[d], BATCH) == 0);
 		OK(cudaLaunchHostFunc(cons_s, train_step, &steps[b]));

@@ -81,7 +81,12 @@ case_source_modified(void)
 	pin[100] = 3;
 	OK(cudaMemcpyAsync(dev, pin, N, cudaMemcpyHostToDevice, s1));
 	OK(cudaStreamSynchronize(s1));
-	CHECK(dev[100] == 3);
+	{
+		unsigned char back = 0;
+
+		OK(cudaMemcpy(&back, dev + 100, 1, cudaMemcpyDeviceToHost));
+		CHECK(back == 3);
+	}
 	expect_hazard(RFEMU_HAZARD_COUNT, 0, "source_modified, done right");
 	streams_end();
 }
@@ -175,7 +180,8 @@ case_free_pending(void)
 	streams_end();
 }
 
-/* The training step: reads the batch buffer. */
+/* The training step: reads the batch buffer, as a kernel would (through
+ * the emulator's view: the device pointer itself faults on the host). */
 struct step {
 	const unsigned char *dev;
 	unsigned sum;
@@ -195,7 +201,7 @@ static void
 case_overwrite_in_use(void)
 {
 	struct gate gate = GATE_INIT;
-	struct step st = { .dev = dev };
+	struct step st = { .dev = rfemu_device_view(dev, N) };
 	cudaEvent_t released;
 
 	/* s1 plays the consumer: its step (held by the gate) reads `dev`;
@@ -234,7 +240,7 @@ static void
 case_read_before_ready(void)
 {
 	struct gate gate = GATE_INIT;
-	struct step st = { .dev = dev };
+	struct step st = { .dev = rfemu_device_view(dev, N) };
 	cudaEvent_t ready;
 
 	/* s1 is the copy stream (held), s2 the consumer, which does not wait

@@ -98,7 +98,8 @@ fifo_step(void *p)
 
 	pthread_mutex_lock(&it->log->lock);
 	it->log->order[it->log->next++] = it->i;
-	/* Device memory is host memory here: the "training step" reads it. */
+	/* The "training step" reads device memory as a kernel would: through
+	 * the emulator's view of it (the device pointer itself faults). */
 	it->log->seen[it->i] = it->log->dev[0];
 	pthread_mutex_unlock(&it->log->lock);
 }
@@ -117,7 +118,8 @@ test_fifo(void)
 	OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 	OK(cudaMallocHost((void **)&pin, FIFO_N * 4096));
 	OK(cudaMalloc((void **)&dev, 4096));
-	log.dev = dev;
+	log.dev = rfemu_device_view(dev, 4096);
+	CHECK(log.dev != NULL);
 	for (int i = 0; i < FIFO_N; i++) {
 		memset(pin + (size_t)i * 4096, i + 1, 4096);
 		items[i].log = &log;
@@ -182,7 +184,8 @@ test_wait_event(void)
 	OK(cudaMallocHost((void **)&pin, 4096));
 	OK(cudaMalloc((void **)&dev, 4096));
 	memset(pin, 7, 4096);
-	rd.dev = dev;
+	rd.dev = rfemu_device_view(dev, 4096);
+	CHECK(rd.dev != NULL);
 
 	OK(cudaLaunchHostFunc(b, gate_wait, &gate));
 	OK(cudaMemcpyAsync(dev, pin, 4096, cudaMemcpyHostToDevice, b));

@@ -144,9 +144,10 @@ lt_pack(const char *dir, const char *name, uint64_t n, int zstd, uint64_t chunk_
 	return rf_writer_close(&w);
 }
 
-/* Compare a batch whose memory is readable by the host (host backend, or
- * the emulator's device memory) with samples [first, first + samples).
- * Returns the number of mismatching values. */
+/* Compare a batch whose memory is readable by the host (host backend, or a
+ * copy back: lt_gpu.h) with samples [first, first + samples).  Device
+ * pointers, the emulator's too, fault on the host.  Returns the number of
+ * mismatching values. */
 static inline uint64_t
 lt_check_batch(const rf_batch *b, uint64_t first)
 {

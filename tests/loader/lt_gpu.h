@@ -4,6 +4,10 @@
  * on whatever runtime is loaded, a GPU's included.  Device memory is never
  * read from the host: a batch is copied back on the test's stream after its
  * ready event, and checked there.  No emulator counter or option is used.
+ *
+ * The `cuda` mode (the cudart emulator) copies batches back the same way,
+ * through the runtime RINGFEED_CUDART names, on the default stream: the
+ * emulator's device pointers fault on the host as a GPU's do.
  */
 #ifndef LT_GPU_H
 #define LT_GPU_H
@@ -15,6 +19,9 @@
 static struct rf_gpu lt_gpu;
 static void *lt_gpu_stream;
 static int lt_gpu_on;
+/* Batches are in device memory (cuda or gpu): set by lt_backend; a test that
+ * picks the CUDA backend itself sets it. */
+static int lt_on_device;
 
 /* argv[1] "gpu": loads the runtime and makes a stream.  Returns 0, or
  * LT_SKIP (reason printed) when there is no device, or 1 on an error. */
@@ -41,6 +48,7 @@ static inline int
 lt_backend(int argc, char **argv, struct rfemu_api *emu, int *use_cuda)
 {
 	*use_cuda = argc > 1 && (!strcmp(argv[1], "cuda") || !strcmp(argv[1], "gpu"));
+	lt_on_device = *use_cuda;
 	if (argc > 1 && !strcmp(argv[1], "gpu"))
 		return lt_gpu_init();
 	if (*use_cuda && rfemu_api_load(emu, NULL) != 0) {
@@ -95,13 +103,37 @@ lt_host_batch_free(struct lt_host_batch *h)
 	}
 }
 
+/* The runtime for copies back outside gpu mode (the emulator's tests):
+ * loaded at the first use, no stream of its own. */
+static inline int
+lt_gpu_runtime(void)
+{
+	char why[1024] = "";
+	if (lt_gpu.handle)
+		return 0;
+	if (rf_gpu_load(&lt_gpu, why, sizeof(why)) <= 0) {
+		fprintf(stderr, "copying a batch back: %s\n", why);
+		return -1;
+	}
+	return 0;
+}
+
+/* Copies a batch in device memory back: on the test's stream in gpu mode,
+ * else on the default stream, after the batch's ready event either way. */
 static inline void
 lt_gpu_to_host(const rf_batch *b, struct lt_host_batch *h)
 {
+	void *st = lt_gpu_on ? lt_gpu_stream : NULL;
 	memset(h, 0, sizeof(*h));
 	h->b = *b;
+	h->b.fields = h->f;
 	LT_CHECK(b->nfields <= 16);
-	LT_CHECK(rf_batch_wait(b, lt_gpu_stream) == 0);
+	if (lt_gpu_runtime() != 0) {
+		h->bad++;
+		h->b.nfields = 0;
+		return;
+	}
+	LT_CHECK(rf_batch_wait(b, st) == 0);
 	for (uint32_t f = 0; f < b->nfields && f < 16; f++) {
 		const rf_batch_field *bf = &b->fields[f];
 		h->f[f] = *bf;
@@ -111,36 +143,60 @@ lt_gpu_to_host(const rf_batch *b, struct lt_host_batch *h)
 		LT_CHECK(h->bufs[f] != NULL);
 		if (bf->bytes)
 			LT_CHECK(lt_gpu.memcpy_async(h->bufs[f], bf->data, bf->bytes, RF_GPU_D2H,
-						     lt_gpu_stream) == 0);
+						     st) == 0);
 		h->f[f].data = h->bufs[f];
 		if (bf->offsets) {
 			h->offs[f] = malloc((b->samples + 1) * 8);
 			LT_CHECK(h->offs[f] != NULL);
 			LT_CHECK(lt_gpu.memcpy_async(h->offs[f], bf->offsets, (b->samples + 1) * 8,
-						     RF_GPU_D2H, lt_gpu_stream) == 0);
+						     RF_GPU_D2H, st) == 0);
 			h->f[f].offsets = h->offs[f];
 		}
 	}
-	LT_CHECK(lt_gpu.stream_synchronize(lt_gpu_stream) == 0);
+	LT_CHECK(lt_gpu.stream_synchronize(st) == 0);
 	for (uint32_t f = 0; f < b->nfields && f < 16; f++)
 		if (h->offs[f] && b->fields[f].host_offsets &&
 		    memcmp(h->offs[f], b->fields[f].host_offsets, (b->samples + 1) * 8) != 0)
 			h->bad++;
-	h->b.fields = h->f;
 }
 
 /* lt_check_batch on the batch's bytes wherever they are: in place on the
- * host backend (and the emulator's tests), copied back in gpu mode. */
+ * host backend, copied back from device memory (cuda, gpu). */
 static inline uint64_t
 lt_check_batch_any(const rf_batch *b, uint64_t first)
 {
-	if (!lt_gpu_on)
+	if (!lt_gpu_on && !lt_on_device)
 		return lt_check_batch(b, first);
 	struct lt_host_batch h;
 	lt_gpu_to_host(b, &h);
 	uint64_t bad = h.bad + lt_check_batch(&h.b, first);
 	lt_host_batch_free(&h);
 	return bad;
+}
+
+/* lt_check_batch on a batch in the emulator's device memory, read through
+ * its view of it (rfemu_device_view) rather than copied back: no copy, so
+ * no time on the simulated link, for tests that measure it.  The batch's
+ * copy must have finished (rf_loader_next hands batches out after it). */
+static inline uint64_t
+lt_check_batch_emu(const struct rfemu_api *emu, const rf_batch *b, uint64_t first)
+{
+	rf_batch v = *b;
+	rf_batch_field f[16];
+	uint64_t bad = 0;
+	if (b->nfields > 16)
+		return 1;
+	for (uint32_t i = 0; i < b->nfields; i++) {
+		const rf_batch_field *bf = &b->fields[i];
+		f[i] = *bf;
+		if (bf->bytes && !(f[i].data = emu->device_view(bf->data, bf->bytes)))
+			bad++;
+		if (bf->offsets &&
+		    !(f[i].offsets = emu->device_view(bf->offsets, (b->samples + 1) * 8)))
+			bad++;
+	}
+	v.fields = f;
+	return bad ? bad : lt_check_batch(&v, first);
 }
 
 #endif /* LT_GPU_H */

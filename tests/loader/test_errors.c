@@ -622,6 +622,7 @@ int
 main(int argc, char **argv)
 {
 	use_cuda = argc > 1 && (!strcmp(argv[1], "cuda") || !strcmp(argv[1], "gpu"));
+	lt_on_device = use_cuda;
 	use_map = getenv("LT_MAP") && !strcmp(getenv("LT_MAP"), "1");
 	if (argc > 1 && !strcmp(argv[1], "gpu")) {
 		int rc = lt_gpu_init();

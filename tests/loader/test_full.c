@@ -29,7 +29,8 @@ static char dir[256];
 static int use_cuda;
 static struct rfemu_api emu;
 
-/* The sample a row holds, from "y" (g * 1000003 - 5) or from "w" (below). */
+/* The sample a row holds, from "y" (g * 1000003 - 5) or from "w" (below).
+ * b's fields are in host memory (host_rows), as for row_ok. */
 static uint64_t
 row_sample(const rf_batch *b, uint32_t i)
 {
@@ -181,6 +182,20 @@ struct seq {
 	size_t n, batches;
 };
 
+/* The batch whose rows the checks read: b itself on the host backend; in
+ * device memory (cuda, gpu) a copy on the host, which the caller frees with
+ * lt_host_batch_free when the result is not b.  Device memory is never read
+ * from the host: on a GPU (and under the emulator) that faults. */
+static const rf_batch *
+host_rows(const rf_batch *b, struct lt_host_batch *hb)
+{
+	if (!lt_on_device)
+		return b;
+	lt_gpu_to_host(b, hb);
+	LT_CHECK(hb->bad == 0);
+	return &hb->b;
+}
+
 static size_t
 take(rf_loader *ld, size_t max, struct seq *out, rf_plan *check)
 {
@@ -193,14 +208,8 @@ take(rf_loader *ld, size_t max, struct seq *out, rf_plan *check)
 		LT_CHECK(rc == 0);
 		if (rc || !b)
 			break;
-		/* gpu mode: the rows read from a copy on the host. */
 		struct lt_host_batch hb;
-		const rf_batch *rb = b;
-		if (lt_gpu_on) {
-			lt_gpu_to_host(b, &hb);
-			LT_CHECK(hb.bad == 0);
-			rb = &hb.b;
-		}
+		const rf_batch *rb = host_rows(b, &hb);
 		if (check) {
 			if (b->epoch != epoch) {
 				epoch = b->epoch;
@@ -219,7 +228,7 @@ take(rf_loader *ld, size_t max, struct seq *out, rf_plan *check)
 			out->v[out->n++] = g;
 		}
 		out->v[out->n++] = UINT64_MAX - b->epoch;
-		if (lt_gpu_on)
+		if (rb != b)
 			lt_host_batch_free(&hb);
 		LT_CHECK(rf_loader_release(ld, b, lt_gpu_on ? lt_gpu_stream : NULL) == 0);
 		got++;
@@ -557,12 +566,16 @@ drain(rf_loader *ld, uint64_t bad, size_t *bad_rows, size_t *wrong_rows, size_t 
 	int rc;
 	*bad_rows = *wrong_rows = *rows = 0;
 	while ((rc = rf_loader_next(ld, &b)) == 0 && b) {
+		struct lt_host_batch hb;
+		const rf_batch *rb = host_rows(b, &hb);
 		for (uint32_t i = 0; i < b->samples; i++) {
-			uint64_t g = row_sample(b, i);
+			uint64_t g = row_sample(rb, i);
 			*bad_rows += g == bad;
-			*wrong_rows += !row_ok(b, i, g);
+			*wrong_rows += !row_ok(rb, i, g);
 			++*rows;
 		}
+		if (rb != b)
+			lt_host_batch_free(&hb);
 		rf_loader_release(ld, b, NULL);
 	}
 	return rc;

@@ -72,17 +72,21 @@ static void *stream;
 static _Atomic uint64_t host_bad, host_batches;
 
 struct step_ctx {
-	const rf_batch *b;
+	rf_batch b;
+	rf_batch_field f[16];
 	uint64_t first;
 };
 
 /* The consumer's "training step", run by the emulator on the consumer's
- * stream after the batch's ready event. */
+ * stream after the batch's ready event.  It reads the batch as a kernel
+ * would: the batch as it was handed out (taken before its release), its
+ * pointers turned into the emulator's view of device memory, which the host
+ * cannot dereference itself. */
 static void
 check_on_stream(void *arg)
 {
 	struct step_ctx *c = arg;
-	atomic_fetch_add(&host_bad, lt_check_batch(c->b, c->first));
+	atomic_fetch_add(&host_bad, lt_check_batch(&c->b, c->first));
 	atomic_fetch_add(&host_batches, 1);
 	free(c);
 }
@@ -158,8 +162,21 @@ run(const char *dir, const struct dataset *ds, const struct setting *st)
 					LT_CHECK(emu.host_func_reads(stream, bf->offsets,
 								     (b->samples + 1) * 8) == 0);
 			}
-			struct step_ctx *c = malloc(sizeof(*c));
-			c->b = b;
+			struct step_ctx *c = calloc(1, sizeof(*c));
+			LT_CHECK(c != NULL && b->nfields <= 16);
+			c->b = *b;
+			c->b.fields = c->f;
+			for (uint32_t f = 0; f < b->nfields && f < 16; f++) {
+				const rf_batch_field *bf = &b->fields[f];
+				c->f[f] = *bf;
+				if (bf->bytes)
+					c->f[f].data = emu.device_view(bf->data, bf->bytes);
+				if (bf->offsets)
+					c->f[f].offsets = emu.device_view(bf->offsets,
+									  (b->samples + 1) * 8);
+				LT_CHECK(c->f[f].data != NULL);
+				LT_CHECK(!bf->offsets || c->f[f].offsets != NULL);
+			}
 			c->first = b->first_sample;
 			LT_CHECK(emu.launch_host_func(stream, check_on_stream, c) == 0);
 			LT_CHECK(rf_loader_release(ld, b, stream) == 0);

@@ -127,6 +127,8 @@ struct seen {
 
 struct step {
 	const rf_batch *b;
+	rf_batch view; /* cuda: the batch as the emulator's device view shows it */
+	rf_batch_field f[4];
 	struct seen *s;
 	uint64_t at;
 };
@@ -270,6 +272,18 @@ run(const char *dir, const struct setting *st, const struct rows *want)
 		batches++;
 		if (use_cuda) {
 			LT_CHECK(rf_batch_wait(b, stream) == 0);
+			/* The step reads the batch as a kernel would: as it was
+			 * handed out, through the emulator's view of device
+			 * memory (the host cannot dereference device pointers). */
+			s->view = *b;
+			s->view.fields = s->f;
+			LT_CHECK(b->nfields <= 4);
+			for (uint32_t f = 0; f < b->nfields && f < 4; f++) {
+				s->f[f] = b->fields[f];
+				s->f[f].data = emu.device_view(b->fields[f].data, b->fields[f].bytes);
+				LT_CHECK(s->f[f].data != NULL);
+			}
+			s->b = &s->view;
 			for (uint32_t f = 0; f < b->nfields; f++)
 				LT_CHECK(emu.host_func_reads(stream, b->fields[f].data,
 							     b->fields[f].bytes) == 0);
