@@ -247,8 +247,7 @@ rf_ld_worker_main(void *arg)
 		uint64_t t1 = rf_ld_now_ns();
 
 		pthread_mutex_lock(&ld->mu);
-		while (!ld->stop && !ld->failed && ld->next_gather != seq)
-			pthread_cond_wait(&ld->work_cv, &ld->mu);
+		rf_ld_turn_wait_locked(ld, seq);
 		if (ld->stop || ld->failed) {
 			pthread_mutex_unlock(&ld->mu);
 			if (slot_held)
@@ -259,6 +258,7 @@ rf_ld_worker_main(void *arg)
 		pthread_mutex_unlock(&ld->mu);
 
 		uint64_t t2 = rf_ld_now_ns();
+		rf_ld_fill_turn_begin(ld, w);
 		if (rc < 0 && ld->skip.on)
 			rc = skip_chunk(ld, w, &job, rc);
 		if (rc == 0 && ld->window.on)
@@ -268,6 +268,9 @@ rf_ld_worker_main(void *arg)
 			rc = rf_ld_gather_step(ld, &step.s, &job.sec, &job.ctx,
 					       ld->gather.direct_ok && slot_held,
 					       step.slot, &w->diag);
+		/* The parallel fill: the turn passes on here, then the copies
+		 * (the slot stays held until they are made). */
+		rc = rf_ld_fill_turn_end(ld, w, seq, rc);
 		if (slot_held)
 			rf_ld_read_slot_unref(ld, step.slot);
 		if (rc < 0 && rc != -ECANCELED)
@@ -281,11 +284,11 @@ rf_ld_worker_main(void *arg)
 		pthread_mutex_lock(&ld->mu);
 		if (rc < 0 && rc != -ECANCELED)
 			rf_ld_fail_locked(ld, rc, w->diag.msg);
-		if (rc == 0) {
+		if (rc == 0 && !ld->gather.defer) {
 			ld->next_gather++;
 			rf_ld_maybe_end_locked(ld);
+			rf_ld_turn_pass_locked(ld, seq);
 		}
-		pthread_cond_broadcast(&ld->work_cv);
 		pthread_cond_signal(&ld->reader_cv);
 		if (rc < 0)
 			break;
