@@ -60,20 +60,102 @@ fill_queue_unlock(rf_loader *ld, const struct staged *s)
 	rf_ld_unlock_wake(ld);
 }
 
-/* Make a sink's copies, then drop its counts (each run of one tag was
+/* Slices of a chunk checked and copied while in cache (a core's L2 holds
+ * several), and the most copies scanned per slice: past that the chunk is
+ * checked whole first, then copied. */
+#define FILL_SLICE ((uint64_t)256 << 10)
+#define FILL_FUSE_OPS_MAX 512
+
+static void
+copy_ops(const rf_copy_sink *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		memcpy(s->ops[i].dst, s->ops[i].src, s->ops[i].len);
+}
+
+/*
+ * The copies of worker w's chunk, checked against its XXH3-64 as they go
+ * (verify_later): a slice of the chunk is hashed, then the parts of the
+ * copies that come from it are made while it is in cache, so the chunk's
+ * bytes come from memory once.  Copies of bytes outside the chunk, or too
+ * many to scan per slice, are made after a check of the whole chunk.  A
+ * mismatch is the chunk's error (the message of a check before the turn)
+ * and marks w->fill_bad: its batches are never staged.
+ */
+static int
+copy_checked(struct worker *w, const rf_copy_sink *s)
+{
+	const uint8_t *base = w->verify_later.src;
+	const uint64_t n = w->verify_later.len;
+	if (!w->xxh)
+		w->xxh = XXH3_createState();
+	int fuse = s->n <= FILL_FUSE_OPS_MAX && w->xxh;
+	for (size_t i = 0; fuse && i < s->n; i++)
+		fuse = s->ops[i].src >= base && s->ops[i].len <= n &&
+		       (uint64_t)(s->ops[i].src - base) <= n - s->ops[i].len;
+	uint64_t h;
+	if (fuse) {
+		XXH3_state_t *st = w->xxh;
+		XXH3_64bits_reset(st);
+		for (uint64_t off = 0; off < n; off += FILL_SLICE) {
+			uint64_t e = n - off < FILL_SLICE ? n : off + FILL_SLICE;
+			const uint8_t *lo = base + off, *hi = base + e;
+			XXH3_64bits_update(st, lo, e - off);
+			for (size_t i = 0; i < s->n; i++) {
+				const rf_copy_op *op = &s->ops[i];
+				const uint8_t *a = op->src > lo ? op->src : lo;
+				const uint8_t *b = op->src + op->len < hi ? op->src + op->len : hi;
+				if (a < b)
+					memcpy(op->dst + (a - op->src), a, (size_t)(b - a));
+			}
+		}
+		h = XXH3_64bits_digest(st);
+	} else {
+		h = XXH3_64bits(base, n);
+	}
+	if (h != w->verify_later.xxh3) {
+		const rf_chunk_ctx *c = &w->verify_later.ctx;
+		w->fill_bad = 1;
+		return rf_fail(&w->diag, RF_ECHECKSUM,
+			       "%s: chunk %llu at offset %llu: checksum mismatch over %llu stored "
+			       "bytes (XXH3 %016llx, index says %016llx)",
+			       c->path ? c->path : "?", (unsigned long long)c->chunk,
+			       (unsigned long long)c->offset, (unsigned long long)n,
+			       (unsigned long long)h, (unsigned long long)w->verify_later.xxh3);
+	}
+	if (!fuse)
+		copy_ops(s);
+	atomic_fetch_add_explicit(&w->ld->stats.fill_checked, 1, memory_order_relaxed);
+	return 0;
+}
+
+/* Make worker w's noted copies (checked, when its chunk waits for its
+ * check).  0, or the check's error. */
+static int
+fill_copy(rf_loader *ld, struct worker *w, int parallel)
+{
+	rf_copy_sink *s = &w->sink;
+	int rc = 0;
+	if (w->verify_later.on) {
+		w->verify_later.on = 0;
+		rc = copy_checked(w, s);
+	} else {
+		copy_ops(s);
+	}
+	if (rc == 0) {
+		atomic_fetch_add_explicit(&ld->stats.fill_bytes, s->bytes, memory_order_relaxed);
+		if (parallel)
+			atomic_fetch_add_explicit(&ld->stats.fill_bytes_parallel, s->bytes,
+						  memory_order_relaxed);
+	}
+	return rc;
+}
+
+/* The copies of a sink are made: drop its counts (each run of one tag was
  * counted once) and stage what that completed (takes mu). */
 static void
-fill_run(rf_loader *ld, rf_copy_sink *sink, int parallel)
+fill_release(rf_loader *ld, rf_copy_sink *sink)
 {
-	uint64_t bytes = 0;
-	for (size_t i = 0; i < sink->n; i++) {
-		memcpy(sink->ops[i].dst, sink->ops[i].src, sink->ops[i].len);
-		bytes += sink->ops[i].len;
-	}
-	atomic_fetch_add_explicit(&ld->stats.fill_bytes, bytes, memory_order_relaxed);
-	if (parallel)
-		atomic_fetch_add_explicit(&ld->stats.fill_bytes_parallel, bytes,
-					  memory_order_relaxed);
 	pthread_mutex_lock(&ld->mu);
 	for (size_t i = 0; i < sink->n; i++)
 		if (i == 0 || sink->ops[i].tag != sink->ops[i - 1].tag)
@@ -91,17 +173,21 @@ fill_run(rf_loader *ld, rf_copy_sink *sink, int parallel)
  * which it makes only after its turn.  Make them now (every batch they go
  * to was counted when it closed), so the wait always ends.
  */
-static void
+static int
 fill_flush_if_full_locked(rf_loader *ld)
 {
 	rf_copy_sink *s = ld->gather.sink;
 	if (!s || s->n == 0 || ld->stage_held < ld->mem.n_stage)
-		return;
+		return 0;
+	struct worker *w = &ld->workers[ld->gather.sink_worker];
 	count_sink_locked(ld);
 	pthread_mutex_unlock(&ld->mu);
-	fill_run(ld, s, 0);
+	int rc = fill_copy(ld, w, 0);
+	if (rc == 0)
+		fill_release(ld, s);
 	pthread_mutex_lock(&ld->mu);
 	ld->gather.sink_counted = 0;
+	return rc;
 }
 
 /* The window and mixtures hold chunks past their turn and gather from
@@ -159,8 +245,11 @@ rf_ld_fill_free(rf_loader *ld)
 	free(ld->gather.pending);
 	free(ld->gather.writers);
 	free(ld->gather.fq);
-	for (unsigned i = 0; ld->workers && i < ld->nworkers; i++)
+	for (unsigned i = 0; ld->workers && i < ld->nworkers; i++) {
 		rf_copy_sink_free(&ld->workers[i].sink);
+		XXH3_freeState(ld->workers[i].xxh);
+		ld->workers[i].xxh = NULL;
+	}
 }
 
 /* Wake every worker waiting for its turn or for the fill (mu held): the
@@ -224,23 +313,48 @@ rf_ld_fill_turn_end(rf_loader *ld, struct worker *w, uint64_t seq, int rc)
 	count_sink_locked(ld);
 	ld->gather.sink = NULL;
 	ld->gather.asmb.sink = NULL;
+	w->turn_passed = rc == 0;
 	if (rc == 0) {
 		ld->next_gather++;
 		rf_ld_turn_pass_locked(ld, seq);
 		pthread_cond_signal(&ld->reader_cv);
 	}
 	pthread_mutex_unlock(&ld->mu);
-	fill_run(ld, s, 1);
+	if (!w->fill_bad) {
+		int crc = fill_copy(ld, w, 1);
+		if (rc == 0)
+			rc = crc;
+	}
+	/* The first batch this step's copies went to (or, with none, the
+	 * open one): the batches before it are the stream before the error. */
+	int first = s->n ? s->ops[0].tag : -1;
+	if (!w->fill_bad)
+		fill_release(ld, s);
 	if (rc < 0 && rc != -ECANCELED) {
+		/* Staged in order up to this step's first batch, which never is
+		 * when its chunk failed the check (its count stays); then the
+		 * caller reports the error behind them. */
 		pthread_mutex_lock(&ld->mu);
-		while (!ld->stop && !ld->failed &&
-		       (ld->gather.fq_len > 0 ||
-			(ld->gather.cur_slot >= 0 && ld->gather.pending[ld->gather.cur_slot] > 0))) {
+		for (;;) {
+			if (ld->stop || ld->failed)
+				break;
+			if (w->fill_bad) {
+				if (ld->gather.fq_len == 0 ||
+				    (!ld->gather.fq[ld->gather.fq_head].direct &&
+				     (int)ld->gather.fq[ld->gather.fq_head].slot == first))
+					break;
+			} else if (ld->gather.fq_len == 0 &&
+				   (ld->gather.cur_slot < 0 ||
+				    ld->gather.pending[ld->gather.cur_slot] == 0)) {
+				break;
+			}
 			ld->gather.fill_waiting++;
 			pthread_cond_wait(&ld->gather.fill_cv, &ld->mu);
 			ld->gather.fill_waiting--;
 		}
 		pthread_mutex_unlock(&ld->mu);
+		s->n = 0;
+		s->bytes = 0;
 	}
 	return rc;
 }
@@ -253,7 +367,11 @@ int
 rf_ld_gather_open_batch(rf_loader *ld, uint64_t epoch, uint64_t first)
 {
 	pthread_mutex_lock(&ld->mu);
-	fill_flush_if_full_locked(ld);
+	int frc = fill_flush_if_full_locked(ld);
+	if (frc < 0) {
+		pthread_mutex_unlock(&ld->mu);
+		return frc;
+	}
 	while (!ld->stop && !ld->failed && ld->stage_held >= ld->mem.n_stage)
 		pthread_cond_wait(&ld->stage_cv, &ld->mu);
 	if (ld->stop || ld->failed) {
@@ -352,7 +470,11 @@ push_direct(rf_loader *ld, uint64_t epoch, const rf_chunk_sections *sec, unsigne
 	s.copy_bytes = (uint64_t)k * p->value_bytes;
 	s.payload = s.copy_bytes;
 	pthread_mutex_lock(&ld->mu);
-	fill_flush_if_full_locked(ld);
+	int frc = fill_flush_if_full_locked(ld);
+	if (frc < 0) {
+		pthread_mutex_unlock(&ld->mu);
+		return frc;
+	}
 	while (!ld->stop && !ld->failed && ld->stage_held >= ld->mem.n_stage)
 		pthread_cond_wait(&ld->stage_cv, &ld->mu);
 	if (ld->stop || ld->failed) {

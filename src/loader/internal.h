@@ -162,6 +162,19 @@ struct worker {
 	int started;
 	rf_decoder dec;
 	rf_copy_sink sink;  /* its copies of a turn (the parallel fill) */
+	/* The parallel fill from a map (gather.c): the chunk's checksum is
+	 * checked with its copies, slice by slice while the bytes are in
+	 * cache, after the turn.  fill_bad: the check failed, the copies
+	 * noted are not made and their batches never staged. */
+	struct {
+		int on;
+		const uint8_t *src;
+		uint64_t len, xxh3;
+		rf_chunk_ctx ctx;
+	} verify_later;
+	int fill_bad;
+	int turn_passed;    /* its step's turn went on before its copies */
+	XXH3_state_t *xxh;  /* for those checks, made at the first */
 	rf_diag diag;
 	struct rf_ld_image_worker *img; /* rf_config.images (image.c), else NULL */
 };
@@ -433,6 +446,7 @@ struct rf_loader {
 		 * a worker after passing its turn (parallel fill), and batches
 		 * whose copies more than one worker made (mu). */
 		_Atomic uint64_t fill_bytes, fill_bytes_parallel;
+		_Atomic uint64_t fill_checked; /* chunks checked with their copies (map) */
 		uint64_t fill_batches_multi;
 	} stats;
 };
