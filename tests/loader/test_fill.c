@@ -77,6 +77,8 @@ run(int map, uint32_t threads, enum rf_shuffle shuffle)
 	}
 	LT_CHECK(rc == 0);
 	LT_CHECK(samples == 3000);
+	/* The threads joined: their counters are final. */
+	rf_loader_stop(ld);
 	uint64_t par = atomic_load(&ld->stats.fill_bytes_parallel);
 	uint64_t all = atomic_load(&ld->stats.fill_bytes);
 	uint64_t checked = atomic_load(&ld->stats.fill_checked);
