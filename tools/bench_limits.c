@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -599,6 +600,110 @@ bench_memcpy(size_t bytes, double min_seconds, bench_rate *r)
 	free(a);
 	free(b);
 	return 0;
+}
+
+struct memcpy_go {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int go;
+	double stop;        /* bench_now() when the threads stop */
+};
+
+struct memcpy_thread {
+	pthread_t t;
+	unsigned char *a, *b;
+	size_t bytes;
+	double copied;
+	unsigned sink;
+	struct memcpy_go *g;
+};
+
+static void *
+memcpy_thread_main(void *arg)
+{
+	struct memcpy_thread *m = arg;
+	unsigned sink = 0;
+	pthread_mutex_lock(&m->g->mu);
+	while (!m->g->go)
+		pthread_cond_wait(&m->g->cv, &m->g->mu);
+	double stop = m->g->stop;
+	pthread_mutex_unlock(&m->g->mu);
+	while (bench_now() < stop && !rf_cli_interrupted()) {
+		memcpy(m->b, m->a, m->bytes);
+		sink += m->b[(size_t)m->copied % m->bytes];
+		m->copied += (double)m->bytes;
+	}
+	m->sink = sink;
+	return NULL;
+}
+
+int
+bench_memcpy_parallel(unsigned threads, double min_seconds, bench_rate *r)
+{
+	memset(r, 0, sizeof *r);
+	if (threads < 2) {
+		snprintf(r->note, sizeof r->note, "one thread: see memcpy");
+		return 0;
+	}
+	/* 64 MiB a buffer, at most 1 GiB for all, at least 8 MiB. */
+	size_t bytes = ((size_t)1 << 30) / (2 * (size_t)threads);
+	if (bytes > ((size_t)64 << 20))
+		bytes = (size_t)64 << 20;
+	if (bytes < ((size_t)8 << 20))
+		bytes = (size_t)8 << 20;
+	struct memcpy_go g = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+	struct memcpy_thread *m = calloc(threads, sizeof *m);
+	int rc = m ? 0 : -ENOMEM;
+	for (unsigned i = 0; rc == 0 && i < threads; i++) {
+		m[i].a = malloc(bytes);
+		m[i].b = malloc(bytes);
+		if (!m[i].a || !m[i].b) {
+			rc = -ENOMEM;
+			break;
+		}
+		/* Touch both so page faults stay out of the timing. */
+		memset(m[i].a, 1, bytes);
+		memset(m[i].b, 2, bytes);
+		m[i].bytes = bytes;
+		m[i].g = &g;
+	}
+	unsigned started = 0;
+	for (unsigned i = 0; rc == 0 && i < threads; i++) {
+		if (pthread_create(&m[i].t, NULL, memcpy_thread_main, &m[i])) {
+			rc = -EAGAIN;
+			break;
+		}
+		started++;
+	}
+	pthread_mutex_lock(&g.mu);
+	double t0 = bench_now();
+	g.stop = rc == 0 ? t0 + min_seconds : 0; /* a failure: stop at once */
+	g.go = 1;
+	pthread_cond_broadcast(&g.cv);
+	pthread_mutex_unlock(&g.mu);
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(m[i].t, NULL);
+	double t = bench_now() - t0;
+	if (rc == 0) {
+		for (unsigned i = 0; i < threads; i++) {
+			r->bytes += m[i].copied;
+			bench_memcpy_sink += m[i].sink;
+		}
+		r->ops = threads;
+		r->seconds = r->wall_seconds = t;
+		r->ok = t > 0 && r->bytes > 0;
+		snprintf(r->note, sizeof r->note, "%u threads at once, %zu MiB buffers each, wall time",
+			 threads, bytes >> 20);
+	} else {
+		snprintf(r->note, sizeof r->note, "%s for %u threads",
+			 rc == -ENOMEM ? "out of memory" : "could not start", threads);
+	}
+	for (unsigned i = 0; m && i < threads; i++) {
+		free(m[i].a);
+		free(m[i].b);
+	}
+	free(m);
+	return rc;
 }
 
 /* ---------------------------------------------------------------- CUDA */

@@ -67,6 +67,12 @@ int bench_zstd(const rf_dataset *ds, unsigned max_chunks, double min_seconds, be
 /* memcpy between two `bytes`-sized buffers on one thread for min_seconds. */
 int bench_memcpy(size_t bytes, double min_seconds, bench_rate *r);
 
+/* memcpy on `threads` threads at once, each between its own two buffers
+ * (64 MiB, less with many threads), for min_seconds of wall time: what the
+ * loader's decode workers can copy together.  r->bytes counts every
+ * thread's bytes and r->seconds is wall time, so the rate is the sum. */
+int bench_memcpy_parallel(unsigned threads, double min_seconds, bench_rate *r);
+
 /* Pinned host to device copies of `bytes` at a time on device `index`
  * through the CUDA runtime (RINGFEED_CUDART, libcudart.so.13, .12), for
  * min_seconds.  r->ok false with a note when there is no runtime or device. */

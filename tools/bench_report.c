@@ -106,8 +106,17 @@ bench_compute(const bench_opts *o, bench_result *res)
 		  (double)res->info.value_bytes, true);
 	set_limit(res, BENCH_LIMIT_ZSTD, "zstd", "zstd decompression", &res->zstd, threads,
 		  per_sample(res->info.raw_bytes, res->info.samples), true);
+	/* The loader's decode workers copy into the batches together (but in
+	 * window shuffling and mixtures, where the copies stay in each
+	 * chunk's turn): memcpy on that many threads at once is the limit
+	 * then, one thread's otherwise. */
+	bool copies_parallel = st->decode_threads > 1 && o->shuffle != RF_SHUFFLE_WINDOW &&
+			       o->shuffle != RF_SHUFFLE_FULL && !res->mixture &&
+			       res->memcpy_parallel.ok;
 	set_limit(res, BENCH_LIMIT_MEMCPY, "memcpy", "memcpy", &res->memcpy, 1,
-		  delivered_per_sample, true);
+		  delivered_per_sample, !copies_parallel);
+	set_limit(res, BENCH_LIMIT_MEMCPY_PARALLEL, "memcpy_parallel", "memcpy, decode threads",
+		  &res->memcpy_parallel, 1, delivered_per_sample, copies_parallel);
 	set_limit(res, BENCH_LIMIT_H2D, "host_to_device", "host-to-device copy", &res->h2d, 1,
 		  delivered_per_sample, res->device_is_cuda);
 	/* Images: decode + transform on each decode thread, in images. */

@@ -62,6 +62,7 @@ enum {
 	BENCH_LIMIT_MEMCPY,
 	BENCH_LIMIT_H2D,
 	BENCH_LIMIT_DECODE,      /* --image-*: image decode and transform */
+	BENCH_LIMIT_MEMCPY_PARALLEL, /* memcpy on the loader's decode threads at once */
 	BENCH_NLIMITS,
 };
 
@@ -102,9 +103,11 @@ typedef struct bench_result {
 	                            limit, raw ranged GETs (rf_dataset_remote_limit) */
 	bool interrupted;
 	bool failed;
+	bool mixture;            /* --mix */
 	rf_stats stats;
 	/* the limits, raw */
 	bench_rate sequential, random, zstd, memcpy, h2d;
+	bench_rate memcpy_parallel; /* bytes of all threads, wall time */
 	bench_rate images;       /* bytes: encoded images; ops: images decoded */
 	/* derived by bench_compute */
 	double samples_per_s, batches_per_s, gb_per_s, read_gb_per_s;

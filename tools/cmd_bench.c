@@ -808,6 +808,10 @@ run_limits(const bench_opts *o, rf_dataset *ds, bench_result *res)
 	if (res->info.zstd_chunks)
 		bench_zstd(ds, 8, secs, &res->zstd);
 	bench_memcpy((size_t)64 << 20, secs, &res->memcpy);
+	/* As many threads as the loader's decode workers, which make the
+	 * copies into the batches together. */
+	res->mixture = bench_mix;
+	bench_memcpy_parallel(res->stats.decode_threads, secs, &res->memcpy_parallel);
 	if (o->image)
 		bench_images(o, ds, secs, &res->images);
 	if (is_cuda) {

@@ -655,7 +655,8 @@ typedef struct rf_config {
 	/* Checksum + decompress + assembly workers.  0 (default): chosen at
 	 * open from the CPUs the process may run on and the dataset, and
 	 * reported in rf_stats.decode_threads: uncompressed, 1 below 4 CPUs
-	 * and 2 from 4 (checksums and gathers run at memory speed; on 2 CPUs
+	 * and one per two CPUs from 4, at most 8 (the workers check and copy
+	 * their chunks into the batches together, at memory speed; on 2 CPUs
 	 * a second worker only takes a core from the consumer); compressed,
 	 * one per CPU, at most 8.  Above RF_DECODE_THREADS_MAX: lowered to it. */
 	uint32_t decode_threads;

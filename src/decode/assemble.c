@@ -2,9 +2,54 @@
 /* Batch layout and the gather of chunk samples into it. */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "decode/decode.h"
+
+/* A copy into the batch: at once, or noted in the sink. */
+static void
+put(rf_assembly *a, uint8_t *dst, const uint8_t *src, uint64_t len)
+{
+	rf_copy_sink *s = a->sink;
+	if (!s || len == 0) {
+		memcpy(dst, src, len);
+		return;
+	}
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		rf_copy_op *ops = realloc(s->ops, cap * sizeof(*ops));
+		if (!ops) {
+			memcpy(dst, src, len);
+			return;
+		}
+		s->ops = ops;
+		s->cap = cap;
+	}
+	s->ops[s->n++] = (rf_copy_op){.dst = dst, .src = src, .len = len, .tag = s->tag};
+	s->bytes += len;
+}
+
+uint64_t
+rf_copy_sink_run(rf_copy_sink *s)
+{
+	uint64_t bytes = 0;
+	for (size_t i = 0; i < s->n; i++) {
+		memcpy(s->ops[i].dst, s->ops[i].src, s->ops[i].len);
+		bytes += s->ops[i].len;
+	}
+	s->n = 0;
+	s->bytes = 0;
+	return bytes;
+}
+
+void
+rf_copy_sink_free(rf_copy_sink *s)
+{
+	free(s->ops);
+	s->ops = NULL;
+	s->n = s->cap = 0;
+}
 
 uint64_t
 rf_decode_item_bytes(const rf_field *f)
@@ -172,6 +217,7 @@ rf_assembly_begin(rf_assembly *a, const rf_batch_layout *l, void *base)
 	a->layout = l;
 	a->base = base;
 	a->n = 0;
+	a->sink = NULL;
 	for (uint32_t i = 0; i < l->nparts; i++) {
 		a->used[i] = 0;
 		if (l->part[i].var)
@@ -225,8 +271,8 @@ rf_assembly_add(rf_assembly *a, const rf_chunk_sections *sec, uint32_t lo, uint3
 			continue;
 		}
 		if (!p->var) {
-			memcpy(a->base + p->off + (uint64_t)a->n * p->value_bytes,
-			       s->data + (uint64_t)lo * p->value_bytes, (uint64_t)k * p->value_bytes);
+			put(a, a->base + p->off + (uint64_t)a->n * p->value_bytes,
+			    s->data + (uint64_t)lo * p->value_bytes, (uint64_t)k * p->value_bytes);
 			continue;
 		}
 		const uint64_t *so = s->offsets;
@@ -235,7 +281,7 @@ rf_assembly_add(rf_assembly *a, const rf_chunk_sections *sec, uint32_t lo, uint3
 		for (uint32_t j = 0; j < k; j++)
 			dst[a->n + j + 1] = (int64_t)(used + (so[lo + j + 1] - base));
 		uint64_t len = so[lo + k] - base;
-		memcpy(a->base + p->data_off + used, s->data + base, len);
+		put(a, a->base + p->data_off + used, s->data + base, len);
 		a->used[i] = used + len;
 	}
 	a->n += k;

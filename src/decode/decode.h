@@ -99,15 +99,44 @@ int rf_batch_layout_init_tokens(rf_batch_layout *l, const rf_schema *schema, con
 int rf_batch_layout_set_image(rf_batch_layout *l, uint32_t part, uint64_t value_bytes,
 			      rf_diag *d);
 
+/* A copy noted for later: len bytes from src to dst, into the batch
+ * buffer tagged `tag` (the caller's name for it). */
+typedef struct rf_copy_op {
+	uint8_t *dst;
+	const uint8_t *src;
+	uint64_t len;
+	int tag;
+} rf_copy_op;
+
+/* Where an assembly notes its bulk copies instead of making them (see
+ * rf_assembly.sink): the caller runs them later, in another thread if it
+ * likes, while the sources stay valid.  Grows as needed; a copy that finds
+ * no room is made at once. */
+typedef struct rf_copy_sink {
+	rf_copy_op *ops;
+	size_t n, cap;
+	int tag;               /* given to the ops noted from now on */
+	uint64_t bytes;        /* of the ops noted */
+} rf_copy_sink;
+
+/* Make (and forget) the noted copies; returns their bytes. */
+uint64_t rf_copy_sink_run(rf_copy_sink *s);
+void rf_copy_sink_free(rf_copy_sink *s);
+
 /* One batch being filled. */
 typedef struct rf_assembly {
 	const rf_batch_layout *layout;
 	uint8_t *base;         /* the buffer (layout->bytes) */
 	uint32_t n;            /* samples so far */
 	uint64_t used[RF_MAX_FIELDS]; /* variable parts: data bytes so far */
+	/* NULL: values and data are copied in rf_assembly_add.  Else their
+	 * copies are noted here (offsets and widened tokens are still written
+	 * at once), and the batch's bytes are in place once they ran. */
+	rf_copy_sink *sink;
 } rf_assembly;
 
-/* Start an empty batch in `base` (layout->bytes, 8-byte aligned). */
+/* Start an empty batch in `base` (layout->bytes, 8-byte aligned), with
+ * no sink. */
 void rf_assembly_begin(rf_assembly *a, const rf_batch_layout *l, void *base);
 
 /*

@@ -7,6 +7,358 @@
 
 #include <assert.h>
 
+/* ------------------------------------------------------ the parallel fill */
+
+/* The turn holder's sink holds copies into the batch its tag names: count
+ * this worker once in that slot's pending (mu held). */
+static void
+count_sink_locked(rf_loader *ld)
+{
+	rf_copy_sink *s = ld->gather.sink;
+	if (!s || ld->gather.sink_counted || s->tag < 0 || s->n == 0 ||
+	    s->ops[s->n - 1].tag != s->tag)
+		return;
+	ld->gather.pending[s->tag]++;
+	ld->gather.writers[s->tag] |= 1ull << (ld->gather.sink_worker % 64);
+	ld->gather.sink_counted = 1;
+}
+
+/* Stage the closed batches at the head of fq whose copies are all made, in
+ * order (mu held, wake-ups deferred by the caller).  After an error or a
+ * stop nothing more is staged: the reset frees what is left. */
+static void
+fill_drain_locked(rf_loader *ld)
+{
+	while (ld->gather.fq_len > 0 && !ld->failed && !ld->stop) {
+		struct staged s = ld->gather.fq[ld->gather.fq_head];
+		if (!s.direct && ld->gather.pending[s.slot] > 0)
+			break;
+		ld->gather.fq_head = (ld->gather.fq_head + 1) % ld->gather.fq_cap;
+		ld->gather.fq_len--;
+		if (!s.direct) {
+			uint64_t wr = ld->gather.writers[s.slot];
+			if (wr & (wr - 1))
+				ld->stats.fill_batches_multi++;
+			ld->gather.writers[s.slot] = 0;
+		}
+		rf_ld_stage_batch_locked(ld, &s);
+	}
+	if (ld->gather.fill_waiting)
+		pthread_cond_broadcast(&ld->gather.fill_cv);
+	rf_ld_maybe_end_locked(ld);
+}
+
+/* Queue a closed batch behind those still filling, stage what is ready,
+ * drop mu and wake. */
+static void
+fill_queue_unlock(rf_loader *ld, const struct staged *s)
+{
+	ld->gather.fq[(ld->gather.fq_head + ld->gather.fq_len) % ld->gather.fq_cap] = *s;
+	ld->gather.fq_len++;
+	ld->wake_defer = 1;
+	fill_drain_locked(ld);
+	rf_ld_unlock_wake(ld);
+}
+
+/* Slices of a chunk checked and copied while in cache (a core's L2 holds
+ * several), and the most copies scanned per slice: past that the chunk is
+ * checked whole first, then copied. */
+#define FILL_SLICE ((uint64_t)256 << 10)
+#define FILL_FUSE_OPS_MAX 512
+
+static void
+copy_ops(const rf_copy_sink *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		memcpy(s->ops[i].dst, s->ops[i].src, s->ops[i].len);
+}
+
+/*
+ * The copies of worker w's chunk, checked against its XXH3-64 as they go
+ * (verify_later): a slice of the chunk is hashed, then the parts of the
+ * copies that come from it are made while it is in cache, so the chunk's
+ * bytes come from memory once.  Copies of bytes outside the chunk, or too
+ * many to scan per slice, are made after a check of the whole chunk.  A
+ * mismatch is the chunk's error (the message of a check before the turn)
+ * and marks w->fill_bad: its batches are never staged.
+ */
+static int
+copy_checked(struct worker *w, const rf_copy_sink *s)
+{
+	const uint8_t *base = w->verify_later.src;
+	const uint64_t n = w->verify_later.len;
+	if (!w->xxh)
+		w->xxh = XXH3_createState();
+	int fuse = s->n <= FILL_FUSE_OPS_MAX && w->xxh;
+	for (size_t i = 0; fuse && i < s->n; i++)
+		fuse = s->ops[i].src >= base && s->ops[i].len <= n &&
+		       (uint64_t)(s->ops[i].src - base) <= n - s->ops[i].len;
+	uint64_t h;
+	if (fuse) {
+		XXH3_state_t *st = w->xxh;
+		XXH3_64bits_reset(st);
+		for (uint64_t off = 0; off < n; off += FILL_SLICE) {
+			uint64_t e = n - off < FILL_SLICE ? n : off + FILL_SLICE;
+			const uint8_t *lo = base + off, *hi = base + e;
+			XXH3_64bits_update(st, lo, e - off);
+			for (size_t i = 0; i < s->n; i++) {
+				const rf_copy_op *op = &s->ops[i];
+				const uint8_t *a = op->src > lo ? op->src : lo;
+				const uint8_t *b = op->src + op->len < hi ? op->src + op->len : hi;
+				if (a < b)
+					memcpy(op->dst + (a - op->src), a, (size_t)(b - a));
+			}
+		}
+		h = XXH3_64bits_digest(st);
+	} else {
+		h = XXH3_64bits(base, n);
+	}
+	if (h != w->verify_later.xxh3) {
+		const rf_chunk_ctx *c = &w->verify_later.ctx;
+		w->fill_bad = 1;
+		return rf_fail(&w->diag, RF_ECHECKSUM,
+			       "%s: chunk %llu at offset %llu: checksum mismatch over %llu stored "
+			       "bytes (XXH3 %016llx, index says %016llx)",
+			       c->path ? c->path : "?", (unsigned long long)c->chunk,
+			       (unsigned long long)c->offset, (unsigned long long)n,
+			       (unsigned long long)h, (unsigned long long)w->verify_later.xxh3);
+	}
+	if (!fuse)
+		copy_ops(s);
+	atomic_fetch_add_explicit(&w->ld->stats.fill_checked, 1, memory_order_relaxed);
+	return 0;
+}
+
+/* Make worker w's noted copies (checked, when its chunk waits for its
+ * check).  0, or the check's error. */
+static int
+fill_copy(rf_loader *ld, struct worker *w, int parallel)
+{
+	rf_copy_sink *s = &w->sink;
+	int rc = 0;
+	if (w->verify_later.on) {
+		w->verify_later.on = 0;
+		rc = copy_checked(w, s);
+	} else {
+		copy_ops(s);
+	}
+	if (rc == 0) {
+		atomic_fetch_add_explicit(&ld->stats.fill_bytes, s->bytes, memory_order_relaxed);
+		if (parallel)
+			atomic_fetch_add_explicit(&ld->stats.fill_bytes_parallel, s->bytes,
+						  memory_order_relaxed);
+	}
+	return rc;
+}
+
+/* The copies of a sink are made: drop its counts (each run of one tag was
+ * counted once) and stage what that completed (takes mu). */
+static void
+fill_release(rf_loader *ld, rf_copy_sink *sink)
+{
+	pthread_mutex_lock(&ld->mu);
+	for (size_t i = 0; i < sink->n; i++)
+		if (i == 0 || sink->ops[i].tag != sink->ops[i - 1].tag)
+			ld->gather.pending[sink->ops[i].tag]--;
+	sink->n = 0;
+	sink->bytes = 0;
+	ld->wake_defer = 1;
+	fill_drain_locked(ld);
+	rf_ld_unlock_wake(ld);
+}
+
+/*
+ * The turn holder is about to wait for a staging place (mu held): the
+ * places may all be taken by batches waiting for its own noted copies,
+ * which it makes only after its turn.  Make them now (every batch they go
+ * to was counted when it closed), so the wait always ends.
+ */
+static int
+fill_flush_if_full_locked(rf_loader *ld)
+{
+	rf_copy_sink *s = ld->gather.sink;
+	if (!s || s->n == 0 || ld->stage_held < ld->mem.n_stage)
+		return 0;
+	struct worker *w = &ld->workers[ld->gather.sink_worker];
+	count_sink_locked(ld);
+	pthread_mutex_unlock(&ld->mu);
+	int rc = fill_copy(ld, w, 0);
+	if (rc == 0)
+		fill_release(ld, s);
+	pthread_mutex_lock(&ld->mu);
+	ld->gather.sink_counted = 0;
+	return rc;
+}
+
+/* The window and mixtures hold chunks past their turn and gather from
+ * several: they keep the copies in the turn, as one worker does. */
+static void
+fill_choose(rf_loader *ld)
+{
+	ld->gather.defer = ld->nworkers > 1 && !ld->window.on && !ld->mix && ld->gather.fq;
+}
+
+int
+rf_ld_fill_setup(rf_loader *ld)
+{
+	unsigned n = ld->nworkers ? ld->nworkers : 1;
+	ld->gather.turn_cv = calloc(n, sizeof(*ld->gather.turn_cv));
+	ld->gather.pending = calloc(ld->mem.nslots, sizeof(*ld->gather.pending));
+	ld->gather.writers = calloc(ld->mem.nslots, sizeof(*ld->gather.writers));
+	ld->gather.fq_cap = ld->mem.n_stage + 1;
+	ld->gather.fq = calloc(ld->gather.fq_cap, sizeof(*ld->gather.fq));
+	if (!ld->gather.turn_cv || !ld->gather.pending || !ld->gather.writers || !ld->gather.fq)
+		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
+	for (; ld->gather.nturn_cv < n; ld->gather.nturn_cv++)
+		pthread_cond_init(&ld->gather.turn_cv[ld->gather.nturn_cv], NULL);
+	pthread_cond_init(&ld->gather.fill_cv, NULL);
+	ld->gather.fill_cv_init = 1;
+	fill_choose(ld);
+	return 0;
+}
+
+void
+rf_ld_fill_reset(rf_loader *ld)
+{
+	ld->gather.fq_head = ld->gather.fq_len = 0;
+	ld->gather.fill_waiting = 0;
+	ld->gather.sink = NULL;
+	if (ld->gather.pending)
+		memset(ld->gather.pending, 0, ld->mem.nslots * sizeof(*ld->gather.pending));
+	if (ld->gather.writers)
+		memset(ld->gather.writers, 0, ld->mem.nslots * sizeof(*ld->gather.writers));
+	for (unsigned i = 0; ld->workers && i < ld->nworkers; i++)
+		ld->workers[i].sink.n = 0;
+	fill_choose(ld);
+}
+
+void
+rf_ld_fill_free(rf_loader *ld)
+{
+	for (unsigned i = 0; i < ld->gather.nturn_cv; i++)
+		pthread_cond_destroy(&ld->gather.turn_cv[i]);
+	if (ld->gather.fill_cv_init)
+		pthread_cond_destroy(&ld->gather.fill_cv);
+	ld->gather.nturn_cv = 0;
+	ld->gather.fill_cv_init = 0;
+	free(ld->gather.turn_cv);
+	free(ld->gather.pending);
+	free(ld->gather.writers);
+	free(ld->gather.fq);
+	for (unsigned i = 0; ld->workers && i < ld->nworkers; i++) {
+		rf_copy_sink_free(&ld->workers[i].sink);
+		XXH3_freeState(ld->workers[i].xxh);
+		ld->workers[i].xxh = NULL;
+	}
+}
+
+/* Wake every worker waiting for its turn or for the fill (mu held): the
+ * pipeline stops or failed. */
+void
+rf_ld_turns_wake_all_locked(rf_loader *ld)
+{
+	for (unsigned i = 0; i < ld->gather.nturn_cv; i++)
+		pthread_cond_broadcast(&ld->gather.turn_cv[i]);
+	if (ld->gather.fill_cv_init)
+		pthread_cond_broadcast(&ld->gather.fill_cv);
+}
+
+void
+rf_ld_turn_wait_locked(rf_loader *ld, uint64_t seq)
+{
+	pthread_cond_t *cv = &ld->gather.turn_cv[seq % ld->gather.nturn_cv];
+	while (!ld->stop && !ld->failed && ld->next_gather != seq)
+		pthread_cond_wait(cv, &ld->mu);
+}
+
+/* Step seq's turn is over (next_gather moved past it): wake the next. */
+void
+rf_ld_turn_pass_locked(rf_loader *ld, uint64_t seq)
+{
+	pthread_cond_signal(&ld->gather.turn_cv[(seq + 1) % ld->gather.nturn_cv]);
+}
+
+/* At the start of worker w's turn: its copies go to its sink. */
+void
+rf_ld_fill_turn_begin(rf_loader *ld, struct worker *w)
+{
+	if (!ld->gather.defer)
+		return;
+	rf_copy_sink *s = &w->sink;
+	s->n = 0;
+	s->bytes = 0;
+	s->tag = ld->gather.cur_slot;
+	ld->gather.sink = s;
+	ld->gather.sink_worker = (unsigned)(w - ld->workers);
+	ld->gather.sink_counted = 0;
+	ld->gather.asmb.sink = s;
+}
+
+/*
+ * At the end of worker w's turn of step seq, whose gather returned rc:
+ * count its copies into the batch still open, pass the turn on (rc 0),
+ * then make the copies outside the turn, in parallel with the other
+ * workers', and stage the batches they completed.  On an error the batches
+ * before this step are staged before the caller reports it, so the
+ * consumer gets every batch before the failing point, then the error.
+ * Returns rc.
+ */
+int
+rf_ld_fill_turn_end(rf_loader *ld, struct worker *w, uint64_t seq, int rc)
+{
+	if (!ld->gather.defer)
+		return rc;
+	rf_copy_sink *s = &w->sink;
+	pthread_mutex_lock(&ld->mu);
+	count_sink_locked(ld);
+	ld->gather.sink = NULL;
+	ld->gather.asmb.sink = NULL;
+	w->turn_passed = rc == 0;
+	if (rc == 0) {
+		ld->next_gather++;
+		rf_ld_turn_pass_locked(ld, seq);
+		pthread_cond_signal(&ld->reader_cv);
+	}
+	pthread_mutex_unlock(&ld->mu);
+	if (!w->fill_bad) {
+		int crc = fill_copy(ld, w, 1);
+		if (rc == 0)
+			rc = crc;
+	}
+	/* The first batch this step's copies went to (or, with none, the
+	 * open one): the batches before it are the stream before the error. */
+	int first = s->n ? s->ops[0].tag : -1;
+	if (!w->fill_bad)
+		fill_release(ld, s);
+	if (rc < 0 && rc != -ECANCELED) {
+		/* Staged in order up to this step's first batch, which never is
+		 * when its chunk failed the check (its count stays); then the
+		 * caller reports the error behind them. */
+		pthread_mutex_lock(&ld->mu);
+		for (;;) {
+			if (ld->stop || ld->failed)
+				break;
+			if (w->fill_bad) {
+				if (ld->gather.fq_len == 0 ||
+				    (!ld->gather.fq[ld->gather.fq_head].direct &&
+				     (int)ld->gather.fq[ld->gather.fq_head].slot == first))
+					break;
+			} else if (ld->gather.fq_len == 0 &&
+				   (ld->gather.cur_slot < 0 ||
+				    ld->gather.pending[ld->gather.cur_slot] == 0)) {
+				break;
+			}
+			ld->gather.fill_waiting++;
+			pthread_cond_wait(&ld->gather.fill_cv, &ld->mu);
+			ld->gather.fill_waiting--;
+		}
+		pthread_mutex_unlock(&ld->mu);
+		s->n = 0;
+		s->bytes = 0;
+	}
+	return rc;
+}
+
 /* ------------------------------------------------------------ the gather */
 
 /* Take a staging slot for a new batch (the turn holder only).  Returns 0 or
@@ -15,6 +367,11 @@ int
 rf_ld_gather_open_batch(rf_loader *ld, uint64_t epoch, uint64_t first)
 {
 	pthread_mutex_lock(&ld->mu);
+	int frc = fill_flush_if_full_locked(ld);
+	if (frc < 0) {
+		pthread_mutex_unlock(&ld->mu);
+		return frc;
+	}
 	while (!ld->stop && !ld->failed && ld->stage_held >= ld->mem.n_stage)
 		pthread_cond_wait(&ld->stage_cv, &ld->mu);
 	if (ld->stop || ld->failed) {
@@ -35,6 +392,11 @@ rf_ld_gather_open_batch(rf_loader *ld, uint64_t epoch, uint64_t first)
 	ld->gather.cur_first = first;
 	ld->gather.cur_subst = ld->gather.cur_subst_chunks = 0;
 	rf_assembly_begin(&ld->gather.asmb, &ld->layout, rf_ring_slot(ld->ring, slot));
+	if (ld->gather.sink) {
+		ld->gather.asmb.sink = ld->gather.sink;
+		ld->gather.sink->tag = (int)slot;
+		ld->gather.sink_counted = 0;
+	}
 	return 0;
 }
 
@@ -68,13 +430,19 @@ rf_ld_gather_push_batch(rf_loader *ld)
 	s.subst = ld->gather.cur_subst;
 	s.subst_chunks = ld->gather.cur_subst_chunks;
 	pthread_mutex_lock(&ld->mu);
+	if (ld->gather.defer)
+		count_sink_locked(ld);
 	if (ld->failed || ld->stop) {
 		pthread_mutex_unlock(&ld->mu);
 		rf_ld_gather_drop_batch(ld);
 		return;
 	}
 	s.index = ld->gather.batch_counter++;
-	rf_ld_stage_batch_unlock(ld, &s);
+	if (ld->gather.defer) {
+		fill_queue_unlock(ld, &s);
+	} else {
+		rf_ld_stage_batch_unlock(ld, &s);
+	}
 	ld->gather.cur_slot = -1;
 }
 
@@ -102,6 +470,11 @@ push_direct(rf_loader *ld, uint64_t epoch, const rf_chunk_sections *sec, unsigne
 	s.copy_bytes = (uint64_t)k * p->value_bytes;
 	s.payload = s.copy_bytes;
 	pthread_mutex_lock(&ld->mu);
+	int frc = fill_flush_if_full_locked(ld);
+	if (frc < 0) {
+		pthread_mutex_unlock(&ld->mu);
+		return frc;
+	}
 	while (!ld->stop && !ld->failed && ld->stage_held >= ld->mem.n_stage)
 		pthread_cond_wait(&ld->stage_cv, &ld->mu);
 	if (ld->stop || ld->failed) {
@@ -111,7 +484,10 @@ push_direct(rf_loader *ld, uint64_t epoch, const rf_chunk_sections *sec, unsigne
 	ld->stage_held++;
 	ld->slot_refs[slot]++;
 	s.index = ld->gather.batch_counter++;
-	rf_ld_stage_batch_unlock(ld, &s);
+	if (ld->gather.defer)
+		fill_queue_unlock(ld, &s); /* behind the batches still filling */
+	else
+		rf_ld_stage_batch_unlock(ld, &s);
 	return 0;
 }
 

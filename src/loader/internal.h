@@ -161,6 +161,20 @@ struct worker {
 	pthread_t thread;
 	int started;
 	rf_decoder dec;
+	rf_copy_sink sink;  /* its copies of a turn (the parallel fill) */
+	/* The parallel fill from a map (gather.c): the chunk's checksum is
+	 * checked with its copies, slice by slice while the bytes are in
+	 * cache, after the turn.  fill_bad: the check failed, the copies
+	 * noted are not made and their batches never staged. */
+	struct {
+		int on;
+		const uint8_t *src;
+		uint64_t len, xxh3;
+		rf_chunk_ctx ctx;
+	} verify_later;
+	int fill_bad;
+	int turn_passed;    /* its step's turn went on before its copies */
+	XXH3_state_t *xxh;  /* for those checks, made at the first */
 	rf_diag diag;
 	struct rf_ld_image_worker *img; /* rf_config.images (image.c), else NULL */
 };
@@ -296,6 +310,35 @@ struct rf_loader {
 		int direct_ok;       /* one fixed field: batches inside a raw chunk
 		                        are copied straight from the read slot */
 		uint32_t cur_subst, cur_subst_chunks; /* the open batch's (struct staged) */
+		/*
+		 * The parallel fill (gather.c, `defer`, chosen at open): at its
+		 * turn a worker only places its items (offsets, sizes) and notes
+		 * the bulk copies in its own sink; it passes the turn on, then
+		 * makes them, so the workers copy their chunks' bytes into the
+		 * staging slots at the same time.  pending counts, per ring
+		 * slot, the workers whose copies into it are still to be made;
+		 * a closed batch waits in fq (in order, with the direct batches
+		 * behind it) until its slot has none, and is staged from there
+		 * by whoever made the last copy.  writers: per ring slot, a bit
+		 * per worker (index % 64) that copied into it.  All under mu
+		 * but sink and sink_counted, the turn holder's.
+		 */
+		int defer;
+		rf_copy_sink *sink;     /* the turn holder's, while it holds it */
+		unsigned sink_worker;
+		int sink_counted;       /* the sink's current tag is in pending */
+		unsigned *pending;
+		uint64_t *writers;
+		struct staged *fq;
+		unsigned fq_cap, fq_head, fq_len;
+		unsigned fill_waiting;  /* workers waiting on fill_cv */
+		pthread_cond_t fill_cv;
+		/* A worker waits for its turn on turn_cv[seq % nworkers]: the
+		 * steps taken are a run of at most nworkers, so one waiter per
+		 * variable, woken alone when the turn before passes. */
+		pthread_cond_t *turn_cv;
+		unsigned nturn_cv;
+		int fill_cv_init;
 	} gather;
 
 	/* Window shuffling (window.c): decoded chunks kept after their turn
@@ -399,6 +442,12 @@ struct rf_loader {
 		/* on_error skip, counted at delivery (struct staged) */
 		_Atomic uint64_t chunks_skipped, samples_substituted;
 		_Atomic uint64_t images_decoded;
+		/* The gather's copies into staging slots: bytes, those made by
+		 * a worker after passing its turn (parallel fill), and batches
+		 * whose copies more than one worker made (mu). */
+		_Atomic uint64_t fill_bytes, fill_bytes_parallel;
+		_Atomic uint64_t fill_checked; /* chunks checked with their copies (map) */
+		uint64_t fill_batches_multi;
 	} stats;
 };
 
@@ -493,6 +542,16 @@ int rf_ld_gather_step(rf_loader *ld, const struct lstep *st, const rf_chunk_sect
 int rf_ld_gather_step_window(rf_loader *ld, const struct lstep *st,
 			     const rf_chunk_sections *sec, const rf_chunk_ctx *ctx, struct worker *w,
 			     int in_slot, unsigned read_slot, rf_diag *d);
+
+/* gather.c: the parallel fill */
+int rf_ld_fill_setup(rf_loader *ld);
+void rf_ld_fill_reset(rf_loader *ld);
+void rf_ld_fill_free(rf_loader *ld);
+void rf_ld_turns_wake_all_locked(rf_loader *ld);
+void rf_ld_turn_wait_locked(rf_loader *ld, uint64_t seq);
+void rf_ld_turn_pass_locked(rf_loader *ld, uint64_t seq);
+void rf_ld_fill_turn_begin(rf_loader *ld, struct worker *w);
+int rf_ld_fill_turn_end(rf_loader *ld, struct worker *w, uint64_t seq, int rc);
 
 /* window.c */
 void rf_ld_window_drop_below(rf_loader *ld, uint64_t keep_from);

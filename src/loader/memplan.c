@@ -116,7 +116,17 @@ rf_memplan_compute(const struct rf_memplan_in *in, struct rf_memplan *out, rf_di
 	 * staged batches (and depth more lent in place), so a validation
 	 * set's loader stays small and a notebook cell re-run fits. */
 	uint64_t lean_total = 0;
-	unsigned want0 = in->depth + 2 > 4 ? in->depth + 2 : 4;
+	/* Several decode workers fill the batches their chunks go to at once
+	 * (the parallel fill, src/loader/gather.c): as many batches as their
+	 * chunks span, besides those staged for the copy, or the last worker
+	 * to need a new batch makes its copies in its turn, alone.  Not the
+	 * window's, mixtures' or full shuffling's, which fill one at a time. */
+	unsigned filling = 0;
+	if (in->workers > 1 && !wnd && !in->full && bb) {
+		uint64_t f = ((uint64_t)in->workers * span + bb - 1) / bb;
+		filling = f < RF_MEMPLAN_STAGE_DEEP ? (unsigned)f : RF_MEMPLAN_STAGE_DEEP;
+	}
+	unsigned want0 = (in->depth + 2 > 4 ? in->depth + 2 : 4) + filling;
 	if (in->lean) {
 		/* Reads ahead of the window: none past the dataset's chunks. */
 		uint64_t ahead = in->nchunks > wnd ? in->nchunks - wnd : 1;
@@ -134,7 +144,7 @@ rf_memplan_compute(const struct rf_memplan_in *in, struct rf_memplan *out, rf_di
 	/* Staging: enough for the copy stage to stay busy (depth + 2 batches,
 	 * at least 4 so the gather wakes for several at a time) but never more
 	 * than half of the ring: reads keep the disk busy. */
-	unsigned want = in->depth + 2 > 4 ? in->depth + 2 : 4;
+	unsigned want = (in->depth + 2 > 4 ? in->depth + 2 : 4) + filling;
 	unsigned st = mp.nslots / 2;
 	if (st > want)
 		st = want;

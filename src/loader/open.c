@@ -379,6 +379,9 @@ loader_open(rf_loader *ld)
 	if (!ld->win || !ld->sq)
 		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
 	ld->gather.cur_slot = -1;
+	rc = rf_ld_fill_setup(ld);
+	if (rc < 0)
+		return rc;
 
 	return rf_ld_start_threads(ld);
 }
@@ -463,6 +466,7 @@ rf_ld_pipeline_stop(rf_loader *ld)
 		pthread_cond_broadcast(&ld->stage_cv);
 		pthread_cond_broadcast(&ld->copy_cv);
 		pthread_cond_broadcast(&ld->cons_cv);
+		rf_ld_turns_wake_all_locked(ld);
 		pthread_mutex_unlock(&ld->mu);
 	}
 	if (ld->reader.started)
@@ -526,6 +530,7 @@ rf_ld_pipeline_reset(rf_loader *ld)
 	ld->delivery.eos = ld->delivery.final_code = 0;
 	ld->delivery.final_msg[0] = 0;
 	ld->gather.cur_slot = -1;
+	rf_ld_fill_reset(ld);
 	ld->skip.gathered_epoch = UINT64_MAX; /* batches read ahead are dropped */
 }
 
@@ -572,6 +577,7 @@ rf_ld_loader_free(rf_loader *ld)
 		rf_ld_image_worker_fini(&ld->workers[i]);
 	}
 	rf_ld_image_free(ld);
+	rf_ld_fill_free(ld);
 	free(ld->workers);
 	rf_plan_destroy(&ld->reader.plan);
 	rf_plan_destroy(&ld->gather.plan);

@@ -130,7 +130,9 @@ rf_ld_reader_main(void *arg)
 			if (rc < 0 || ld->map.on) {
 				w->state = ST_READ;
 				w->res = rc < 0 ? rc : mres;
-				pthread_cond_broadcast(&ld->work_cv);
+				/* One step ready: one idle worker (turns have their
+				 * own wake-ups). */
+				pthread_cond_signal(&ld->work_cv);
 			} else {
 				ld->reader.inflight++;
 				rf_ld_note_max(&ld->stats.max_inflight, ld->reader.inflight);
@@ -163,7 +165,9 @@ rf_ld_reader_main(void *arg)
 				atomic_fetch_add_explicit(&ld->stats.bytes_read, (uint64_t)done[i].res,
 							  memory_order_relaxed);
 		}
-		if (n > 0)
+		if (n == 1)
+			pthread_cond_signal(&ld->work_cv);
+		else if (n > 1)
 			pthread_cond_broadcast(&ld->work_cv);
 	}
 	pthread_mutex_unlock(&ld->mu);

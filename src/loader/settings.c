@@ -335,9 +335,10 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 }
 
 /* decode_threads = 0: a worker per CPU for compressed data (up to 8);
- * uncompressed chunks need only checksums and gathers, memory-bound work
- * where a second worker pays only from 4 CPUs (below, it takes the core the
- * consumer needs). */
+ * uncompressed chunks need only checksums and the copies into the batches,
+ * memory-bound work that the workers share (the parallel fill, gather.c):
+ * a worker per two CPUs from 4 CPUs (up to 8), the other half left to the
+ * consumer; below 4, a second worker takes the core the consumer needs. */
 static uint32_t
 decode_threads_auto(int compressed)
 {
@@ -351,7 +352,9 @@ decode_threads_auto(int compressed)
 		n = 1;
 	if (compressed)
 		return n > 8 ? 8 : (uint32_t)n;
-	return n >= 4 ? 2 : 1;
+	if (n < 4)
+		return 1;
+	return n / 2 > 8 ? 8 : (uint32_t)(n / 2);
 }
 
 /*

@@ -117,13 +117,16 @@ rf_ld_fail_locked(rf_loader *ld, int code, const char *msg)
 	pthread_cond_broadcast(&ld->work_cv);
 	pthread_cond_broadcast(&ld->stage_cv);
 	pthread_cond_broadcast(&ld->cons_cv);
+	rf_ld_turns_wake_all_locked(ld);
 }
 
 /* The end of the stream, once the last step has been gathered (mu held). */
 void
 rf_ld_maybe_end_locked(rf_loader *ld)
 {
-	if (ld->plan_done && !ld->end_pushed && !ld->failed && ld->next_gather == ld->total_steps) {
+	/* After the batches still filling (the parallel fill, gather.c). */
+	if (ld->plan_done && !ld->end_pushed && !ld->failed && ld->next_gather == ld->total_steps &&
+	    ld->gather.fq_len == 0) {
 		ld->end_pushed = 1;
 		struct staged m = {.kind = SK_END};
 		rf_ld_sq_push_locked(ld, &m);

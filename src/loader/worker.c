@@ -35,8 +35,24 @@ step_read_result(rf_loader *ld, struct worker *w, struct chunk_job *job)
 static int
 step_decode(rf_loader *ld, struct worker *w, struct chunk_job *job)
 {
-	return rf_decoder_chunk(&w->dec, ld->schema, job->info, rf_ld_read_slot_bytes(ld, job->slot),
-				ld->cfg.verify, &job->sec, &job->ctx, &w->diag);
+	const uint8_t *stored = rf_ld_read_slot_bytes(ld, job->slot);
+	/* An uncompressed chunk in a map, with the parallel fill: its bytes
+	 * are read once, by the copies into the batches after the turn, and
+	 * checked there as they pass (gather.c); no batch holding them is
+	 * staged before the check.  Its layout is validated here, as with
+	 * verify = 0, which is safe on any bytes. */
+	int later = ld->cfg.verify && ld->gather.defer && ld->map.on && !ld->skip.on &&
+		    !ld->image && job->info->codec == RF_CODEC_NONE;
+	int rc = rf_decoder_chunk(&w->dec, ld->schema, job->info, stored,
+				  later ? 0 : ld->cfg.verify, &job->sec, &job->ctx, &w->diag);
+	if (rc == 0 && later) {
+		w->verify_later.on = 1;
+		w->verify_later.src = stored;
+		w->verify_later.len = job->info->stored_bytes;
+		w->verify_later.xxh3 = job->info->xxh3;
+		w->verify_later.ctx = job->ctx;
+	}
+	return rc;
 }
 
 /*
@@ -213,6 +229,9 @@ rf_ld_worker_main(void *arg)
 					.taken = step.s.taken};
 		rf_dataset_chunk_ctx(ld->ds, step.s.chunk, &job.ctx);
 		int rc = 0, slot_held = 1;
+		w->verify_later.on = 0;
+		w->fill_bad = 0;
+		w->turn_passed = 0;
 		for (unsigned i = 0; rc == 0 && i < ld->nchunk_steps; i++)
 			rc = ld->chunk_steps[i](ld, w, &job);
 		/* Bytes that were read whole but fail the chunk's check may have
@@ -247,8 +266,7 @@ rf_ld_worker_main(void *arg)
 		uint64_t t1 = rf_ld_now_ns();
 
 		pthread_mutex_lock(&ld->mu);
-		while (!ld->stop && !ld->failed && ld->next_gather != seq)
-			pthread_cond_wait(&ld->work_cv, &ld->mu);
+		rf_ld_turn_wait_locked(ld, seq);
 		if (ld->stop || ld->failed) {
 			pthread_mutex_unlock(&ld->mu);
 			if (slot_held)
@@ -259,6 +277,7 @@ rf_ld_worker_main(void *arg)
 		pthread_mutex_unlock(&ld->mu);
 
 		uint64_t t2 = rf_ld_now_ns();
+		rf_ld_fill_turn_begin(ld, w);
 		if (rc < 0 && ld->skip.on)
 			rc = skip_chunk(ld, w, &job, rc);
 		if (rc == 0 && ld->window.on)
@@ -268,9 +287,14 @@ rf_ld_worker_main(void *arg)
 			rc = rf_ld_gather_step(ld, &step.s, &job.sec, &job.ctx,
 					       ld->gather.direct_ok && slot_held,
 					       step.slot, &w->diag);
+		/* The parallel fill: the turn passes on here, then the copies
+		 * (the slot stays held until they are made). */
+		rc = rf_ld_fill_turn_end(ld, w, seq, rc);
 		if (slot_held)
 			rf_ld_read_slot_unref(ld, step.slot);
-		if (rc < 0 && rc != -ECANCELED)
+		/* The open batch is the turn holder's: after a check that failed
+		 * past the turn, it is no longer this worker's. */
+		if (rc < 0 && rc != -ECANCELED && !w->turn_passed)
 			rf_ld_gather_drop_batch(ld);
 		atomic_fetch_add_explicit(&ld->stats.decode_ns, (t1 - t0) + (rf_ld_now_ns() - t2),
 					  memory_order_relaxed);
@@ -281,11 +305,11 @@ rf_ld_worker_main(void *arg)
 		pthread_mutex_lock(&ld->mu);
 		if (rc < 0 && rc != -ECANCELED)
 			rf_ld_fail_locked(ld, rc, w->diag.msg);
-		if (rc == 0) {
+		if (rc == 0 && !ld->gather.defer) {
 			ld->next_gather++;
 			rf_ld_maybe_end_locked(ld);
+			rf_ld_turn_pass_locked(ld, seq);
 		}
-		pthread_cond_broadcast(&ld->work_cv);
 		pthread_cond_signal(&ld->reader_cv);
 		if (rc < 0)
 			break;

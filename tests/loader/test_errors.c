@@ -98,8 +98,10 @@ corrupt_chunk(const char *pattern, uint64_t chunk, uint64_t *first_sample, char 
 	rf_dataset_close(&ds);
 }
 
+/* threads: decode workers (0: the library's choice); several fill the
+ * batches together, and from a map check each chunk with its copies. */
 static void
-test_corrupt(const char *name, int zstd)
+test_corrupt(const char *name, int zstd, unsigned threads)
 {
 	LT_CHECK(lt_pack(dir, name, 2000, zstd, 4096, 30000, 1) == 0);
 	char pattern[64], shard[4096];
@@ -111,6 +113,7 @@ test_corrupt(const char *name, int zstd)
 	const char *paths[1];
 	rf_config cfg;
 	base_config(&cfg, paths, pattern);
+	cfg.decode_threads = threads;
 	rf_loader *ld;
 	int rc = rf_loader_open(&ld, &cfg);
 	LT_CHECK(rc == 0);
@@ -634,8 +637,10 @@ main(int argc, char **argv)
 	}
 	snprintf(dir, sizeof(dir), "%s",
 		 lt_tmpdir(lt_gpu_on ? "errors-gpu" : use_cuda ? "errors-cuda" : "errors-host"));
-	test_corrupt("bad-raw", 0);
-	test_corrupt("bad-zstd", 1);
+	test_corrupt("bad-raw", 0, 0);
+	test_corrupt("bad-zstd", 1, 0);
+	test_corrupt("bad-raw3", 0, 3);
+	test_corrupt("bad-zstd3", 1, 3);
 	if (!use_map) /* the injection hook is the reader's; maps read nothing */
 		test_eio();
 	test_close_midway();
