@@ -143,8 +143,13 @@ rf_ld_copy_main(void *arg)
 				if (was_released) {
 					/* Invariant 2: the consumer's work recorded at
 					 * release is done before the buffer is
-					 * overwritten. */
-					rc = ops->event_sync(ld->dev, b->rel_event);
+					 * overwritten: the copy stream waits for it,
+					 * not this thread.  Waiting here would hold
+					 * back the completion of copies already issued
+					 * (a batch ready, not handed out) until the
+					 * consumer's stream had drained: a gap in that
+					 * stream at every batch. */
+					rc = ops->stream_wait_event(ld->dev, ld->copy.stream, b->rel_event);
 					if (rc < 0)
 						rf_fail(&ld->copy_diag, rc, "loader: waiting for a released "
 							"batch failed: %s", ld->dev_diag.msg);
