@@ -173,36 +173,6 @@ rf_ld_gather_refill(rf_loader *ld, uint32_t *n, rf_diag *d)
 }
 
 /*
- * Items the window loop fetches ahead: a random sample lies in a line
- * nobody touched lately, and its copy waits for memory (and for the page
- * walk of its address) unless it was asked for before.  With the next
- * PREFETCH_AHEAD items' first PREFETCH_LINES lines on their way, the copy
- * of one overlaps the fetches of the next ones; the hardware's own
- * prefetcher follows on from a sample's first lines.
- */
-#define PREFETCH_AHEAD 6
-#define PREFETCH_LINES 4
-
-static void
-window_prefetch(const rf_loader *ld, const rf_plan_item *it)
-{
-	if (it->read < ld->window.lo || it->read >= ld->window.hi)
-		return;
-	const rf_chunk_sections *sec = &ld->window.tab[it->read % ld->window.cap].sec;
-	for (uint32_t i = 0; i < ld->layout.nparts; i++) {
-		const rf_batch_part *p = &ld->layout.part[i];
-		if (p->kind != RF_PART_COPY || p->var || p->field >= sec->nfields)
-			continue;
-		const uint8_t *a = sec->field[p->field].data + (uint64_t)it->offset * p->value_bytes;
-		uint64_t lines = (p->value_bytes + 63) / 64;
-		if (lines > PREFETCH_LINES)
-			lines = PREFETCH_LINES;
-		for (uint64_t l = 0; l < lines; l++)
-			__builtin_prefetch(a + l * 64, 0, 3);
-	}
-}
-
-/*
  * The one item loop, shared by the plain gather and the window's (the turn
  * holder only): the plan's items, in order, as far as the chunks at hand
  * allow.  Without a window the chunk at hand is this step's (sec, ctx);
@@ -227,13 +197,6 @@ gather_items(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *cur
 				return 1; /* this epoch's batches are all out */
 		}
 		const rf_plan_item *it = &ld->gather.items[ld->gather.i];
-		if (ld->window.on) {
-			/* The first items of a plan batch, then one more each turn. */
-			uint32_t from = ld->gather.i + (ld->gather.i ? PREFETCH_AHEAD : 1);
-			uint32_t to = ld->gather.i + 1 + PREFETCH_AHEAD;
-			for (uint32_t j = from; j < to && j < ld->gather.n; j++)
-				window_prefetch(ld, &ld->gather.items[j]);
-		}
 		const rf_chunk_sections *sec = cur_sec;
 		const rf_chunk_ctx *ctx = cur_ctx;
 		if (ld->window.on) {
