@@ -663,7 +663,12 @@ typedef struct rf_config {
 	int verify;                  /* 1 (default): check every chunk's XXH3-64 before
 	                                its bytes are used, and in shuffle full every
 	                                sample's own XXH3-64s (format 2 shards only:
-	                                see RF_SHUFFLE_FULL); 0: skip */
+	                                see RF_SHUFFLE_FULL); in shuffle window from
+	                                maps, samples of at least 4 KiB of fixed
+	                                fields are checked that way instead, each in
+	                                the batch as it is gathered (format 2 shards,
+	                                uncompressed, on_error fail; logged at open);
+	                                0: skip */
 
 	/*
 	 * Byte capacity of each variable-size field per batch.  The bytes of B

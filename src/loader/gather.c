@@ -549,6 +549,44 @@ rf_ld_gather_refill(rf_loader *ld, uint32_t *n, rf_diag *d)
 }
 
 /*
+ * window.sums (rf_ld_window_choose_sums): the `added` samples just copied
+ * into the open batch from plan items it[0..added), consecutive samples of
+ * one held chunk, checked against their rows of the chunk's per-sample
+ * checksums while their bytes are in the cache.  0, or RF_ECHECKSUM naming
+ * the sample and the field.
+ */
+static int
+window_check(rf_loader *ld, const rf_plan_item *it, const rf_chunk_ctx *ctx, uint32_t added,
+	     rf_diag *d)
+{
+	const uint8_t *tab = ld->window.tab[it->read % ld->window.cap].sums;
+	if (!tab)
+		return 0; /* substitutes (on_error skip) */
+	const rf_batch_layout *l = &ld->layout;
+	const uint32_t nf = ld->schema->nfields, n0 = ld->gather.asmb.n - added;
+	const uint8_t *base = ld->gather.asmb.base;
+	for (uint32_t j = 0; j < added; j++) {
+		const uint8_t *row = tab + (uint64_t)(it->offset + j) * nf * 8;
+		for (uint32_t q = 0; q < l->nparts; q++) {
+			const rf_batch_part *p = &l->part[q];
+			uint64_t h = XXH3_64bits(base + p->off + (uint64_t)(n0 + j) * p->value_bytes,
+						 (size_t)p->value_bytes);
+			uint64_t want = rf_le64(row + 8 * (uint64_t)p->field);
+			if (h != want)
+				return rf_fail(d, RF_ECHECKSUM,
+					       "%s: chunk %" PRIu64 " at offset %" PRIu64 ": sample %"
+					       PRIu64 " (%u of the chunk), field %s: checksum mismatch "
+					       "over its %" PRIu64 " bytes (XXH3 %016" PRIx64 ", the "
+					       "chunk's per-sample checksums say %016" PRIx64 ")",
+					       ctx->path, ctx->chunk, ctx->offset, it[j].sample,
+					       it->offset + j, ld->schema->fields[p->field].name,
+					       p->value_bytes, h, want);
+		}
+	}
+	return 0;
+}
+
+/*
  * The one item loop, shared by the plain gather and the window's (the turn
  * holder only): the plan's items, in order, as far as the chunks at hand
  * allow.  Without a window the chunk at hand is this step's (sec, ctx);
@@ -626,6 +664,11 @@ gather_items(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *cur
 		}
 		if (rc < 0)
 			return rf_fail(d, rc, "loader: assembling chunk %" PRIu64 " failed", ctx->chunk);
+		if (added && ld->window.sums) {
+			rc = window_check(ld, it, ctx, added, d);
+			if (rc < 0)
+				return rc;
+		}
 		if (added && rf_ld_skip_is_substitute(ld, sec))
 			rf_ld_skip_gathered(ld, it->chunk, added);
 		/* What the window may let go of once these items are in. */

@@ -154,6 +154,8 @@ struct wentry {             /* a decoded chunk held for window shuffling */
 	rf_chunk_ctx ctx;
 	int slot;           /* its read slot (uncompressed), or -1 */
 	uint8_t *raw;       /* its raw buffer (compressed), or NULL */
+	const uint8_t *sums; /* window.sums: its per-sample checksum table in
+	                        the map; NULL for substitutes */
 };
 
 struct worker {
@@ -352,6 +354,10 @@ struct rf_loader {
 		uint32_t pool_n, pool_cap;
 		uint64_t raw_cap;
 		int epoch_done;      /* the epoch's items are all gathered */
+		int sums;            /* each gathered sample checked against its
+		                        row of the per-sample checksums (from the
+		                        batch), instead of each chunk's XXH3 as it
+		                        is read (rf_ld_window_choose_sums) */
 	} window;
 
 	/* Full shuffling (full.c): samples read one by one.  Set at open or by
@@ -564,6 +570,7 @@ int rf_ld_window_hold(rf_loader *ld, const struct lstep *st, const rf_chunk_sect
 		      rf_diag *d);
 int rf_ld_window_source(rf_loader *ld, const rf_plan_item *it, const rf_chunk_sections **sec,
 			const rf_chunk_ctx **ctx, rf_diag *d);
+void rf_ld_window_choose_sums(rf_loader *ld);
 int rf_ld_window_setup(rf_loader *ld, uint32_t *window);
 void rf_ld_window_choose_map(rf_loader *ld);
 

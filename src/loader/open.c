@@ -359,6 +359,7 @@ loader_open(rf_loader *ld)
 			return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory for image buffers");
 	}
 
+	rf_ld_window_choose_sums(ld);
 	rf_ld_chunk_steps_init(ld);
 
 	/* The pipeline window and the queues. */

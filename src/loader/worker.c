@@ -36,15 +36,17 @@ static int
 step_decode(rf_loader *ld, struct worker *w, struct chunk_job *job)
 {
 	const uint8_t *stored = rf_ld_read_slot_bytes(ld, job->slot);
+	/* window.sums: the gather checks each sample instead (window.c). */
+	int verify = ld->cfg.verify && !ld->window.sums;
 	/* An uncompressed chunk in a map, with the parallel fill: its bytes
 	 * are read once, by the copies into the batches after the turn, and
 	 * checked there as they pass (gather.c); no batch holding them is
 	 * staged before the check.  Its layout is validated here, as with
 	 * verify = 0, which is safe on any bytes. */
-	int later = ld->cfg.verify && ld->gather.defer && ld->map.on && !ld->skip.on &&
+	int later = verify && ld->gather.defer && ld->map.on && !ld->skip.on &&
 		    !ld->image && job->info->codec == RF_CODEC_NONE;
 	int rc = rf_decoder_chunk(&w->dec, ld->schema, job->info, stored,
-				  later ? 0 : ld->cfg.verify, &job->sec, &job->ctx, &w->diag);
+				  later ? 0 : verify, &job->sec, &job->ctx, &w->diag);
 	if (rc == 0 && later) {
 		w->verify_later.on = 1;
 		w->verify_later.src = stored;

@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Window shuffling from maps with samples of 4 KiB and more: each gathered
+ * sample is checked against its row of the per-sample checksums (not each
+ * chunk as it is read).  The order and the bytes are those of the chunk
+ * checked path (O_DIRECT reads); a flipped byte of a value, or of its
+ * checksum row, ends the stream with RF_ECHECKSUM naming the sample and the
+ * field.
+ */
+#include "lt.h"
+#include "format/format.h"
+
+#include <inttypes.h>
+
+static char dir[256];
+
+#define N 600
+#define IMG 4096
+
+static void
+img_of(uint64_t g, uint8_t *out)
+{
+	for (uint32_t j = 0; j < IMG; j++)
+		out[j] = (uint8_t)(g * 7 + j * 13 + (j >> 8));
+}
+
+/* N samples: img u8 [4096] and y i64 = g; chunks of about 64 KiB. */
+static int
+pack(const char *name)
+{
+	rf_schema s;
+	memset(&s, 0, sizeof(s));
+	int rc = rf_schema_add(&s, "img", RF_DTYPE_U8, 1, (uint64_t[]){IMG}, -1);
+	if (!rc)
+		rc = rf_schema_add(&s, "y", RF_DTYPE_I64, 0, NULL, -1);
+	if (rc)
+		return rc;
+	rf_writer_config cfg;
+	rf_writer_config_init(&cfg);
+	cfg.chunk_bytes = 64 << 10;
+	cfg.no_fsync = 1;
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	rf_writer *w;
+	if ((rc = rf_writer_open(&w, path, &s, &cfg)) < 0)
+		return rc;
+	static uint8_t img[IMG];
+	for (uint64_t g = 0; g < N; g++) {
+		int64_t y = (int64_t)g;
+		img_of(g, img);
+		rf_value v[2] = {{.data = img, .len = IMG}, {.data = &y, .len = 8}};
+		if ((rc = rf_writer_add(w, v)) < 0) {
+			rf_writer_abort(&w);
+			return rc;
+		}
+	}
+	return rf_writer_close(&w);
+}
+
+struct run {
+	int rc;
+	char msg[1024];
+	char engine[32];
+	int per_sample;           /* the loader said it checks samples */
+	uint64_t order[N];
+	uint64_t got;
+};
+
+static void
+note_log(void *user, enum rf_log_level level, const char *msg)
+{
+	struct run *r = user;
+	if (strstr(msg, "per-sample checksums as it is gathered"))
+		r->per_sample = 1;
+	lt_log(NULL, level, msg);
+}
+
+/* Two epochs of window shuffling, checking every delivered value. */
+static void
+stream(const char *name, int direct, struct run *r)
+{
+	memset(r, 0, sizeof(*r));
+	struct lt_paths lp;
+	rf_config cfg;
+	lt_config(&cfg, &lp, dir, name);
+	cfg.log = note_log;
+	cfg.log_user = r;
+	cfg.batch_size = 16;
+	cfg.epochs = 2;
+	cfg.shuffle = RF_SHUFFLE_WINDOW;
+	cfg.window = 4;
+	cfg.seed = 5;
+	cfg.direct = direct;
+	rf_loader *ld;
+	r->rc = rf_loader_open(&ld, &cfg);
+	if (r->rc < 0)
+		return;
+	rf_stats st;
+	memset(&st, 0, sizeof st);
+	st.size = sizeof st;
+	LT_CHECK(rf_loader_stats(ld, &st) == 0);
+	snprintf(r->engine, sizeof r->engine, "%s", st.io_engine);
+	const rf_batch *b;
+	int rc;
+	static uint8_t want[IMG];
+	while ((rc = rf_loader_next(ld, &b)) == 0 && b) {
+		LT_CHECK(b->nfields == 2);
+		for (uint32_t i = 0; i < b->samples; i++) {
+			int64_t y;
+			memcpy(&y, (const uint8_t *)b->fields[1].data + 8 * (uint64_t)i, 8);
+			img_of((uint64_t)y, want);
+			LT_CHECK(memcmp((const uint8_t *)b->fields[0].data + (uint64_t)i * IMG, want,
+					IMG) == 0);
+			if (r->got < N)
+				r->order[r->got] = (uint64_t)y;
+			r->got++;
+		}
+		LT_CHECK(rf_loader_release(ld, b, NULL) == 0);
+	}
+	r->rc = rc;
+	snprintf(r->msg, sizeof r->msg, "%s", rc < 0 ? rf_loader_errmsg(ld) : "");
+	rf_loader_close(&ld);
+}
+
+/* Flip the byte at `at` of shard dir/name. */
+static void
+flip(const char *name, uint64_t at)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	FILE *f = fopen(path, "r+b");
+	LT_CHECK(f != NULL);
+	if (!f)
+		return;
+	fseek(f, (long)at, SEEK_SET);
+	int c = fgetc(f);
+	fseek(f, (long)at, SEEK_SET);
+	fputc(c ^ 0x5a, f);
+	fclose(f);
+}
+
+int
+main(void)
+{
+	snprintf(dir, sizeof(dir), "%s", lt_tmpdir("window-sums"));
+	LT_CHECK(pack("s.rfs") == 0);
+
+	/* From the maps, checked sample by sample; from O_DIRECT reads,
+	 * chunk by chunk: the same order, every value right. */
+	static struct run m, d;
+	stream("s.rfs", 0, &m);
+	stream("s.rfs", 1, &d);
+	LT_CHECK(m.rc == 0 && d.rc == 0);
+	LT_CHECK(strcmp(m.engine, "mmap") == 0);
+	LT_CHECK(m.per_sample && !d.per_sample);
+	LT_CHECK(m.got == 2 * N && d.got == 2 * N);
+	LT_CHECK(memcmp(m.order, d.order, sizeof m.order) == 0);
+
+	/* A flipped byte of a value: the sample and the field are named. */
+	rf_dataset *ds;
+	rf_chunk_info ci;
+	LT_CHECK(pack("v.rfs") == 0);
+	LT_CHECK(lt_dataset_open(&ds, dir, "v.rfs") == 0);
+	LT_CHECK(rf_dataset_chunks(ds) > 4);
+	LT_CHECK(rf_dataset_chunk_info(ds, 3, &ci) == 0);
+	/* Chunk 3's first sample in the dataset; byte 100 of its second
+	 * sample's img value is flipped. */
+	uint64_t first = 0;
+	for (uint64_t c = 0; c < 3; c++) {
+		rf_chunk_info cj;
+		rf_dataset_chunk_info(ds, c, &cj);
+		first += cj.samples;
+	}
+	rf_dataset_close(&ds);
+	static struct run v;
+	{
+		/* Where sample first + 1's img value lies in the chunk: found
+		 * by its bytes. */
+		char path[4096];
+		snprintf(path, sizeof path, "%s/v.rfs", dir);
+		FILE *f = fopen(path, "rb");
+		uint8_t *buf = malloc(ci.stored_bytes);
+		static uint8_t val[IMG];
+		img_of(first + 1, val);
+		LT_CHECK(f && buf);
+		if (f && buf) {
+			fseek(f, (long)ci.offset, SEEK_SET);
+			LT_CHECK(fread(buf, 1, ci.stored_bytes, f) == ci.stored_bytes);
+			const uint8_t *at = memmem(buf, ci.stored_bytes, val, IMG);
+			LT_CHECK(at != NULL);
+			if (at)
+				flip("v.rfs", ci.offset + (uint64_t)(at - buf) + 100);
+		}
+		if (f)
+			fclose(f);
+		free(buf);
+	}
+	stream("v.rfs", 0, &v);
+	LT_CHECK(v.rc == RF_ECHECKSUM);
+	char want[128];
+	snprintf(want, sizeof want, "sample %" PRIu64 " (1 of the chunk), field img", first + 1);
+	if (!strstr(v.msg, want))
+		fprintf(stderr, "got: %s\nwanted: %s\n", v.msg, want);
+	LT_CHECK(strstr(v.msg, want) != NULL);
+	LT_CHECK(v.got < 2 * N);
+
+	/* A flipped byte of a checksum row (sample 2 of chunk 3, field y). */
+	LT_CHECK(pack("r.rfs") == 0);
+	flip("r.rfs", rf_fmt_sums_offset(ci.offset, ci.stored_bytes) + (2 * 2 + 1) * 8 + 3);
+	static struct run r;
+	stream("r.rfs", 0, &r);
+	LT_CHECK(r.rc == RF_ECHECKSUM);
+	snprintf(want, sizeof want, "sample %" PRIu64 " (2 of the chunk), field y", first + 2);
+	if (!strstr(r.msg, want))
+		fprintf(stderr, "got: %s\nwanted: %s\n", r.msg, want);
+	LT_CHECK(strstr(r.msg, want) != NULL);
+
+	lt_rmtree(dir);
+	if (lt_failures)
+		fprintf(stderr, "%d checks failed\n", lt_failures);
+	return lt_failures ? 1 : 0;
+}
