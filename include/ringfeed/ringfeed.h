@@ -841,10 +841,8 @@ typedef struct rf_config {
 	 * (RF_INPLACE_AUTO, 0, the default), or always copied
 	 * (RF_INPLACE_OFF).  In place applies when every one of these holds:
 	 * the device is the host and the ring lends its slots
-	 * (rf_stats.in_place), the dataset is read through maps (map = 1, or
-	 * buffered reads, direct = 0 or chosen by -1, of local shards with
-	 * shuffle none or chunks: the loader then maps the shards itself, as
-	 * map = 1 would, and logs it at open), shuffle none or chunks, every
+	 * (rf_stats.in_place), the dataset is read through maps (map = 1),
+	 * shuffle none or chunks, every
 	 * loaded field fixed-size and delivered as stored (no image decoding,
 	 * no token layout), no mixture; and, per batch, the chunk is
 	 * uncompressed, the batch's samples are consecutive in that one chunk,

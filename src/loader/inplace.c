@@ -28,8 +28,6 @@
  *    staged queue and the slots lent to the consumer stay bounded as
  *    before; it uses none of the ring's bytes.
  */
-#include "config.h"
-#include "io/http.h"
 #include "loader/internal.h"
 
 /* The fields the batch delivers are all fixed and as stored. */
@@ -51,36 +49,6 @@ inplace_settings(const rf_loader *ld)
 	return ld->cfg.inplace == RF_INPLACE_AUTO && !ld->full.on && !ld->mix &&
 	       !ld->image && ld->cfg.tokens == RF_TOKENS_STORED &&
 	       (ld->resolved.shuffle == RF_SHUFFLE_NONE || ld->resolved.shuffle == RF_SHUFFLE_CHUNKS);
-}
-
-/*
- * Read through maps by itself, as map = 1 would, when batches could then be
- * handed out in place: buffered reads (asked for, or chosen because the
- * dataset fits in memory) of local shards, shuffle none or chunks, a
- * host-memory device and fixed fields only (sel).  After the device is
- * open, before the memory plan (which map changes).
- */
-void
-rf_ld_inplace_choose_map(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
-{
-	if (ld->map.on || ld->resolved.direct || !inplace_settings(ld) ||
-	    !rf_device_has(ld->dev, RF_DEVICE_CAP_HOST_MEMORY))
-		return;
-#if RF_TEST_HOOKS
-	const char *hc = getenv("RINGFEED_HOST_COPY");
-	if (hc && strcmp(hc, "1") == 0)
-		return; /* copied into device buffers: nothing would be in place */
-#endif
-	for (uint32_t i = 0; i < nsel; i++)
-		if (ld->schema->fields[sel[i]].var_dim >= 0)
-			return;
-	for (size_t i = 0; i < ld->nshards; i++)
-		if (rf_is_url(rf_dataset_shard_path(ld->ds, i)))
-			return;
-	ld->map.on = 1;
-	rf_log(&ld->diag, RF_LOG_INFO, "in place: the shards are read through maps, and batches "
-	       "that lie whole in one uncompressed chunk are handed out where they lie, read-only "
-	       "(the dataset is read through the page cache; inplace = off copies them)");
 }
 
 /* Whether batches may go out in place (after the memory plan, which says

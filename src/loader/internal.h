@@ -534,7 +534,6 @@ void *rf_ld_copy_main(void *arg);
 /* inplace.c: batches handed out where they lie in the maps (rf_config.inplace).
  * The alignment of each field's first row that such a batch keeps. */
 #define RF_INPLACE_ALIGN 64
-void rf_ld_inplace_choose_map(rf_loader *ld, const uint32_t *sel, uint32_t nsel);
 void rf_ld_inplace_setup(rf_loader *ld);
 int rf_ld_inplace_push(rf_loader *ld, uint64_t epoch, const rf_chunk_sections *sec, unsigned slot,
 		       uint32_t i, uint32_t k, uint64_t pos);

@@ -325,7 +325,6 @@ loader_open(rf_loader *ld)
 	rc = open_device(ld);
 	if (rc < 0)
 		return rc;
-	rf_ld_inplace_choose_map(ld, sel, nsel);
 	rc = rf_ld_plan_memory(ld, sel, nsel);
 	if (rc < 0)
 		return rc;
