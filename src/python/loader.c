@@ -384,7 +384,7 @@ loader_stats(LoaderObject *self, PyObject *unused)
 	PyObject *d = Py_BuildValue(
 		"{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:d,s:N,"
 		"s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-		"s:N,s:N,s:N,s:N,s:N,s:N,s:s,s:O,s:s,s:O,s:I,s:I,s:I,s:I,s:I,s:N,s:N,s:N,s:N,s:N}",
+		"s:N,s:N,s:N,s:N,s:N,s:N,s:s,s:O,s:s,s:O,s:O,s:I,s:I,s:I,s:I,s:I,s:N,s:N,s:N,s:N,s:N}",
 		"bytes_read", u64(st.bytes_read), "bytes_delivered", u64(st.bytes_delivered),
 		"batches", u64(st.batches), "samples", u64(st.samples), "chunks", u64(st.chunks),
 		"wall_ns", u64(st.wall_ns), "read_ns", u64(st.read_ns),
@@ -401,6 +401,7 @@ loader_stats(LoaderObject *self, PyObject *unused)
 		"device_bytes", u64(st.device_bytes), "device_peak", u64(st.device_peak),
 		"io_engine", st.io_engine, "io_direct", st.io_direct ? Py_True : Py_False,
 		"device", st.device, "in_place", st.in_place ? Py_True : Py_False,
+		"inplace", st.inplace ? Py_True : Py_False,
 		/* The library's device buffers: depth for the consumer and
 		 * the spare (device_bytes is buffers x batch_bytes when
 		 * batches are copied to the device). */

@@ -27,6 +27,7 @@ p = d + "/ip.rfs"
 check(ringfeed.pack(p, {"img": img, "y": y}, chunk_bytes=100 * 72) == N, "pack")
 
 ld = ringfeed.Loader(p, B, device="cpu", map=True, drop_last=False)
+check(ld.stats()["inplace"] is True, "stats: inplace")
 ro = rw = 0
 pos = 0
 for epoch in range(2):
@@ -167,6 +168,7 @@ ld.close()
 
 # inplace=False: every batch copied, writable memory behind a read-only view.
 ld = ringfeed.Loader(p, B, device="cpu", map=True, inplace=False)
+check(ld.stats()["inplace"] is False, "stats: inplace off")
 for batch in ld:
     check(not batch["img"].readonly, "inplace=False copies")
     cap = batch["img"].__dlpack__()
