@@ -124,9 +124,14 @@ rf_ld_zc_recycle_locked(rf_loader *ld, struct dbuf *b, int defer)
 {
 	struct staged src = b->src;
 	b->zc_src = 0;
-	pthread_mutex_unlock(&ld->mu);
-	rf_ld_staged_done(ld, &src);
-	pthread_mutex_lock(&ld->mu);
+	if (src.direct) {
+		/* A read slot's or the map's: its reference goes under mu. */
+		rf_ld_read_slot_unref_locked(ld, src.slot);
+	} else {
+		pthread_mutex_unlock(&ld->mu);
+		rf_ld_staged_done(ld, &src);
+		pthread_mutex_lock(&ld->mu);
+	}
 	ld->wake_defer = defer;
 	ld->stage_held--;
 	ld->delivery.lent--;

@@ -114,8 +114,11 @@ struct staged {             /* a batch in its staging slot, or a marker */
 	uint32_t plan_part;  /* samples of the next plan batch in it and the
 	                        batches before it (closed early), else 0 */
 	uint64_t copy_bytes, payload;
-	uint64_t used[RF_MAX_FIELDS];
-	const uint8_t *at[RF_MAX_FIELDS]; /* inplace: each part's rows in the map */
+	union {
+		uint64_t used[RF_MAX_FIELDS];     /* variable parts: bytes used */
+		const uint8_t *at[RF_MAX_FIELDS]; /* inplace (fixed parts only):
+		                                     each part's rows in the map */
+	};
 	/* on_error skip: substitute samples in it, and the skipped chunks
 	 * whose first substitute of the epoch it holds (rf_stats counts them
 	 * when the batch is delivered) */
@@ -450,6 +453,7 @@ void rf_ld_fail_locked(rf_loader *ld, int code, const char *msg);
 void rf_ld_maybe_end_locked(rf_loader *ld);
 unsigned rf_ld_ring_used(const rf_loader *ld);
 void rf_ld_read_slot_unref(rf_loader *ld, unsigned slot);
+void rf_ld_read_slot_unref_locked(rf_loader *ld, unsigned slot);
 const uint8_t *rf_ld_read_slot_bytes(const rf_loader *ld, unsigned slot);
 
 /* reader.c */
