@@ -845,11 +845,8 @@ typedef struct rf_config {
 	 * shuffle none or chunks, every
 	 * loaded field fixed-size and delivered as stored (no image decoding,
 	 * no token layout), no mixture; and, per batch, the chunk is
-	 * uncompressed, the batch's samples are consecutive in that one chunk,
-	 * and each field's first value is 64-byte aligned in the map (the
-	 * format aligns a chunk's field sections to 64 bytes, so batches of a
-	 * multiple of 64 bytes per field, such as 256 samples of 784 bytes
-	 * and 8, qualify).  Other batches are gathered into the ring as
+	 * uncompressed and the batch's samples are consecutive in that one
+	 * chunk.  Other batches are gathered into the ring as
 	 * usual; so is every batch whose chunk fails to verify with on_error
 	 * skip (its zero substitutes).
 	 *
@@ -961,7 +958,9 @@ typedef struct rf_batch_field {
 /* A delivered batch.  Every part of it lives in one device buffer; fields'
  * parts start at 256-byte-aligned addresses.  A batch handed out in place
  * (RF_BATCH_READONLY, see rf_config.inplace) is the exception: its fields
- * lie where they are in the shard's map, each 64-byte aligned. */
+ * lie where they are in the shard's map, each aligned to its element type
+ * (a chunk's field sections start 64-byte aligned and hold whole rows), not
+ * to 256 bytes. */
 typedef struct rf_batch {
 	uint64_t index;              /* batch number since open, from 0 */
 	uint64_t epoch;              /* epoch it belongs to (rf_config.epoch first) */

@@ -67,7 +67,8 @@ rf_ld_inplace_setup(rf_loader *ld)
  * The plan batch of k samples at rows [i, i + k) of this step's chunk
  * (sec, in read slot `slot`, uncompressed and checked), handed out in
  * place (the turn holder only).  Returns 0 when staged, 1 when a field's
- * rows do not start 64-byte aligned (the caller gathers it), or
+ * rows are not aligned to its element type (the caller gathers it; the
+ * format's 64-byte sections and whole rows make that a guard only), or
  * -ECANCELED when the pipeline stops.
  */
 int
@@ -79,7 +80,7 @@ rf_ld_inplace_push(rf_loader *ld, uint64_t epoch, const rf_chunk_sections *sec, 
 	for (uint32_t f = 0; f < ld->layout.nparts; f++) {
 		const rf_batch_part *p = &ld->layout.part[f];
 		const uint8_t *at = sec->field[p->field].data + (uint64_t)i * p->value_bytes;
-		if ((uintptr_t)at % RF_INPLACE_ALIGN)
+		if ((uintptr_t)at % rf_dtype_size(ld->schema->fields[p->field].dtype))
 			return 1;
 		s.at[f] = at;
 		bytes += (uint64_t)k * p->value_bytes;

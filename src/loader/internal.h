@@ -535,9 +535,7 @@ int rf_ld_pick_dbuf_locked(rf_loader *ld);
 /* copy.c */
 void *rf_ld_copy_main(void *arg);
 
-/* inplace.c: batches handed out where they lie in the maps (rf_config.inplace).
- * The alignment of each field's first row that such a batch keeps. */
-#define RF_INPLACE_ALIGN 64
+/* inplace.c: batches handed out where they lie in the maps (rf_config.inplace). */
 void rf_ld_inplace_setup(rf_loader *ld);
 int rf_ld_inplace_push(rf_loader *ld, uint64_t epoch, const rf_chunk_sections *sec, unsigned slot,
 		       uint32_t i, uint32_t k, uint64_t pos);

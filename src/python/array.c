@@ -184,10 +184,11 @@ array_dlpack_readonly(ArrayObject *self, PyObject *max_version, PyObject *copy)
 	size_t n = (size_t)(self->ndim ? self->ndim : 1);
 	uint64_t nbytes = share ? 0 : array_nbytes(self);
 	size_t head = versioned ? sizeof(DLManagedTensorVersioned) : sizeof(DLManagedTensor);
-	/* One block: the struct, the shape, then the copy 64-byte aligned. */
-	size_t at = (head + n * sizeof(int64_t) + 63) & ~(size_t)63;
-	size_t total = (at + (size_t)nbytes + 63) & ~(size_t)63;
-	uint8_t *blk = aligned_alloc(64, total);
+	/* One block: the struct, the shape, then the copy, 256-byte aligned
+	 * as DLPack wants a tensor's data. */
+	size_t at = (head + n * sizeof(int64_t) + 255) & ~(size_t)255;
+	size_t total = (at + (size_t)nbytes + 255) & ~(size_t)255;
+	uint8_t *blk = aligned_alloc(256, total);
 	if (!blk)
 		return PyErr_NoMemory();
 	memset(blk, 0, head);
