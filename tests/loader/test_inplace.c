@@ -9,8 +9,9 @@
  * copied, the others never (their rows are aligned to their elements
  * wherever they start); a byte flipped in a chunk fails
  * the stream before any batch from that chunk is delivered; a write into a
- * batch in place faults instead of reaching the page cache; compressed
- * chunks and inplace = off are never in place.
+ * batch in place faults instead of reaching the page cache; a batch held
+ * across rf_loader_stop keeps its bytes; compressed chunks, reads into the
+ * ring, window shuffling and inplace = off are never in place.
  */
 #include <inttypes.h>
 #include <signal.h>
@@ -279,6 +280,28 @@ write_faults(const char *path)
 	rf_loader_close(&ld);
 }
 
+/* The maps outlive the batches: a batch in place held across
+ * rf_loader_stop keeps its bytes until it is released. */
+static void
+held_across_stop(const char *path)
+{
+	rf_loader *ld = open_loader(path, RF_SHUFFLE_NONE, 20, 1, -1, RF_INPLACE_AUTO, 1);
+	const rf_batch *b = NULL;
+	CHECK(rf_loader_next(ld, &b) == 0 && b && (b->flags & RF_BATCH_READONLY));
+	rf_loader_stop(ld);
+	if (b) {
+		for (uint32_t i = 0; i < b->samples; i++) {
+			uint8_t want[IMG];
+			value_img(i, want);
+			CHECK(memcmp((const uint8_t *)b->fields[0].data + (uint64_t)i * IMG, want,
+				     IMG) == 0);
+			CHECK(((const int64_t *)b->fields[1].data)[i] == value_y(i));
+		}
+		CHECK(rf_loader_release(ld, b, NULL) == 0);
+	}
+	rf_loader_close(&ld);
+}
+
 /* A byte flipped in chunk `bad`: every batch before it is delivered, and
  * the stream fails before any batch with a sample of that chunk. */
 static void
@@ -363,6 +386,7 @@ main(void)
 	run_compare(raw, RF_SHUFFLE_WINDOW, 20, 1, -1, 0, 1);
 
 	write_faults(raw);
+	held_across_stop(raw);
 	flipped(dir, raw);
 
 	/* A value that is neither auto nor off. */

@@ -7,7 +7,8 @@
 # tensors), a DLPack 1.0 consumer that asks for no copy gets the memory with
 # the read-only flag, and copy=False without DLPack 1.0 is refused with the
 # way out; torch.from_dlpack works on them and a write into the tensor does
-# not reach the loader's memory; inplace=False and tensors="torch" copy
+# not reach the loader's memory; an array outlives the Loader's close;
+# inplace=False and tensors="torch" copy
 # every batch into writable memory.
 import ctypes
 
@@ -164,7 +165,14 @@ if torch is not None:
     tl.close()
 else:
     print("torch not installed: its part skipped")
+# The map outlives the Loader while an array of a batch in place lives.
+batch = next(iter(ld))
+kept = np.asarray(batch["img"])
+check(batch["img"].readonly, "in place")
+del batch
 ld.close()
+check(np.array_equal(kept, img[:B]), "a batch's array after close")
+del kept
 
 # inplace=False: every batch copied, writable memory behind a read-only view.
 ld = ringfeed.Loader(p, B, device="cpu", map=True, inplace=False)
