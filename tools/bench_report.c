@@ -230,6 +230,10 @@ bench_print_table(FILE *f, const bench_opts *o, const bench_result *res)
 	fprintf(f, "  %-26s %s\n", "peak RSS", fmt_bytes(c, sizeof c, (double)res->peak_rss));
 	fprintf(f, "  %-26s %s%s, device %s\n", "I/O engine", st->io_engine[0] ? st->io_engine : "?",
 		st->io_direct ? " (O_DIRECT)" : " (buffered)", st->device[0] ? st->device : "?");
+	if (st->inplace)
+		fprintf(f, "  %-26s %" PRIu64 " of %" PRIu64 " batches (%.0f%%), read-only in the maps\n",
+			"in place", res->batches_in_place, res->batches,
+			res->batches ? 100.0 * (double)res->batches_in_place / (double)res->batches : 0.0);
 	if (cold_first_epoch_only(o, res))
 		fprintf(f, "  note: reads went through the page cache, so only the first of the %" PRIu64
 			   " epochs was cold (--epochs 1 measures a cold pass)\n",
@@ -422,6 +426,7 @@ bench_print_json(FILE *f, const bench_opts *o, const bench_result *res)
 	json_str(f, "io_engine", st->io_engine, true);
 	json_bool(f, "io_direct", st->io_direct != 0, true);
 	json_str(f, "device", st->device, true);
+	json_u64(f, "batches_in_place", res->batches_in_place, true);
 	json_u64(f, "checksum", res->checksum, false);
 	fputs("}, ", f);
 

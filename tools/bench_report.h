@@ -92,6 +92,7 @@ typedef struct bench_result {
 	double seconds;          /* first rf_loader_next to the end of the loop */
 	uint64_t batches;
 	uint64_t samples;
+	uint64_t batches_in_place; /* handed out in the map, read-only (RF_BATCH_READONLY) */
 	uint64_t epochs;         /* epochs begun */
 	uint64_t peak_rss;       /* bytes, ru_maxrss right after the run */
 	uint64_t checksum;       /* --touch: sum of the bytes read */

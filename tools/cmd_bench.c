@@ -595,6 +595,8 @@ run_loader(const bench_opts *o, bench_result *res)
 			res->checksum += touch_batch(b);
 		res->batches++;
 		res->samples += b->samples;
+		if (b->flags & RF_BATCH_READONLY)
+			res->batches_in_place++;
 		last_epoch = b->epoch;
 		if ((rc = rf_loader_release(ld, b, NULL)) < 0) {
 			progress_clear(&pl);

@@ -391,6 +391,13 @@ enum rf_on_error {
 	RF_ON_ERROR_RAISE = 0,       /* stop the stream with its error (default) */
 	RF_ON_ERROR_SKIP = 1,        /* zero substitutes for its samples, up to a limit */
 };
+/* rf_config.inplace: batches handed out where they lie in the shards' maps
+ * when they can be (read-only, RF_BATCH_READONLY), or always copied. */
+enum rf_inplace {
+	RF_INPLACE_AUTO = 0,         /* in place when possible (default) */
+	RF_INPLACE_OFF = 1,          /* every batch copied into the ring */
+};
+
 /* rf_config.skip_limit 0: at most this many chunks skipped. */
 #define RF_SKIP_LIMIT_DEFAULT 16
 
@@ -696,8 +703,9 @@ typedef struct rf_config {
 	 * of read calls.  The decode workers check, decompress and gather
 	 * straight from the page cache's pages, which saves the copy of every
 	 * byte from the page cache into the ring when the dataset is in the
-	 * page cache (batches are always gathered then: none is sent from
-	 * where it was read); the reader faults each chunk in ahead of its
+	 * page cache (on the host device, a batch that lies whole in one
+	 * uncompressed chunk is handed out where it lies, read-only: see
+	 * rf_config.inplace; the others are gathered); the reader faults each chunk in ahead of its
 	 * turn (MADV_POPULATE_READ, Linux 5.14), so a read error or a shard
 	 * shorter than its index is reported as an error of that chunk (older
 	 * kernels only start the reads, and such a page raises SIGBUS).  Implies buffered reads (direct = 1 with map = 1
@@ -834,7 +842,34 @@ typedef struct rf_config {
 	const char *cache_dir;
 	uint64_t cache_bytes;        /* the cap; 0 (default): 10 GiB */
 
-	uint8_t reserved[56];        /* zero; room to grow */
+	/*
+	 * Batches handed out where they lie in the shards' maps, with no copy
+	 * (RF_INPLACE_AUTO, 0, the default), or always copied
+	 * (RF_INPLACE_OFF).  In place applies when every one of these holds:
+	 * the device is the host and the ring lends its slots
+	 * (rf_stats.in_place), the dataset is read through maps (map = 1),
+	 * shuffle none or chunks, every
+	 * loaded field fixed-size and delivered as stored (no image decoding,
+	 * no token layout), no mixture; and, per batch, the chunk is
+	 * uncompressed and the batch's samples are consecutive in that one
+	 * chunk.  Other batches are gathered into the ring as
+	 * usual; so is every batch whose chunk fails to verify with on_error
+	 * skip (its zero substitutes).
+	 *
+	 * A batch handed out in place is read-only: rf_batch.flags has
+	 * RF_BATCH_READONLY, its fields' data point into read-only
+	 * (PROT_READ) shared maps of the page cache, and a write through them
+	 * faults (SIGSEGV): copy what you modify.  Its chunk's XXH3-64 is
+	 * checked (verify = 1) before any batch from it is delivered, once per
+	 * read of the chunk (each epoch), as for a copied batch.  The memory
+	 * stays valid until the batch is released (rf_loader_release), and
+	 * the maps until rf_loader_close.  rf_stats.inplace says whether the
+	 * loader does it.  Nothing changes in the order, the batches'
+	 * contents or the memory plan.  Any other value is RF_EUSAGE.
+	 */
+	enum rf_inplace inplace;
+
+	uint8_t reserved[52];        /* zero; room to grow */
 } rf_config;
 
 /* One source of a mixture (rf_config.sources). */
@@ -899,8 +934,9 @@ typedef struct rf_loader rf_loader;
 #define RF_BATCH_MAX_DIMS 9
 
 /* One field of a delivered batch.  All pointers are into the batch's device
- * buffer (device memory for cuda, host memory for the host backend) and stay
- * valid until the batch is released. */
+ * buffer (device memory for cuda, host memory for the host backend), or for
+ * a batch handed out in place (RF_BATCH_READONLY) into the shard's
+ * read-only map, and stay valid until the batch is released. */
 typedef struct rf_batch_field {
 	const char *name;            /* the schema's name ("inputs", "targets" for the
 	                                token layout, rf_config.tokens); owned by
@@ -926,7 +962,11 @@ typedef struct rf_batch_field {
 } rf_batch_field;
 
 /* A delivered batch.  Every part of it lives in one device buffer; fields'
- * parts start at 256-byte-aligned addresses. */
+ * parts start at 256-byte-aligned addresses.  A batch handed out in place
+ * (RF_BATCH_READONLY, see rf_config.inplace) is the exception: its fields
+ * lie where they are in the shard's map, each aligned to its element type
+ * (a chunk's field sections start 64-byte aligned and hold whole rows), not
+ * to 256 bytes. */
 typedef struct rf_batch {
 	uint64_t index;              /* batch number since open, from 0 */
 	uint64_t epoch;              /* epoch it belongs to (rf_config.epoch first) */
@@ -946,7 +986,15 @@ typedef struct rf_batch {
 	 * moment anyway), so waiting costs nothing; the wait is still part of
 	 * the contract, so that a later version may deliver earlier. */
 	void *ready_event;
+	/* RF_BATCH_* bits.  RF_BATCH_READONLY: the batch was handed out in
+	 * place (rf_config.inplace): its fields point into read-only maps of
+	 * the shards, where a write faults, and lie apart rather than in one
+	 * buffer (data is then the first field's, bytes the fields' total). */
+	uint32_t flags;
 } rf_batch;
+
+/* rf_batch.flags: the batch's memory is read-only (rf_config.inplace). */
+#define RF_BATCH_READONLY (1u << 0)
 
 /*
  * Processes.  A loader belongs to the process that opened it: fork()
@@ -1238,7 +1286,10 @@ typedef struct rf_stats {
 	uint32_t window;             /* the window shuffle's W in force (rf_config.window,
 	                                its default, or a resumed blob's; at most the
 	                                dataset's chunks), else 0 */
-	uint32_t reserved0;          /* zero */
+	/* 1 when batches that lie whole in one uncompressed chunk are handed
+	 * out where they lie in the shards' maps, read-only (rf_config.inplace,
+	 * RF_BATCH_READONLY; rf_batch.flags says which batches were). */
+	uint32_t inplace;
 	/* A 64-bit hash of every input of the order (dataset fingerprint,
 	 * shuffle, seed, W, batch_size, world, drop_last; not the rank nor the
 	 * epoch; the seed only when shuffled, W only for window shuffling):

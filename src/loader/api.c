@@ -584,6 +584,7 @@ rf_loader_stats(rf_loader *ld, rf_stats *st)
 	s.device_bytes = ld->stats.device_bytes;
 	s.device_peak = ld->stats.device_bytes;
 	s.in_place = ld->mem.in_place;
+	s.inplace = (uint32_t)ld->gather.inplace_ok;
 	s.decode_threads = ld->nworkers;
 	s.window = ld->order_window;
 	s.order_id = ld->order_id;

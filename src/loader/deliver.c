@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Delivery: describing a batch for the consumer, handing staged batches
- * on, and the host device's in-place delivery (a batch lent in its ring slot).
+ * on, and the host device's in-place delivery (a batch lent in its ring
+ * slot, or one that lies where it is in a shard's map: inplace.c).
  */
 #include "loader/internal.h"
 
@@ -60,6 +61,14 @@ fill_batch(rf_loader *ld, struct dbuf *b, const struct staged *s)
 	b->pub.data = b->dptr;
 	b->pub.bytes = s->payload;
 	b->pub.ready_event = b->copy_event;
+	b->pub.flags = 0;
+	if (s->inplace) {
+		/* Each field where it lies in the map (inplace.c): apart, and
+		 * read-only.  No variable field: nothing is written beside it. */
+		for (uint32_t i = 0; i < l->nparts; i++)
+			b->fields[i].data = (void *)(uintptr_t)s->at[i];
+		b->pub.flags = RF_BATCH_READONLY;
+	}
 }
 
 /* Describe a batch whose bytes are in place in b->dptr.  The offsets go to
@@ -115,9 +124,14 @@ rf_ld_zc_recycle_locked(rf_loader *ld, struct dbuf *b, int defer)
 {
 	struct staged src = b->src;
 	b->zc_src = 0;
-	pthread_mutex_unlock(&ld->mu);
-	rf_ld_staged_done(ld, &src);
-	pthread_mutex_lock(&ld->mu);
+	if (src.direct) {
+		/* A read slot's or the map's: its reference goes under mu. */
+		rf_ld_read_slot_unref_locked(ld, src.slot);
+	} else {
+		pthread_mutex_unlock(&ld->mu);
+		rf_ld_staged_done(ld, &src);
+		pthread_mutex_lock(&ld->mu);
+	}
 	ld->wake_defer = defer;
 	ld->stage_held--;
 	ld->delivery.lent--;
@@ -137,8 +151,14 @@ zc_ready_locked(rf_loader *ld, const struct staged *s)
 		struct dbuf *b = &ld->delivery.dbufs[i];
 		if (b->state != DB_FREE)
 			continue;
-		b->dptr = (uint8_t *)rf_ring_slot(ld->ring, s->slot) + s->src_off;
-		rf_ld_describe_batch(ld, b, s);
+		if (s->inplace) {
+			/* The map's bytes: the first field's, read-only. */
+			b->dptr = (void *)(uintptr_t)s->at[0];
+			fill_batch(ld, b, s);
+		} else {
+			b->dptr = (uint8_t *)rf_ring_slot(ld->ring, s->slot) + s->src_off;
+			rf_ld_describe_batch(ld, b, s);
+		}
 		b->zc_src = 1;
 		b->src = *s;
 		ld->delivery.lent++;

@@ -630,7 +630,19 @@ gather_items(rf_loader *ld, const struct lstep *st, const rf_chunk_sections *cur
 				       "asks for sample %u", ctx->path, ctx->chunk, sec->samples,
 				       it->offset + r - 1);
 		assert(rf_ld_image_taken(st, it->offset, r));
-		if (direct && ld->gather.cur_slot < 0 && ld->gather.i == 0 && r == ld->gather.n &&
+		int whole = direct && ld->gather.cur_slot < 0 && ld->gather.i == 0 &&
+			    r == ld->gather.n;
+		if (whole && ld->gather.inplace_ok) {
+			/* Where it lies in the map, unless a field is not
+			 * aligned there (inplace.c); then gathered. */
+			rc = rf_ld_inplace_push(ld, st->epoch, sec, read_slot, it->offset, r, it->pos);
+			if (rc < 0)
+				return rc;
+			if (rc == 0) {
+				ld->gather.i += r;
+				continue;
+			}
+		} else if (whole &&
 		    (!ld->mem.in_place ||
 		     (uintptr_t)(sec->field[ld->layout.part[0].field].data +
 				 (uint64_t)it->offset * ld->layout.part[0].value_bytes) %

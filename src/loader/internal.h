@@ -105,6 +105,7 @@ enum staged_kind { SK_BATCH = 0, SK_END, SK_ERROR };
 struct staged {             /* a batch in its staging slot, or a marker */
 	enum staged_kind kind;
 	int direct;         /* the bytes are in a read slot, at src_off: no gather */
+	int inplace;        /* direct, in the map: each part at at[part] (inplace.c) */
 	unsigned slot;      /* staging slot, or the read slot when direct */
 	uint64_t src_off;
 	uint32_t n;
@@ -113,7 +114,11 @@ struct staged {             /* a batch in its staging slot, or a marker */
 	uint32_t plan_part;  /* samples of the next plan batch in it and the
 	                        batches before it (closed early), else 0 */
 	uint64_t copy_bytes, payload;
-	uint64_t used[RF_MAX_FIELDS];
+	union {
+		uint64_t used[RF_MAX_FIELDS];     /* variable parts: bytes used */
+		const uint8_t *at[RF_MAX_FIELDS]; /* inplace (fixed parts only):
+		                                     each part's rows in the map */
+	};
 	/* on_error skip: substitute samples in it, and the skipped chunks
 	 * whose first substitute of the epoch it holds (rf_stats counts them
 	 * when the batch is delivered) */
@@ -310,7 +315,10 @@ struct rf_loader {
 		int cur_slot;
 		uint64_t cur_first, cur_epoch, batch_counter;
 		int direct_ok;       /* one fixed field: batches inside a raw chunk
-		                        are copied straight from the read slot */
+		                        are copied straight from the read slot;
+		                        or inplace_ok */
+		int inplace_ok;      /* batches inside a raw chunk go out where they
+		                        lie in the map (inplace.c) */
 		uint32_t cur_subst, cur_subst_chunks; /* the open batch's (struct staged) */
 		/*
 		 * The parallel fill (gather.c, `defer`, chosen at open): at its
@@ -500,6 +508,7 @@ void rf_ld_fail_locked(rf_loader *ld, int code, const char *msg);
 void rf_ld_maybe_end_locked(rf_loader *ld);
 unsigned rf_ld_ring_used(const rf_loader *ld);
 void rf_ld_read_slot_unref(rf_loader *ld, unsigned slot);
+void rf_ld_read_slot_unref_locked(rf_loader *ld, unsigned slot);
 const uint8_t *rf_ld_read_slot_bytes(const rf_loader *ld, unsigned slot);
 
 /* reader.c */
@@ -591,6 +600,11 @@ int rf_ld_pick_dbuf_locked(rf_loader *ld);
 
 /* copy.c */
 void *rf_ld_copy_main(void *arg);
+
+/* inplace.c: batches handed out where they lie in the maps (rf_config.inplace). */
+void rf_ld_inplace_setup(rf_loader *ld);
+int rf_ld_inplace_push(rf_loader *ld, uint64_t epoch, const rf_chunk_sections *sec, unsigned slot,
+		       uint32_t i, uint32_t k, uint64_t pos);
 
 /* mix.c: rf_config.sources (the loader's side of src/plan/mix.h) */
 int rf_ld_mix_config_check(rf_loader *ld);

@@ -328,6 +328,7 @@ loader_open(rf_loader *ld)
 	rc = rf_ld_plan_memory(ld, sel, nsel);
 	if (rc < 0)
 		return rc;
+	rf_ld_inplace_setup(ld);
 
 	rc = rf_ring_open(&ld->ring, ld->mem.ring_slot_bytes, ld->mem.n_ring, ld->dev,
 			  cfg->pinning == RF_PINNING_TRANSIENT ? RF_PIN_TRANSIENT : RF_PIN_RING,
@@ -371,10 +372,13 @@ loader_open(rf_loader *ld)
 	ld->copy.pin_refs = calloc(ld->mem.nslots, sizeof(*ld->copy.pin_refs));
 	if (!ld->slot_refs || !ld->copy.pin_refs)
 		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
-	/* Not from a map: a batch handed out in place must be writable memory,
-	 * and a device copy wants pinned memory. */
-	ld->gather.direct_ok = ld->layout.nparts == 1 && !ld->layout.part[0].var &&
-			       ld->layout.part[0].off == 0 && !ld->map.on && !ld->image;
+	/* A direct batch of one field from a read slot: not from a map, where
+	 * a device copy would want pinned memory and a batch lent as it is
+	 * writable memory; from a map, batches go out read-only instead, on the
+	 * host device (inplace.c). */
+	ld->gather.direct_ok = (ld->layout.nparts == 1 && !ld->layout.part[0].var &&
+				ld->layout.part[0].off == 0 && !ld->map.on && !ld->image) ||
+			       ld->gather.inplace_ok;
 	ld->sq_cap = ld->mem.n_stage + 2;
 	ld->sq = calloc(ld->sq_cap, sizeof(*ld->sq));
 	if (!ld->win || !ld->sq)

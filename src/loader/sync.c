@@ -141,6 +141,23 @@ rf_ld_ring_used(const rf_loader *ld)
 	return ld->map.on ? ld->stage_held : ld->read_held + ld->stage_held;
 }
 
+/* The count's part of giving a read slot back (mu held).  In map mode the
+ * slot is a number in map.free; a number that is not a read's, or one
+ * already free, is ignored (as the ring ignores such a release): it must
+ * never go to two reads. */
+static void
+release_read_slot_locked(rf_loader *ld, unsigned slot)
+{
+	if (ld->map.on) {
+		if (slot < ld->mem.n_ring || slot >= ld->mem.nslots || ld->map.free_is[slot])
+			return;
+		ld->map.free_is[slot] = 1;
+		ld->map.free[ld->map.free_n++] = slot;
+	}
+	ld->read_held--;
+	pthread_cond_signal(&ld->reader_cv);
+}
+
 static void
 release_read_slot(rf_loader *ld, unsigned slot)
 {
@@ -149,20 +166,21 @@ release_read_slot(rf_loader *ld, unsigned slot)
 	if (!ld->map.on)
 		rf_ring_release(ld->ring, slot);
 	pthread_mutex_lock(&ld->mu);
-	if (ld->map.on) {
-		/* A number that is not a read's, or one already free, is
-		 * ignored (as the ring ignores such a release): it must never
-		 * go to two reads. */
-		if (slot < ld->mem.n_ring || slot >= ld->mem.nslots || ld->map.free_is[slot]) {
-			pthread_mutex_unlock(&ld->mu);
-			return;
-		}
-		ld->map.free_is[slot] = 1;
-		ld->map.free[ld->map.free_n++] = slot;
-	}
-	ld->read_held--;
-	pthread_cond_signal(&ld->reader_cv);
+	release_read_slot_locked(ld, slot);
 	pthread_mutex_unlock(&ld->mu);
+}
+
+/* rf_ld_read_slot_unref with mu held, for the consumer's release of a
+ * batch that lies in a read slot or a map: one critical section instead of
+ * three (the ring's own lock nests inside mu, as nowhere the other way). */
+void
+rf_ld_read_slot_unref_locked(rf_loader *ld, unsigned slot)
+{
+	if (--ld->slot_refs[slot] > 0)
+		return;
+	if (!ld->map.on)
+		rf_ring_release(ld->ring, slot);
+	release_read_slot_locked(ld, slot);
 }
 
 /* Drop one reference to a read slot (the worker's own, or a direct batch's

@@ -61,6 +61,32 @@ dl_deleter(DLManagedTensor *m)
 }
 
 static void
+dl_deleter_versioned(DLManagedTensorVersioned *m)
+{
+	if (m->manager_ctx && Py_IsInitialized()) {
+		PyGILState_STATE g = PyGILState_Ensure();
+		Py_XDECREF((PyObject *)m->manager_ctx);
+		PyGILState_Release(g);
+	}
+	free(m);
+}
+
+static void
+capsule_destructor_versioned(PyObject *cap)
+{
+	if (PyCapsule_IsValid(cap, "used_dltensor_versioned"))
+		return;
+	PyObject *type, *value, *tb;
+	PyErr_Fetch(&type, &value, &tb);
+	DLManagedTensorVersioned *m = PyCapsule_GetPointer(cap, "dltensor_versioned");
+	if (m)
+		m->deleter(m);
+	else
+		PyErr_WriteUnraisable(cap);
+	PyErr_Restore(type, value, tb);
+}
+
+static void
 capsule_destructor(PyObject *cap)
 {
 	/* A consumer renames the capsule when it takes ownership; then the
@@ -106,6 +132,107 @@ dlpack_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject
 	return 0;
 }
 
+static int
+array_readonly(const ArrayObject *self)
+{
+	return (self->batch->b->flags & RF_BATCH_READONLY) != 0;
+}
+
+/* Whether max_version (None or a (major, minor) tuple) admits DLPack 1.0:
+ * 1, 0, or -1 with an exception. */
+static int
+wants_versioned(PyObject *max_version)
+{
+	if (max_version == Py_None)
+		return 0;
+	int major, minor;
+	if (!PyTuple_Check(max_version) ||
+	    !PyArg_ParseTuple(max_version, "ii:max_version", &major, &minor)) {
+		if (!PyErr_Occurred())
+			PyErr_Format(PyExc_TypeError, "max_version must be a (major, minor) tuple, "
+				     "not %.100s", rfpy_type_name(max_version));
+		return -1;
+	}
+	return major >= 1;
+}
+
+/*
+ * __dlpack__ of a read-only array: a field of a batch handed out in place
+ * (RF_BATCH_READONLY), in a read-only map of the dataset's file, where a
+ * write faults.  A consumer that speaks DLPack 1.0 and asks for no copy
+ * (copy=False) gets the memory itself with the read-only flag; every other
+ * consumer gets a copy of its own (flagged as one in DLPack 1.0), since a
+ * legacy capsule cannot say read-only and PyTorch, which has no read-only
+ * tensors, would write into it; copy=False without DLPack 1.0 is refused.
+ * numpy.asarray reads the memory itself (read-only, no copy).
+ */
+static PyObject *
+array_dlpack_readonly(ArrayObject *self, PyObject *max_version, PyObject *copy)
+{
+	int versioned = wants_versioned(max_version);
+	if (versioned < 0)
+		return NULL;
+	int share = copy == Py_False;
+	if (share && !versioned) {
+		PyErr_SetString(PyExc_BufferError,
+				"this array is read-only (its batch lies in place in a read-only "
+				"map of the dataset's file) and a DLPack consumer before 1.0 cannot be "
+				"told so: export with copy=None (a copy), read it with numpy.asarray "
+				"(no copy, read-only), or open the Loader with inplace=False");
+		return NULL;
+	}
+	size_t n = (size_t)(self->ndim ? self->ndim : 1);
+	uint64_t nbytes = share ? 0 : array_nbytes(self);
+	size_t head = versioned ? sizeof(DLManagedTensorVersioned) : sizeof(DLManagedTensor);
+	/* One block: the struct, the shape, then the copy, 256-byte aligned
+	 * as DLPack wants a tensor's data. */
+	size_t at = (head + n * sizeof(int64_t) + 255) & ~(size_t)255;
+	size_t total = (at + (size_t)nbytes + 255) & ~(size_t)255;
+	uint8_t *blk = aligned_alloc(256, total);
+	if (!blk)
+		return PyErr_NoMemory();
+	memset(blk, 0, head);
+	int64_t *shape = (int64_t *)(void *)(blk + head);
+	memcpy(shape, self->shape, (size_t)self->ndim * sizeof(int64_t));
+	DLTensor t = {
+		.data = share ? self->data : blk + at,
+		.device = self->batch->core->device,
+		.ndim = self->ndim,
+		.dtype = rfpy_dl_dtype(self->dtype),
+		.shape = shape,
+		.strides = NULL,
+		.byte_offset = 0,
+	};
+	if (nbytes)
+		memcpy(blk + at, self->data, (size_t)nbytes);
+	PyObject *cap;
+	if (versioned) {
+		DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)(void *)blk;
+		m->version.major = 1;
+		m->version.minor = 0;
+		m->dl_tensor = t;
+		/* Shared: the Array (and so the batch) lives as long as the
+		 * consumer's tensor.  Copied: nothing to hold. */
+		m->manager_ctx = share ? Py_NewRef((PyObject *)self) : NULL;
+		m->flags = share ? RFPY_DLPACK_FLAG_READ_ONLY : RFPY_DLPACK_FLAG_IS_COPIED;
+		m->deleter = dl_deleter_versioned;
+		cap = PyCapsule_New(m, "dltensor_versioned", capsule_destructor_versioned);
+		if (!cap) {
+			Py_XDECREF((PyObject *)m->manager_ctx);
+			free(blk);
+		}
+	} else {
+		DLManagedTensor *m = (DLManagedTensor *)(void *)blk;
+		m->dl_tensor = t;
+		m->manager_ctx = NULL;
+		m->deleter = dl_deleter;
+		cap = PyCapsule_New(m, "dltensor", capsule_destructor);
+		if (!cap)
+			free(blk);
+	}
+	return cap;
+}
+
 static PyObject *
 array_dlpack_vals(ArrayObject *self, PyObject *const *vals)
 {
@@ -127,6 +254,19 @@ array_dlpack_vals(ArrayObject *self, PyObject *const *vals)
 				     "need a copy", (int)dev.device_type, (int)dev.device_id, dt, di);
 			return NULL;
 		}
+	}
+	if (dev.device_type == kDLCPU && array_readonly(self)) {
+		if (stream != Py_None) {
+			long long s = PyLong_AsLongLong(stream);
+			if (s == -1 && PyErr_Occurred())
+				return NULL;
+			if (s != -1) {
+				PyErr_SetString(PyExc_ValueError,
+						"stream must be None for an array on the CPU");
+				return NULL;
+			}
+		}
+		return array_dlpack_readonly(self, vals[1], copy);
 	}
 	if (copy == Py_True) {
 		PyErr_SetString(PyExc_BufferError, "ringfeed arrays are exported without a copy; "
@@ -262,6 +402,12 @@ static PyObject *
 array_ndim(ArrayObject *self, void *unused)
 {
 	return PyLong_FromLong(self->ndim);
+}
+
+static PyObject *
+array_readonly_get(ArrayObject *self, void *unused)
+{
+	return PyBool_FromLong(array_readonly(self));
 }
 
 static PyObject *
@@ -427,6 +573,10 @@ static PyGetSetDef array_getset[] = {
 	{"nbytes", (getter)array_nbytes_get, NULL, "Bytes of data.", NULL},
 	{"ndim", (getter)array_ndim, NULL, "Number of dimensions.", NULL},
 	{"data_ptr", (getter)array_ptr, NULL, "Address of the first element.", NULL},
+	{"readonly", (getter)array_readonly_get, NULL,
+	 "True when the batch lies in place in a read-only map of the dataset's file\n"
+	 "(Loader(inplace=True), the default): NumPy sees it read-only, and DLPack\n"
+	 "consumers get a copy unless they speak DLPack 1.0 and pass copy=False.", NULL},
 	{"__array_interface__", (getter)array_interface, NULL,
 	 "NumPy's array interface (host arrays other than bf16).", NULL},
 	{NULL, NULL, NULL, NULL, NULL},

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The DLPack ABI (dlpack.h v0.8): the structures a producer hands to a
- * consumer inside a PyCapsule named "dltensor".  Written out here from the
+ * The DLPack ABI (dlpack.h v0.8, and 1.0's versioned tensor): the
+ * structures a producer hands to a consumer inside a PyCapsule named
+ * "dltensor" ("dltensor_versioned" for DLManagedTensorVersioned).  Written out here from the
  * public specification so the extension needs no extra header; the layout
  * and the constants must match it exactly, since torch, numpy and cupy read
  * these structures directly.
@@ -55,5 +56,22 @@ typedef struct DLManagedTensor {
 	 * memory; by the capsule's destructor when nobody consumed it. */
 	void (*deleter)(struct DLManagedTensor *self);
 } DLManagedTensor;
+
+/* DLPack 1.0: a version and flags, the tensor last. */
+typedef struct {
+	uint32_t major;
+	uint32_t minor;
+} DLPackVersion;
+
+#define RFPY_DLPACK_FLAG_READ_ONLY (UINT64_C(1) << 0)
+#define RFPY_DLPACK_FLAG_IS_COPIED (UINT64_C(1) << 1)
+
+typedef struct DLManagedTensorVersioned {
+	DLPackVersion version;
+	void *manager_ctx;
+	void (*deleter)(struct DLManagedTensorVersioned *self);
+	uint64_t flags;
+	DLTensor dl_tensor;
+} DLManagedTensorVersioned;
 
 #endif

@@ -384,7 +384,7 @@ loader_stats(LoaderObject *self, PyObject *unused)
 	PyObject *d = Py_BuildValue(
 		"{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:d,s:N,"
 		"s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-		"s:N,s:N,s:N,s:N,s:N,s:N,s:s,s:O,s:s,s:O,s:I,s:I,s:I,s:I,s:I,s:N,s:N,s:N,s:N,s:N}",
+		"s:N,s:N,s:N,s:N,s:N,s:N,s:s,s:O,s:s,s:O,s:O,s:I,s:I,s:I,s:I,s:I,s:N,s:N,s:N,s:N,s:N}",
 		"bytes_read", u64(st.bytes_read), "bytes_delivered", u64(st.bytes_delivered),
 		"batches", u64(st.batches), "samples", u64(st.samples), "chunks", u64(st.chunks),
 		"wall_ns", u64(st.wall_ns), "read_ns", u64(st.read_ns),
@@ -401,6 +401,7 @@ loader_stats(LoaderObject *self, PyObject *unused)
 		"device_bytes", u64(st.device_bytes), "device_peak", u64(st.device_peak),
 		"io_engine", st.io_engine, "io_direct", st.io_direct ? Py_True : Py_False,
 		"device", st.device, "in_place", st.in_place ? Py_True : Py_False,
+		"inplace", st.inplace ? Py_True : Py_False,
 		/* The library's device buffers: depth for the consumer and
 		 * the spare (device_bytes is buffers x batch_bytes when
 		 * batches are copied to the device). */
@@ -595,7 +596,7 @@ static const char loader_doc_head[] =
 	"       drop_last=True, window=0, pinning='ring', io_depth=0, direct=None,\n"
 	"       decode_threads=0, verify=True, var_bytes=0, map=False, tokens='stored',\n"
 	"       tensors='dlpack', on_error='raise', skip_limit=0, cache_dir=None,\n"
-	"       cache_bytes=0, images=None)\n"
+	"       cache_bytes=0, images=None, inplace=True)\n"
 	"--\n\n"
 	"Stream a dataset in batches.  Each pass (for batch in loader) yields one\n"
 	"epoch's len(loader) batches, then advances the epoch; each batch is a dict\n"
@@ -652,7 +653,12 @@ static const char loader_doc_args[] =
 	"  cache_dir       a directory keeping a remote dataset's chunks for later\n"
 	"                  epochs and runs; cache_bytes its cap (0: 10 GiB).\n"
 	"  images          {field: size or {options}}: encoded JPEG/PNG images\n"
-	"                  decoded and transformed in the pipeline (docs/python.md).\n\n"
+	"                  decoded and transformed in the pipeline (docs/python.md).\n"
+	"  inplace         on the CPU, a batch that lies whole in one uncompressed\n"
+	"                  chunk is handed out where it lies in a read-only map of\n"
+	"                  the file, with no copy (Array.readonly; numpy sees it\n"
+	"                  read-only; DLPack consumers get a copy); False copies\n"
+	"                  every batch.  Off with tensors='torch'.\n\n"
 	"A batch's buffer is reused once every array and tensor made from it is\n"
 	"gone (docs/python.md).  state_dict()/load_state_dict() resume\n"
 	"mid-epoch.  A Loader belongs to the process that opened it: in a child of\n"

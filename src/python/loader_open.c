@@ -415,7 +415,7 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 				 "rank", "world", "device", "depth", "pinned_bytes", "drop_last",
 				 "window", "pinning", "io_depth", "direct", "decode_threads",
 				 "verify", "var_bytes", "map", "tokens", "tensors", "on_error",
-				 "skip_limit", "cache_dir", "cache_bytes", NULL};
+				 "skip_limit", "cache_dir", "cache_bytes", "inplace", NULL};
 	PyObject *paths_arg, *fields_arg = Py_None, *rank_arg = Py_None, *world_arg = Py_None,
 		 *device_arg = NULL, *batch_arg, *shuffle_arg = NULL, *seed_arg = NULL,
 		 *epoch_arg = NULL, *depth_arg = NULL, *pinned_arg = NULL, *window_arg = NULL,
@@ -427,7 +427,7 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	unsigned long long seed = 0, epoch = 0, pinned_bytes = 0, var_bytes = 0;
 	long long batch_size = 0, depth = 2, window = 0, io_depth = 0, decode_threads = 0;
 	long long skip_limit = 0;
-	int drop_last = 1, direct = -1, verify = 1, map = 0;
+	int drop_last = 1, direct = -1, verify = 1, map = 0, inplace = 1;
 	PyObject *direct_arg = Py_None;
 	size_t npaths;
 
@@ -440,14 +440,14 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	PyObject *kw_hold = kw_rest;
 	/* Every argument converted here, so that a TypeError or OverflowError
 	 * names it (PyArg's formats name a keyword argument by its position). */
-	int parsed = PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOOOOOOOOpOOOOOpOpOOOOOO:Loader",
+	int parsed = PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOOOOOOOOpOOOOOpOpOOOOOOp:Loader",
 					 kwlist, &paths_arg, &batch_arg, &fields_arg, &shuffle_arg,
 					 &seed_arg, &epoch_arg, &rank_arg, &world_arg,
 					 &device_arg, &depth_arg, &pinned_arg, &drop_last,
 					 &window_arg, &pinning_arg, &io_depth_arg, &direct_arg,
 					 &threads_arg, &verify, &var_bytes_arg, &map, &tokens_arg,
 					 &tensors_arg, &on_error_arg, &skip_limit_arg,
-					 &cache_dir_arg, &cache_bytes_arg);
+					 &cache_dir_arg, &cache_bytes_arg, &inplace);
 	Py_XDECREF(kw_hold);
 	if (!parsed)
 		return -1;
@@ -552,6 +552,10 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 			     "not \"%s\"", tensors);
 		return -1;
 	}
+	/* Batches in place are read-only, and PyTorch has no read-only
+	 * tensors (a write would fault in the map): torch tensors are always
+	 * of batches copied by the loader's workers. */
+	cfg->inplace = inplace && !self->to_tensor ? RF_INPLACE_AUTO : RF_INPLACE_OFF;
 	cfg->var_bytes = var_bytes;
 	if (pinned_bytes) {
 		/* The ring takes what the memory plan needs, up to pinned_bytes:

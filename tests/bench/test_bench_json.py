@@ -39,7 +39,7 @@ KEYS = {
                "samples_per_s", "per_batch_us", "gb_per_s", "read_gb_per_s",
                "bytes_delivered", "bytes_read", "thread_cpu_s", "cpu_s_per_gb", "stall_share",
                "stall_s", "pinned_peak", "device_peak", "peak_rss", "io_engine", "io_direct",
-               "device"],
+               "device", "batches_in_place"],
 }
 LIMIT_KEYS = ["measured", "applies", "gb_per_s", "per_thread_gb_per_s", "bytes_per_sample",
               "samples_per_s", "loader_ratio", "bytes", "seconds", "note"]

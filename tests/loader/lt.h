@@ -158,7 +158,9 @@ lt_check_batch(const rf_batch *b, uint64_t first)
 		const uint8_t *data = bf->data;
 		if (bf->shape[0] != (int64_t)b->samples)
 			bad++;
-		if ((uintptr_t)data % 256)
+		/* 256-byte aligned; to its element for a batch in place in
+		 * the map (rf_config.inplace). */
+		if ((uintptr_t)data % ((b->flags & RF_BATCH_READONLY) ? rf_dtype_size(bf->dtype) : 256))
 			bad++;
 		if (bf->offsets) {
 			const int64_t *o = bf->offsets;

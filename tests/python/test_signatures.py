@@ -29,7 +29,7 @@ if "Loader" in sig:
     want = ["paths", "batch_size", "fields", "shuffle", "seed", "epoch", "rank", "world",
             "device", "depth", "pinned_bytes", "drop_last", "window", "pinning", "io_depth",
             "direct", "decode_threads", "verify", "var_bytes", "map", "tokens", "tensors",
-            "on_error", "skip_limit", "cache_dir", "cache_bytes", "images"]
+            "on_error", "skip_limit", "cache_dir", "cache_bytes", "images", "inplace"]
     check(list(params) == want, "Loader's parameters: %s" % list(params))
     d = tmpdir()
     p = os.path.join(d, "data.rfs")

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Batches handed out in place (rf_config.inplace): on the host device, a
+ * batch whose samples lie consecutive in one uncompressed chunk of a mapped
+ * shard is its fields' rows where they are in the map, with no copy.
+ *
+ * A chunk is columnar (docs/format.md): each field's values of the chunk
+ * are one contiguous section, so rows [i, i + k) of every fixed field are
+ * already the [k, *shape] array the consumer wants.  The batch is a
+ * pointer per field into the chunk's bytes in the map.
+ *
+ * Why it is safe:
+ *  - Verified bytes.  Such a batch is made at its chunk's turn to gather,
+ *    after the decode worker has checked the whole chunk's XXH3-64 (once
+ *    per read of the chunk: each epoch reads it again, and checks it
+ *    again), so no batch of a chunk that fails is ever staged.
+ *  - Read-only.  The maps are PROT_READ and shared with the page cache: a
+ *    write faults rather than changing the file's cached pages, so the
+ *    batch says so (RF_BATCH_READONLY) and the Python module exports it
+ *    read-only; nothing in the loader writes into a delivered batch (the
+ *    batch has no variable field, whose host offsets would be the only
+ *    thing written next to it).
+ *  - Lifetime.  The batch holds a reference to its chunk's read slot (a
+ *    direct batch: rf_ld_staged_done drops it when the batch is released),
+ *    which keeps the reader from running further ahead than with copies,
+ *    and the maps stay until the loader is freed.
+ *  - Memory.  It takes a place in the staging count like any batch, so the
+ *    staged queue and the slots lent to the consumer stay bounded as
+ *    before; it uses none of the ring's bytes.
+ */
+#include "loader/internal.h"
+
+/* The fields the batch delivers are all fixed and as stored. */
+static int
+layout_as_stored(const rf_loader *ld)
+{
+	for (uint32_t i = 0; i < ld->layout.nparts; i++) {
+		const rf_batch_part *p = &ld->layout.part[i];
+		if (p->kind != RF_PART_COPY || p->var)
+			return 0;
+	}
+	return ld->layout.nparts > 0;
+}
+
+/* Settings that allow batches in place whatever the device and I/O. */
+static int
+inplace_settings(const rf_loader *ld)
+{
+	return ld->cfg.inplace == RF_INPLACE_AUTO && !ld->full.on && !ld->mix &&
+	       !ld->image && ld->cfg.tokens == RF_TOKENS_STORED &&
+	       (ld->resolved.shuffle == RF_SHUFFLE_NONE || ld->resolved.shuffle == RF_SHUFFLE_CHUNKS);
+}
+
+/* Whether batches may go out in place (after the memory plan, which says
+ * whether the ring lends its slots). */
+void
+rf_ld_inplace_setup(rf_loader *ld)
+{
+	int raw = 0; /* some chunk is stored uncompressed */
+	for (uint64_t c = 0; c < ld->nchunks && !raw; c++)
+		raw = ld->chunks[c].codec == RF_CODEC_NONE;
+	ld->gather.inplace_ok = ld->map.on && ld->mem.in_place && inplace_settings(ld) &&
+				layout_as_stored(ld) && raw;
+}
+
+/*
+ * The plan batch of k samples at rows [i, i + k) of this step's chunk
+ * (sec, in read slot `slot`, uncompressed and checked), handed out in
+ * place (the turn holder only).  Returns 0 when staged, 1 when a field's
+ * rows are not aligned to its element type (the caller gathers it; the
+ * format's 64-byte sections and whole rows make that a guard only), or
+ * -ECANCELED when the pipeline stops.
+ */
+int
+rf_ld_inplace_push(rf_loader *ld, uint64_t epoch, const rf_chunk_sections *sec, unsigned slot,
+		   uint32_t i, uint32_t k, uint64_t pos)
+{
+	struct staged s = {.kind = SK_BATCH, .direct = 1, .inplace = 1};
+	uint64_t bytes = 0;
+	for (uint32_t f = 0; f < ld->layout.nparts; f++) {
+		const rf_batch_part *p = &ld->layout.part[f];
+		const uint8_t *at = sec->field[p->field].data + (uint64_t)i * p->value_bytes;
+		if ((uintptr_t)at % rf_dtype_size(ld->schema->fields[p->field].dtype))
+			return 1;
+		s.at[f] = at;
+		bytes += (uint64_t)k * p->value_bytes;
+	}
+	s.slot = slot;
+	s.n = k;
+	s.epoch = epoch;
+	s.first = pos;
+	s.plan_done = ++ld->gather.done; /* a whole plan batch */
+	s.copy_bytes = bytes;
+	s.payload = bytes;
+	pthread_mutex_lock(&ld->mu);
+	while (!ld->stop && !ld->failed && ld->stage_held >= ld->mem.n_stage)
+		pthread_cond_wait(&ld->stage_cv, &ld->mu);
+	if (ld->stop || ld->failed) {
+		pthread_mutex_unlock(&ld->mu);
+		return -ECANCELED;
+	}
+	ld->stage_held++;
+	ld->slot_refs[slot]++;
+	s.index = ld->gather.batch_counter++;
+	rf_ld_stage_batch_unlock(ld, &s);
+	return 0;
+}
