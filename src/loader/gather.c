@@ -191,11 +191,14 @@ fill_flush_if_full_locked(rf_loader *ld)
 }
 
 /* The window and mixtures hold chunks past their turn and gather from
- * several: they keep the copies in the turn, as one worker does. */
+ * several: they keep the copies in the turn, as one worker does.  So do
+ * batches in place: they are staged in the turn, and a copied batch before
+ * them, staged later by its last copier, would be handed out after them. */
 static void
 fill_choose(rf_loader *ld)
 {
-	ld->gather.defer = ld->nworkers > 1 && !ld->window.on && !ld->mix && ld->gather.fq;
+	ld->gather.defer = ld->nworkers > 1 && !ld->window.on && !ld->mix && ld->gather.fq &&
+			   !ld->gather.inplace_ok;
 }
 
 int
