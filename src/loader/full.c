@@ -355,6 +355,10 @@ struct rf_full_mem {
 	char cmsg[RF_ERRMSG_MAX + 128];
 };
 
+/* Check a batch lent with its checksums (struct staged.check: full.cw) on
+ * the consumer's thread, from rf_loader_next.  The fills above check what
+ * they copy themselves, so no batch comes with check set now; kept for the
+ * consumer's side of that hand-off. */
 int
 rf_ld_full_check_lent(rf_loader *ld, const struct dbuf *b, char *msg, size_t cap)
 {
