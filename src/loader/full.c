@@ -349,6 +349,7 @@ struct rf_full_mem {
 	uint64_t claimed;       /* batches claimed so far, */
 	uint64_t staged;        /* and staged, in claim order */
 	unsigned helping;       /* fills on the consumer's thread in progress */
+	int twait;              /* the full thread waits for the consumer's thread */
 	uint64_t helped;        /* batches it filled */
 	unsigned lead;          /* batches the full thread fills ahead */
 	rf_plan_item *citems;   /* the consumer's plan items (B) */
@@ -531,8 +532,11 @@ static void
 full_mem_stage_locked(rf_loader *ld, struct rf_full_mem *fm, const struct fbatch *fb,
 		      uint64_t seq, int err, const char *msg, pthread_cond_t *cv)
 {
-	while (fm->staged != seq && !ld->stop && !ld->failed)
+	while (fm->staged != seq && !ld->stop && !ld->failed) {
+		fm->twait = cv == &ld->stage_cv;
 		pthread_cond_wait(cv, &ld->mu);
+		fm->twait = 0;
+	}
 	if (ld->stop || ld->failed || err) {
 		if (err)
 			rf_ld_fail_locked(ld, err, msg);
@@ -581,8 +585,11 @@ rf_ld_full_help_locked(rf_loader *ld)
 	full_mem_stage_locked(ld, fm, &fb, seq, err, fm->cmsg, &ld->cons_cv);
 	fm->helping--;
 	fm->helped++;
-	/* The full thread may wait for this batch's turn, or to close. */
-	pthread_cond_broadcast(&ld->stage_cv);
+	/* Only a full thread waiting for this batch (its turn, the end, the
+	 * close) is woken: a wake-up for nothing would take the core from
+	 * this thread. */
+	if (fm->twait)
+		pthread_cond_signal(&ld->stage_cv);
 	return 1;
 }
 
@@ -687,7 +694,9 @@ full_main_mem(rf_loader *ld, rf_plan_item *items, const struct sums_res *sr, cha
 		if (rc == 0) {
 			/* No place (wait for a release), or the consumer's
 			 * thread fills the last batches (for their stage). */
+			fm.twait = fm.done_all;
 			pthread_cond_wait(&ld->stage_cv, &ld->mu);
+			fm.twait = 0;
 			continue;
 		}
 		pthread_mutex_unlock(&ld->mu);
@@ -705,8 +714,11 @@ full_main_mem(rf_loader *ld, rf_plan_item *items, const struct sums_res *sr, cha
 	}
 	/* The consumer's thread may still be copying from the maps. */
 	ld->full.fm = NULL;
-	while (fm.helping)
+	while (fm.helping) {
+		fm.twait = 1;
 		pthread_cond_wait(&ld->stage_cv, &ld->mu);
+	}
+	fm.twait = 0;
 	rf_log(&ld->diag, RF_LOG_INFO, "shuffle full from memory: %" PRIu64 " of %" PRIu64
 	       " batches filled on the consumer's thread", fm.helped, fm.staged);
 	pthread_mutex_unlock(&ld->mu);
