@@ -365,6 +365,12 @@ enum rf_shuffle {
  * the budget is small.  Order, sharding and resume are as for the other
  * modes (rank r takes its slice of each global batch of world x B samples;
  * rf_loader_state_save/load).
+ * Read through the page cache (direct = 0 chosen or given, or map = 1),
+ * samples are copied from maps of the shards instead of read, and on the
+ * host device, for samples under 16 KiB, rf_loader_next (and _timeout)
+ * fills the next batch on the caller's thread when none is ready rather
+ * than wait for the loader's thread: same order, same checks (its CPU
+ * time counts in rf_stats.thread_cpu_ns).
  */
 
 /* How the staging memory is page-locked for the device. */
@@ -1089,7 +1095,9 @@ RF_API int rf_loader_try_next(rf_loader *ld, const rf_batch **batch);
 /* As rf_loader_next, but waits at most timeout_ns nanoseconds (of
  * CLOCK_MONOTONIC) and then returns -EAGAIN: for consumers that must wake up
  * now and then, such as an interpreter checking for Ctrl-C.  0 behaves as
- * rf_loader_try_next; UINT64_MAX as rf_loader_next. */
+ * rf_loader_try_next; UINT64_MAX as rf_loader_next.  A batch it fills on
+ * the caller's thread (RF_SHUFFLE_FULL, above) can take it past the timeout
+ * by the time of that one batch. */
 RF_API int rf_loader_next_timeout(rf_loader *ld, const rf_batch **batch, uint64_t timeout_ns);
 
 /*
@@ -1252,7 +1260,9 @@ typedef struct rf_stats {
 	uint64_t copy_ns;            /* from a batch's copy submit to its completion */
 	uint64_t stall_ns;           /* the consumer waiting inside rf_loader_next */
 	double stall_share;          /* stall_ns / wall_ns */
-	uint64_t thread_cpu_ns;      /* CPU time of the loader's own threads */
+	uint64_t thread_cpu_ns;      /* CPU time of the loader's own threads, and of
+	                                the batches full shuffling from memory fills
+	                                on the caller's thread in rf_loader_next */
 	/* Queue occupancy now and at most: reads in flight (0 with map: a
 	 * chunk is faulted in by the reader itself), ring slots in use (with
 	 * map, the staging slots alone: reads hold no ring slot),

@@ -167,6 +167,10 @@ loader_next(rf_loader *ld, const rf_batch **out, uint64_t wait_ns)
 			rc = -EAGAIN;
 			break;
 		}
+		/* Full shuffling from memory: fill the next batch here
+		 * rather than wait for one (full.c). */
+		if (ld->full.fm && rf_ld_full_help_locked(ld))
+			continue;
 		if (!t0) {
 			t0 = rf_ld_now_ns();
 			uint64_t end = t0 + (wait_ns < UINT64_MAX - t0 ? wait_ns : UINT64_MAX - t0);

@@ -306,42 +306,60 @@ full_sums_load(rf_loader *ld, struct sums_res *r)
 }
 
 /*
- * Full shuffling from memory (full.mem): every shard mapped whole and
- * faulted in once at the start, each sample copied from the map into its
- * place in the batch; no read calls.  With mu held on entry and return; 1
- * when the maps could not be set up (logged), and the caller reads as
- * without.
+ * Full shuffling from memory (full.mem): every shard mapped whole, each
+ * sample copied from the map into its place in the batch; no read calls.
  *
- * The copy is bound by memory latency (samples lie at random in the page
- * cache): the sample FULL_MEM_AHEAD items ahead is fetched while this one
- * is copied.  Hashing each value right after its copy keeps the processor
- * from running ahead to the next sample's loads (2.5x the time of the
- * copies alone on 784-byte samples in a loop of both), so when this thread
- * hashes, every line of that sample is fetched ahead (up to
- * FULL_MEM_PREFETCH bytes a value: 1.2x); a copy alone fetches its first
- * lines and leaves the rest to the hardware's prefetcher, which cost less
- * CPU per sample than fetching every line.
+ * Per sample: its draw from the plan, one copy of its values, one XXH3 of
+ * each value compared with its row of the (resident) checksum table.  Per
+ * batch: one hand-off.  The copies are bound by memory latency (samples lie
+ * at random in the page cache), so the sample FULL_MEM_AHEAD items ahead is
+ * fetched while this one is copied.  The hash reads the copied values back
+ * from the batch, FULL_MEM_GROUP bytes of samples at a time, after their
+ * copies: hashing each value right after its own copy stalled on the
+ * copy's stores still in flight (a loop of 784-byte samples took 1.5-2x the
+ * time of copying a group and then hashing it), and a group still sits in
+ * this core's cache.  The delivered bytes themselves are what is hashed.
  *
- * Where the checks run: on a host device (in-place delivery), unless the
- * consumer is a device's depth of batches behind (ready or queued: this
- * thread then has time to spare), the batch is copied without hashing and
- * its checksums go with it (an entry of full.cw); rf_loader_next checks it
- * on the consumer's thread before handing it out (rf_ld_full_check_lent),
- * where the consumer would otherwise wait, and where it reads those bytes
- * next anyway (the process's CPU per sample fell from 0.54 to 0.32 us on
- * 784-byte samples, the consumer summing every byte).  Otherwise (the
- * consumer is behind, or a copy to a device follows) this thread checks
- * each value right after its copy.  Samples of FULL_CW_SAMPLE_MAX bytes or
- * more are always checked here: their copy keeps the memory busy by itself
- * and the hash reads them from this core's cache, where the consumer's
- * thread would fetch them from another core's (12 KiB samples: 4.0 us of
- * CPU a sample against 3.7 checked here).
+ * Two threads produce batches, in the plan's order: this one (the full
+ * thread), ahead of the consumer, and the consumer's own thread when it
+ * asks for a batch and none is ready (rf_ld_full_help_locked, from
+ * rf_loader_next): rather than wait for a wake-up it claims the next plan
+ * batch and fills it itself.  On two cores shared with other work, the
+ * full thread is often not running when the consumer wants its batch, and
+ * a hand-off costs a wake-up and a switch per batch; a batch the consumer
+ * fills costs neither.  Batches are claimed in plan order and staged in
+ * claim order (fm.claimed, fm.staged), so the order, the epochs and the
+ * stream's end are those of a single producer.  With mu held on entry and
+ * return; 1 when the maps could not be set up (logged), and the caller
+ * reads as without.
  */
 #define FULL_MEM_AHEAD 4u
-#define FULL_MEM_PREFETCH 2048u   /* bytes of a value fetched ahead, at most */
-#define FULL_CW_ENTRIES 16u
-#define FULL_CW_SAMPLE_MAX 4096u  /* bytes of a sample whose checks may move */
+#define FULL_MEM_GROUP (32u << 10) /* bytes copied before they are hashed */
+/* Batches the full thread fills ahead of the consumer at most: resident
+ * data needs no deep queue, and a few slots reused stay in the cache. */
+#define FULL_MEM_LEAD 4u
+/* Bytes of a sample up to which the consumer's thread fills batches. */
+#define FULL_HELP_SAMPLE_MAX (16u << 10)
 
+struct rf_full_mem {
+	const uint8_t **vsrc;   /* per chunk and part: its values in the map */
+	const uint8_t **tsrc;   /* per chunk: its checksum table */
+	uint64_t epoch, k;      /* the next plan batch to claim */
+	int done_all;           /* nothing left to claim */
+	uint64_t claimed;       /* batches claimed so far, */
+	uint64_t staged;        /* and staged, in claim order */
+	unsigned helping;       /* fills on the consumer's thread in progress */
+	int twait;              /* the full thread waits for the consumer's thread */
+	uint64_t helped;        /* batches it filled */
+	unsigned lead;          /* batches the full thread fills ahead */
+	rf_plan_item *citems;   /* the consumer's plan items (B) */
+	char cmsg[RF_ERRMSG_MAX + 128];
+};
+
+/* Check a batch lent with its checksums (struct staged.check: full.cw) on
+ * the consumer's thread, from rf_loader_next.  The fills above check what
+ * they copy themselves, so no batch comes with check set now; kept for the
+ * consumer's side of that hand-off. */
 int
 rf_ld_full_check_lent(rf_loader *ld, const struct dbuf *b, char *msg, size_t cap)
 {
@@ -364,12 +382,10 @@ rf_ld_full_check_lent(rf_loader *ld, const struct dbuf *b, char *msg, size_t cap
 	return 0;
 }
 
-/* Start fetching plan item a's values (every line of each, up to
- * FULL_MEM_PREFETCH bytes, when they are hashed; else the first two) and
- * its checksum row. */
+/* Start fetching plan item a's values (their first two lines: the
+ * hardware's prefetcher follows on) and its checksum row. */
 static inline void
-full_fetch(const rf_loader *ld, const rf_plan_item *a, const uint8_t *const *vsrc,
-	   const uint8_t *const *tsrc, int hash)
+full_fetch(const rf_loader *ld, const rf_plan_item *a, const struct rf_full_mem *fm)
 {
 	const rf_batch_layout *l = &ld->layout;
 	const uint32_t np = l->nparts;
@@ -377,15 +393,204 @@ full_fetch(const rf_loader *ld, const rf_plan_item *a, const uint8_t *const *vsr
 		return;
 	for (uint32_t q = 0; q < np; q++) {
 		uint64_t vb = l->part[q].value_bytes;
-		const uint8_t *src = vsrc[a->chunk * np + q] + (uint64_t)a->offset * vb;
-		uint64_t lim = hash ? FULL_MEM_PREFETCH : 128;
-		uint64_t end = vb < lim ? vb : lim;
-		for (uint64_t o = 0; o < end; o += 64)
-			__builtin_prefetch(src + o);
-		__builtin_prefetch(src + end - 1);
+		const uint8_t *src = fm->vsrc[a->chunk * np + q] + (uint64_t)a->offset * vb;
+		__builtin_prefetch(src);
+		if (vb > 64)
+			__builtin_prefetch(src + 64);
 	}
 	if (ld->full.sums)
-		__builtin_prefetch(tsrc[a->chunk] + (uint64_t)a->offset * 8 * ld->schema->nfields);
+		__builtin_prefetch(fm->tsrc[a->chunk] + (uint64_t)a->offset * 8 * ld->schema->nfields);
+}
+
+/* Hash samples [from, to) of a batch in slotp against their rows. */
+static int
+full_mem_check(rf_loader *ld, const struct rf_full_mem *fm, const rf_plan_item *items,
+	       uint32_t from, uint32_t to, const uint8_t *slotp, char *msg, size_t cap)
+{
+	const rf_batch_layout *l = &ld->layout;
+	const uint32_t np = l->nparts, nf = ld->schema->nfields;
+	for (uint32_t i = from; i < to; i++) {
+		const rf_plan_item *it = &items[i];
+		const uint8_t *row = fm->tsrc[it->chunk] + (uint64_t)it->offset * 8 * nf;
+		for (uint32_t q = 0; q < np; q++) {
+			const rf_batch_part *p = &l->part[q];
+			uint64_t vb = p->value_bytes;
+			uint64_t h = XXH3_64bits(slotp + p->off + (uint64_t)i * vb, (size_t)vb);
+			uint64_t want = rf_le64(row + 8 * (uint64_t)p->field);
+			if (h != want) {
+				full_mismatch(ld, it->sample, p->field, vb, h, want, msg, cap);
+				return RF_ECHECKSUM;
+			}
+		}
+	}
+	return 0;
+}
+
+/* Copy a claimed batch's n samples from the maps into slotp and, with
+ * verify on, check them.  Without mu. */
+static int
+full_mem_fill(rf_loader *ld, const struct rf_full_mem *fm, const rf_plan_item *items,
+	      uint32_t n, uint8_t *slotp, char *msg, size_t cap)
+{
+	const rf_batch_layout *l = &ld->layout;
+	const uint32_t np = l->nparts;
+	uint64_t sb = 0;
+	for (uint32_t q = 0; q < np; q++)
+		sb += l->part[q].value_bytes;
+	const uint32_t group = sb >= FULL_MEM_GROUP ? 1 : (uint32_t)(FULL_MEM_GROUP / (sb ? sb : 1));
+	for (uint32_t j = 0; j < FULL_MEM_AHEAD && j < n; j++)
+		full_fetch(ld, &items[j], fm);
+	uint32_t checked = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		const rf_plan_item *it = &items[i];
+		if (i + FULL_MEM_AHEAD < n)
+			full_fetch(ld, &items[i + FULL_MEM_AHEAD], fm);
+		if (it->chunk >= ld->nchunks || it->offset >= ld->chunks[it->chunk].samples) {
+			snprintf(msg, cap, "loader: the plan names sample %u of chunk %" PRIu64
+				 ", which does not exist", it->offset, it->chunk);
+			return -EPROTO;
+		}
+		const uint8_t *const *src = fm->vsrc + it->chunk * np;
+		for (uint32_t q = 0; q < np; q++) {
+			const rf_batch_part *p = &l->part[q];
+			uint64_t vb = p->value_bytes;
+			memcpy(slotp + p->off + (uint64_t)i * vb, src[q] + (uint64_t)it->offset * vb,
+			       (size_t)vb);
+		}
+		if (ld->full.sums && (i + 1 - checked >= group || i + 1 == n)) {
+			int rc = full_mem_check(ld, fm, items, checked, i + 1, slotp, msg, cap);
+			if (rc < 0)
+				return rc;
+			checked = i + 1;
+		}
+	}
+	atomic_fetch_add_explicit(&ld->stats.bytes_read, sb * n, memory_order_relaxed);
+	return 0;
+}
+
+/* Claim the next plan batch (mu held): its items, a staging slot and its
+ * place in the order.  1 claimed; 0 nothing to claim now (no staging place,
+ * or the plan is done); < 0 failed (the loader failed). */
+static int
+full_mem_claim_locked(rf_loader *ld, struct rf_full_mem *fm, rf_plan_item *items,
+		      struct fbatch *fb, uint64_t *seq, char *msg, size_t cap)
+{
+	for (;;) {
+		if (ld->stop || ld->failed)
+			return -ECANCELED;
+		if (fm->done_all)
+			return 0;
+		if (fm->k < rf_plan_batches(ld->reader.plan))
+			break;
+		if (ld->reader.epoch_last && fm->epoch + 1 >= ld->reader.epoch_last) {
+			/* The full thread ends the stream, once every batch
+			 * claimed is staged. */
+			fm->done_all = 1;
+			pthread_cond_broadcast(&ld->stage_cv);
+			return 0;
+		}
+		int rc = rf_plan_set_epoch(ld->reader.plan, fm->epoch + 1);
+		if (rc < 0) {
+			snprintf(msg, cap, "loader: the plan of epoch %" PRIu64 " failed: %s",
+				 fm->epoch + 1, rf_strerror(rc));
+			rf_ld_fail_locked(ld, rc, msg);
+			return rc;
+		}
+		fm->epoch++;
+		fm->k = 0;
+	}
+	if (ld->stage_held >= ld->mem.n_stage)
+		return 0;
+	uint32_t n = 0;
+	int rc = rf_plan_batch(ld->reader.plan, fm->k, items, ld->layout.batch, &n);
+	if (rc < 0 || n == 0) {
+		snprintf(msg, cap, "loader: batch %" PRIu64 " of epoch %" PRIu64
+			 " is missing from the plan", fm->k, fm->epoch);
+		rf_ld_fail_locked(ld, rc < 0 ? rc : -EPROTO, msg);
+		return rc < 0 ? rc : -EPROTO;
+	}
+	unsigned slot;
+	rc = rf_ring_acquire(ld->ring, &slot, 0);
+	if (rc < 0) {
+		if (!ld->stop)
+			rf_ld_fail_locked(ld, rc, "loader: no free ring slot for a batch");
+		return rc;
+	}
+	ld->stage_held++;
+	rf_ld_note_max(&ld->stats.max_slots, ld->stage_held);
+	*fb = (struct fbatch){.slot = slot, .n = n, .epoch = fm->epoch, .k = fm->k,
+			      .first = items[0].pos};
+	fm->k++;
+	*seq = fm->claimed++;
+	return 1;
+}
+
+/* Stage a filled batch in its turn (mu held; waits on cv, dropping mu, for
+ * the batches claimed before it).  err: the fill's error, reported in
+ * order; a stopped or failed loader gives the slot back instead. */
+static void
+full_mem_stage_locked(rf_loader *ld, struct rf_full_mem *fm, const struct fbatch *fb,
+		      uint64_t seq, int err, const char *msg, pthread_cond_t *cv)
+{
+	while (fm->staged != seq && !ld->stop && !ld->failed) {
+		fm->twait = cv == &ld->stage_cv;
+		pthread_cond_wait(cv, &ld->mu);
+		fm->twait = 0;
+	}
+	if (ld->stop || ld->failed || err) {
+		if (err)
+			rf_ld_fail_locked(ld, err, msg);
+		pthread_mutex_unlock(&ld->mu);
+		rf_ring_release(ld->ring, fb->slot);
+		pthread_mutex_lock(&ld->mu);
+		ld->stage_held--;
+		/* Claims after this one wait for it: let them see the failure. */
+		pthread_cond_broadcast(&ld->stage_cv);
+		pthread_cond_broadcast(&ld->cons_cv);
+		return;
+	}
+	full_push_locked(ld, fb);
+	fm->staged++;
+}
+
+/*
+ * The consumer's thread fills a batch itself (mu held; dropped while it
+ * copies): from rf_loader_next, when no batch is ready and the full thread
+ * copies from memory.  1 when it staged one (or the loader's state changed:
+ * look again), 0 when there is nothing it can do but wait.
+ */
+int
+rf_ld_full_help_locked(rf_loader *ld)
+{
+	struct rf_full_mem *fm = ld->full.fm;
+	if (!fm || fm->helping || !ld->mem.in_place || ld->sq_len || ld->stop || ld->failed)
+		return 0;
+	struct fbatch fb;
+	uint64_t seq;
+	int rc = full_mem_claim_locked(ld, fm, fm->citems, &fb, &seq, fm->cmsg, sizeof(fm->cmsg));
+	if (rc <= 0)
+		return rc < 0;
+	fm->helping++;
+	pthread_mutex_unlock(&ld->mu);
+	/* Its CPU time counts as the loader's (rf_stats.thread_cpu_ns). */
+	struct timespec c0, c1;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+	int err = full_mem_fill(ld, fm, fm->citems, fb.n, rf_ring_slot(ld->ring, fb.slot), fm->cmsg,
+				sizeof(fm->cmsg));
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+	int64_t dt = (int64_t)(c1.tv_sec - c0.tv_sec) * 1000000000 + (c1.tv_nsec - c0.tv_nsec);
+	atomic_fetch_add_explicit(&ld->stats.cpu_done_ns, dt > 0 ? (uint64_t)dt : 0,
+				  memory_order_relaxed);
+	pthread_mutex_lock(&ld->mu);
+	full_mem_stage_locked(ld, fm, &fb, seq, err, fm->cmsg, &ld->cons_cv);
+	fm->helping--;
+	fm->helped++;
+	/* Only a full thread waiting for this batch (its turn, the end, the
+	 * close) is woken: a wake-up for nothing would take the core from
+	 * this thread. */
+	if (fm->twait)
+		pthread_cond_signal(&ld->stage_cv);
+	return 1;
 }
 
 static int
@@ -393,11 +598,12 @@ full_main_mem(rf_loader *ld, rf_plan_item *items, const struct sums_res *sr, cha
 	      size_t cap)
 {
 	const rf_batch_layout *l = &ld->layout;
-	const uint32_t B = l->batch, np = l->nparts, nf = ld->schema->nfields;
+	const uint32_t B = l->batch, np = l->nparts;
 	const uint8_t **base = calloc(ld->nshards ? ld->nshards : 1, sizeof(*base));
-	/* Per chunk and part: its values in the map; per chunk: its table. */
-	const uint8_t **vsrc = calloc(ld->nchunks * np + 1, sizeof(*vsrc));
-	const uint8_t **tsrc = calloc(ld->nchunks + 1, sizeof(*tsrc));
+	struct rf_full_mem fm = {0};
+	fm.vsrc = calloc(ld->nchunks * np + 1, sizeof(*fm.vsrc));
+	fm.tsrc = calloc(ld->nchunks + 1, sizeof(*fm.tsrc));
+	fm.citems = calloc(B, sizeof(*fm.citems));
 	uint64_t max_file = 0;
 	for (size_t i = 0; i < ld->nshards; i++) {
 		rf_shard_info si;
@@ -407,8 +613,8 @@ full_main_mem(rf_loader *ld, rf_plan_item *items, const struct sums_res *sr, cha
 	}
 	rf_io_map *m = NULL;
 	pthread_mutex_unlock(&ld->mu);
-	int rc = base && vsrc && tsrc ? rf_io_map_open(&m, ld->nshards, max_file, &ld->io_diag)
-				      : -ENOMEM;
+	int rc = base && fm.vsrc && fm.tsrc && fm.citems
+		 ? rf_io_map_open(&m, ld->nshards, max_file, &ld->io_diag) : -ENOMEM;
 	for (size_t i = 0; rc == 0 && i < ld->nshards; i++) {
 		rf_shard_info si;
 		rf_dataset_shard_info(ld->ds, i, &si);
@@ -421,10 +627,10 @@ full_main_mem(rf_loader *ld, rf_plan_item *items, const struct sums_res *sr, cha
 	for (uint64_t c = 0; rc == 0 && c < ld->nchunks; c++) {
 		const rf_chunk_info *ci = &ld->chunks[c];
 		for (uint32_t q = 0; q < np; q++)
-			vsrc[c * np + q] = base[ci->shard] + ci->offset +
+			fm.vsrc[c * np + q] = base[ci->shard] + ci->offset +
 				full_section_off(ld->schema, ci->samples, l->part[q].field);
-		tsrc[c] = sr->tab && sr->tab[c] ? sr->tab[c]
-			  : base[ci->shard] + rf_fmt_sums_offset(ci->offset, ci->stored_bytes);
+		fm.tsrc[c] = sr->tab && sr->tab[c] ? sr->tab[c]
+			     : base[ci->shard] + rf_fmt_sums_offset(ci->offset, ci->stored_bytes);
 	}
 	pthread_mutex_lock(&ld->mu);
 	if (rc < 0) {
@@ -432,39 +638,43 @@ full_main_mem(rf_loader *ld, rf_plan_item *items, const struct sums_res *sr, cha
 		       "each sample instead", rf_strerror(rc));
 		rf_io_map_close(&m);
 		free(base);
-		free(vsrc);
-		free(tsrc);
+		free(fm.vsrc);
+		free(fm.tsrc);
+		free(fm.citems);
 		return 1;
 	}
 	/* No batch from before a reset is left to check. */
 	ld->full.cw_busy = 0;
+	fm.epoch = ld->reader.epoch;
+	fm.k = ld->full.next;
+	fm.done_all = ld->plan_empty;
+	fm.lead = ld->mem.n_stage < FULL_MEM_LEAD ? ld->mem.n_stage : FULL_MEM_LEAD;
+	if (ld->mem.in_place && fm.lead < ld->resolved.depth + 1)
+		fm.lead = ld->resolved.depth + 1 < ld->mem.n_stage ? ld->resolved.depth + 1
+								  : ld->mem.n_stage;
+	/* The consumer's thread fills batches too (host delivery only: a
+	 * device's batches go through the copy thread), when samples are
+	 * small: their copies wait on memory latency, which two threads
+	 * overlap.  Large samples' copies are bound by memory bandwidth, which
+	 * a second copier only shares (150 KiB samples: 0.7x the samples/s
+	 * with it, the consumer summing every byte). */
 	uint64_t sample_bytes = 0;
 	for (uint32_t q = 0; q < np; q++)
 		sample_bytes += l->part[q].value_bytes;
-	if (ld->full.sums && ld->mem.in_place && sample_bytes < FULL_CW_SAMPLE_MAX && !ld->full.cw)
-		ld->full.cw = calloc((size_t)FULL_CW_ENTRIES * B * (np + 1), sizeof(uint64_t));
-	uint64_t epoch = ld->reader.epoch, k = ld->full.next;
-	int done_all = ld->plan_empty;
+	if (ld->mem.in_place && sample_bytes < FULL_HELP_SAMPLE_MAX &&
+	    !getenv("RINGFEED_FULL_NO_HELP")) {
+		ld->full.fm = &fm;
+		/* Tests: 0 leaves every batch to the consumer's thread. */
+		const char *e = getenv("RINGFEED_FULL_LEAD");
+		if (e && *e)
+			fm.lead = (unsigned)strtoul(e, NULL, 10);
+		/* A consumer already waiting may fill the first batch. */
+		pthread_cond_broadcast(&ld->cons_cv);
+	}
 	for (;;) {
 		if (ld->stop || ld->failed)
 			break;
-		if (!done_all && k >= rf_plan_batches(ld->reader.plan)) {
-			if (ld->reader.epoch_last && epoch + 1 >= ld->reader.epoch_last) {
-				done_all = 1;
-			} else {
-				rc = rf_plan_set_epoch(ld->reader.plan, epoch + 1);
-				if (rc < 0) {
-					snprintf(msg, cap, "loader: the plan of epoch %" PRIu64
-						 " failed: %s", epoch + 1, rf_strerror(rc));
-					rf_ld_fail_locked(ld, rc, msg);
-					break;
-				}
-				epoch++;
-				k = 0;
-				continue;
-			}
-		}
-		if (done_all) {
+		if (fm.done_all && fm.staged == fm.claimed) {
 			ld->plan_done = 1;
 			if (!ld->end_pushed) {
 				ld->end_pushed = 1;
@@ -473,108 +683,51 @@ full_main_mem(rf_loader *ld, rf_plan_item *items, const struct sums_res *sr, cha
 			}
 			break;
 		}
-		if (ld->stage_held >= ld->mem.n_stage) {
+		struct fbatch fb;
+		uint64_t seq;
+		rc = ld->stage_held >= fm.lead ? 0
+		     : full_mem_claim_locked(ld, &fm, items, &fb, &seq, msg, cap);
+		if (rc < 0)
+			break;
+		if (rc == 0 && fm.done_all && fm.staged == fm.claimed)
+			continue;
+		if (rc == 0) {
+			/* No place (wait for a release), or the consumer's
+			 * thread fills the last batches (for their stage). */
+			fm.twait = fm.done_all;
 			pthread_cond_wait(&ld->stage_cv, &ld->mu);
+			fm.twait = 0;
 			continue;
 		}
-		uint32_t n = 0;
-		rc = rf_plan_batch(ld->reader.plan, k, items, B, &n);
-		if (rc < 0 || n == 0) {
-			snprintf(msg, cap, "loader: batch %" PRIu64 " of epoch %" PRIu64
-				 " is missing from the plan", k, epoch);
-			rf_ld_fail_locked(ld, rc < 0 ? rc : -EPROTO, msg);
-			break;
-		}
-		unsigned slot;
-		rc = rf_ring_acquire(ld->ring, &slot, 0);
-		if (rc < 0) {
-			if (!ld->stop)
-				rf_ld_fail_locked(ld, rc, "loader: no free ring slot for a batch");
-			break;
-		}
-		ld->stage_held++;
-		rf_ld_note_max(&ld->stats.max_slots, ld->stage_held);
-		/* The consumer is not a device's depth of batches behind:
-		 * it will wait for this one, and its checks go with it. */
-		unsigned check = 0;
-		if (ld->full.sums && ld->full.cw &&
-		    ld->delivery.rq_len + ld->sq_len < ld->resolved.depth &&
-		    ld->full.cw_busy != (1u << FULL_CW_ENTRIES) - 1) {
-			unsigned e = (unsigned)__builtin_ctz(~ld->full.cw_busy);
-			ld->full.cw_busy |= 1u << e;
-			check = e + 1;
-		}
 		pthread_mutex_unlock(&ld->mu);
-		uint64_t *cw = check ? ld->full.cw + (size_t)(check - 1) * B * (np + 1) : NULL;
-		const int hash = ld->full.sums && !cw;
-		uint8_t *slotp = rf_ring_slot(ld->ring, slot);
-		uint64_t bytes = 0;
-		int err = 0;
-		for (uint32_t i = 0; i < n && !err; i++) {
-			const rf_plan_item *it = &items[i];
-			/* The samples are scattered: fetch one a few ahead
-			 * (its values and its row) while this one is copied. */
-			if (i == 0)
-				for (uint32_t j = 0; j < FULL_MEM_AHEAD && j < n; j++)
-					full_fetch(ld, &items[j], vsrc, tsrc, hash);
-			if (i + FULL_MEM_AHEAD < n)
-				full_fetch(ld, &items[i + FULL_MEM_AHEAD], vsrc, tsrc, hash);
-			if (it->chunk >= ld->nchunks || it->offset >= ld->chunks[it->chunk].samples) {
-				snprintf(msg, cap, "loader: the plan names sample %u of chunk %"
-					 PRIu64 ", which does not exist", it->offset, it->chunk);
-				err = -EPROTO;
-				break;
-			}
-			const uint8_t *row = ld->full.sums
-				? tsrc[it->chunk] + (uint64_t)it->offset * 8 * nf : NULL;
-			uint64_t *cwr = cw ? cw + (size_t)i * (np + 1) : NULL;
-			for (uint32_t q = 0; q < np; q++) {
-				const rf_batch_part *p = &l->part[q];
-				uint64_t vb = p->value_bytes;
-				uint8_t *dst = slotp + p->off + (uint64_t)i * vb;
-				memcpy(dst, vsrc[it->chunk * np + q] + (uint64_t)it->offset * vb,
-				       (size_t)vb);
-				bytes += vb;
-				if (cwr) {
-					cwr[q] = rf_le64(row + 8 * (uint64_t)p->field);
-					continue;
-				}
-				if (!hash)
-					continue;
-				/* Hashed right after the copy, from the cache. */
-				uint64_t h = XXH3_64bits(dst, (size_t)vb);
-				uint64_t want = rf_le64(row + 8 * (uint64_t)p->field);
-				if (h != want) {
-					full_mismatch(ld, it->sample, p->field, vb, h, want, msg, cap);
-					err = RF_ECHECKSUM;
-					break;
-				}
-			}
-			if (cwr)
-				cwr[np] = it->sample;
-		}
-		atomic_fetch_add_explicit(&ld->stats.bytes_read, bytes, memory_order_relaxed);
+		int err = full_mem_fill(ld, &fm, items, fb.n, rf_ring_slot(ld->ring, fb.slot), msg, cap);
 		pthread_mutex_lock(&ld->mu);
-		if (err) {
-			if (check)
-				ld->full.cw_busy &= ~(1u << (check - 1));
-			rf_ld_fail_locked(ld, err, msg);
-			break;
-		}
-		struct fbatch fb = {.slot = slot, .n = n, .epoch = epoch, .k = k,
-				    .first = items[0].pos, .check = check};
 		/* The consumer it makes ready is woken after the unlock, not
 		 * to block on mu at once (see rf_ld_unlock_wake). */
+		full_mem_stage_locked(ld, &fm, &fb, seq, err, msg, &ld->stage_cv);
 		ld->wake_defer = 1;
-		full_push_locked(ld, &fb);
-		k++;
+		/* A consumer waiting for this batch's turn to stage its own. */
+		if (fm.helping)
+			rf_ld_wake_locked(ld, WAKE_CONS);
 		rf_ld_unlock_wake(ld);
 		pthread_mutex_lock(&ld->mu);
 	}
+	/* The consumer's thread may still be copying from the maps. */
+	ld->full.fm = NULL;
+	while (fm.helping) {
+		fm.twait = 1;
+		pthread_cond_wait(&ld->stage_cv, &ld->mu);
+	}
+	fm.twait = 0;
+	rf_log(&ld->diag, RF_LOG_INFO, "shuffle full from memory: %" PRIu64 " of %" PRIu64
+	       " batches filled on the consumer's thread", fm.helped, fm.staged);
+	pthread_mutex_unlock(&ld->mu);
 	rf_io_map_close(&m);
+	pthread_mutex_lock(&ld->mu);
 	free(base);
-	free(vsrc);
-	free(tsrc);
+	free(fm.vsrc);
+	free(fm.tsrc);
+	free(fm.citems);
 	return 0;
 }
 

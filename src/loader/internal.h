@@ -381,6 +381,9 @@ struct rf_loader {
 		uint64_t *cw;
 		uint32_t cw_busy;
 		int cons_rc;
+		/* From memory: the batches being claimed, shared with the
+		 * consumer's thread while the full thread runs (mu). */
+		struct rf_full_mem *fm;
 	} full;
 
 	/* rf_config.on_error = skip (worker.c): the zero bytes substitute
@@ -475,6 +478,7 @@ enum { WAKE_CONS = 1u << 0, WAKE_STAGE = 1u << 1, WAKE_COPY = 1u << 2 };
 void rf_ld_fork_note(rf_loader *ld);
 
 /* full.c */
+int rf_ld_full_help_locked(rf_loader *ld);
 int rf_ld_full_check_lent(rf_loader *ld, const struct dbuf *b, char *msg, size_t cap);
 
 /* open.c */
