@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <ringfeed/dataset.h>
@@ -63,6 +64,33 @@ static int lt_failures __attribute__((unused));
 			lt_failures++;                                                    \
 		}                                                                         \
 	} while (0)
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+static inline uint64_t
+lt_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* XOR the byte at offset `at` of file dir/name with `mask` (a corruption
+ * the checksums must catch). */
+static inline void
+lt_flip_byte(const char *dir, const char *name, uint64_t at, int mask)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	FILE *f = fopen(path, "r+b");
+	LT_CHECK(f != NULL);
+	if (!f)
+		return;
+	fseek(f, (long)at, SEEK_SET);
+	int c = fgetc(f);
+	fseek(f, (long)at, SEEK_SET);
+	fputc(c ^ mask, f);
+	fclose(f);
+}
 
 /* The value of field `name` for sample g into buf (at least 64 bytes);
  * returns its length. */

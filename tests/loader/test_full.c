@@ -540,22 +540,6 @@ img_offset(const char *name, uint64_t g, uint64_t *chunk, uint64_t *in_chunk)
 	return ci.offset + img + *in_chunk * 20;
 }
 
-static void
-flip_byte(const char *name, uint64_t at)
-{
-	char path[512];
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	FILE *f = fopen(path, "r+b");
-	LT_CHECK(f != NULL);
-	if (!f)
-		return;
-	fseek(f, (long)at, SEEK_SET);
-	int c = fgetc(f);
-	fseek(f, (long)at, SEEK_SET);
-	fputc(c ^ 0x20, f);
-	fclose(f);
-}
-
 /* Read a whole epoch; returns the stream's end code (0, or the error of
  * rf_loader_next), counting delivered rows holding sample `bad` and rows
  * whose values are wrong. */
@@ -589,7 +573,7 @@ test_flip(void)
 	uint64_t chunk = 0, in_chunk = 0;
 	uint64_t at = img_offset("c.rfs", G, &chunk, &in_chunk);
 	LT_CHECK(at > 0 && chunk > 0);
-	flip_byte("c.rfs", at + 7);
+	lt_flip_byte(dir, "c.rfs", at + 7, 0x20);
 	char want_chunk[64], want_sample[96];
 	snprintf(want_chunk, sizeof(want_chunk), ": chunk %llu at offset ",
 		 (unsigned long long)chunk);
@@ -663,7 +647,8 @@ test_flip_table(void)
 	rf_dataset_close(&ds);
 	/* Fields x, y, img: the entry of y is the second of the row. */
 	uint64_t in_chunk = G - ci.first_sample;
-	flip_byte("t.rfs", rf_fmt_sums_offset(ci.offset, ci.stored_bytes) + in_chunk * 24 + 8 + 3);
+	lt_flip_byte(dir, "t.rfs",
+		     rf_fmt_sums_offset(ci.offset, ci.stored_bytes) + in_chunk * 24 + 8 + 3, 0x20);
 	char want[96];
 	snprintf(want, sizeof(want), "sample %llu of the chunk (sample %llu of the dataset), "
 		 "field y", (unsigned long long)in_chunk, (unsigned long long)G);
@@ -714,7 +699,7 @@ test_flip_first(void)
 		uint64_t at = img_offset(name, g, &chunk, &in_chunk);
 		LT_CHECK(at > 0);
 		if (what == 0) {
-			flip_byte(name, at + 3);
+			lt_flip_byte(dir, name, at + 3, 0x20);
 		} else {
 			char path[512];
 			snprintf(path, sizeof(path), "%s/%s", dir, name);
@@ -725,8 +710,8 @@ test_flip_first(void)
 			rf_dataset_chunk_info(ds, chunk, &ci);
 			rf_dataset_close(&ds);
 			/* Fields x, y, img: y's entry is the second of the row. */
-			flip_byte(name, rf_fmt_sums_offset(ci.offset, ci.stored_bytes) +
-					in_chunk * 24 + 8 + 5);
+			lt_flip_byte(dir, name, rf_fmt_sums_offset(ci.offset, ci.stored_bytes) +
+					in_chunk * 24 + 8 + 5, 0x20);
 		}
 		char want[128];
 		snprintf(want, sizeof(want), "sample %llu of the chunk (sample %llu of the "

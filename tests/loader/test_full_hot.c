@@ -187,22 +187,6 @@ test_resume(const char *name, uint64_t N, uint32_t B)
 	free(two);
 }
 
-static void
-flip_byte(const char *name, uint64_t at)
-{
-	char path[512];
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	FILE *f = fopen(path, "r+b");
-	LT_CHECK(f != NULL);
-	if (!f)
-		return;
-	fseek(f, (long)at, SEEK_SET);
-	int c = fgetc(f);
-	fseek(f, (long)at, SEEK_SET);
-	fputc(c ^ 0x20, f);
-	fclose(f);
-}
-
 /* A flipped byte in sample G's img: RF_ECHECKSUM with its place, the
  * batches before it delivered, none holding it. */
 static void
@@ -226,7 +210,7 @@ test_flip(enum mode m)
 	uint64_t n = ci.samples, in_chunk = G - ci.first_sample;
 	/* Fields x u16[3], y i64, img u8[4][5]: 64-aligned sections. */
 	uint64_t img = RF_ALIGN_UP(RF_ALIGN_UP(n * 6, 64) + n * 8, 64);
-	flip_byte(name, ci.offset + img + in_chunk * 20 + 11);
+	lt_flip_byte(dir, name, ci.offset + img + in_chunk * 20 + 11, 0x20);
 	char want[160];
 	snprintf(want, sizeof(want), ": chunk %llu at offset %llu: sample %llu of the chunk "
 		 "(sample %llu of the dataset), field img: checksum mismatch",

@@ -12,7 +12,6 @@
  * checked, and the emulator reports no hazard (no buffer overwritten while
  * the stream still read it).
  */
-#include <time.h>
 #include <unistd.h>
 
 #include "lt.h"
@@ -22,14 +21,6 @@
 
 static char dir[256];
 static struct rfemu_api emu;
-
-static uint64_t
-now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* The consumer's step: 200 ms of work on its stream. */
 static void
@@ -77,14 +68,14 @@ main(int argc, char **argv)
 	}
 	/* Both buffers released behind 200 ms of work each: the first is
 	 * free at about 200 ms, the second at about 400 ms. */
-	uint64_t t0 = now_ns();
+	uint64_t t0 = lt_now_ns();
 	for (int i = 0; i < 2; i++) {
 		LT_CHECK(rf_batch_wait(b[i], stream) == 0);
 		LT_CHECK(emu.launch_host_func(stream, step, NULL) == 0);
 		LT_CHECK(rf_loader_release(ld, b[i], stream) == 0);
 	}
 	LT_CHECK(rf_loader_next(ld, &b[2]) == 0 && b[2]);
-	uint64_t took = now_ns() - t0;
+	uint64_t took = lt_now_ns() - t0;
 	if (b[2]) {
 		LT_CHECK(lt_check_batch_emu(&emu, b[2], first) == 0);
 		first += b[2]->samples;

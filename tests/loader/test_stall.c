@@ -12,7 +12,6 @@
  * a blocking rf_loader_next that waited for its batch adds what it waited;
  * stall_ns <= wall_ns and stall_share = stall_ns / wall_ns throughout.
  */
-#include <time.h>
 
 #include "lt.h"
 #include "lt_gpu.h"
@@ -21,14 +20,6 @@
 #define DEPTH 2
 
 static char dir[256];
-
-static uint64_t
-now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static rf_stats
 stats(rf_loader *ld)
@@ -53,9 +44,9 @@ static void
 timed_out_wait(rf_loader *ld, uint64_t ns, int line)
 {
 	const rf_batch *b = (const rf_batch *)&b;
-	uint64_t before = stats(ld).stall_ns, t0 = now_ns();
+	uint64_t before = stats(ld).stall_ns, t0 = lt_now_ns();
 	int rc = rf_loader_next_timeout(ld, &b, ns);
-	uint64_t took = now_ns() - t0, after = stats(ld).stall_ns;
+	uint64_t took = lt_now_ns() - t0, after = stats(ld).stall_ns;
 	if (rc != -EAGAIN) {
 		fprintf(stderr, "line %d: rf_loader_next_timeout gave %d (%s), expected -EAGAIN\n",
 			line, rc, rf_strerror(rc));
@@ -112,9 +103,9 @@ main(int argc, char **argv)
 	const rf_batch *held[DEPTH];
 	uint64_t first = 0;
 	for (int i = 0; i < DEPTH; i++) {
-		uint64_t before = stats(ld).stall_ns, t0 = now_ns();
+		uint64_t before = stats(ld).stall_ns, t0 = lt_now_ns();
 		rc = rf_loader_next(ld, &held[i]);
-		uint64_t took = now_ns() - t0, added = stats(ld).stall_ns - before;
+		uint64_t took = lt_now_ns() - t0, added = stats(ld).stall_ns - before;
 		if (rc != 0 || !held[i]) {
 			fprintf(stderr, "next: %d (%s)\n", rc, rf_strerror(rc));
 			return 1;
@@ -129,10 +120,10 @@ main(int argc, char **argv)
 	}
 
 	/* All held: RF_EHELD without waiting, and no stall counted. */
-	uint64_t before = stats(ld).stall_ns, t0 = now_ns();
+	uint64_t before = stats(ld).stall_ns, t0 = lt_now_ns();
 	const rf_batch *b = NULL;
 	rc = rf_loader_next_timeout(ld, &b, 20 * MS);
-	uint64_t took = now_ns() - t0;
+	uint64_t took = lt_now_ns() - t0;
 	LT_CHECK(rc == RF_EHELD);
 	LT_CHECK(stats(ld).stall_ns == before);
 
@@ -143,9 +134,9 @@ main(int argc, char **argv)
 
 	/* And a blocking call waits for it, counted. */
 	before = stats(ld).stall_ns;
-	t0 = now_ns();
+	t0 = lt_now_ns();
 	rc = rf_loader_next(ld, &b);
-	took = now_ns() - t0;
+	took = lt_now_ns() - t0;
 	uint64_t added = stats(ld).stall_ns - before;
 	LT_CHECK(rc == 0 && b);
 	if (b) {

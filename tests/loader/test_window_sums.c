@@ -122,23 +122,6 @@ stream(const char *name, int direct, struct run *r)
 	rf_loader_close(&ld);
 }
 
-/* Flip the byte at `at` of shard dir/name. */
-static void
-flip(const char *name, uint64_t at)
-{
-	char path[4096];
-	snprintf(path, sizeof path, "%s/%s", dir, name);
-	FILE *f = fopen(path, "r+b");
-	LT_CHECK(f != NULL);
-	if (!f)
-		return;
-	fseek(f, (long)at, SEEK_SET);
-	int c = fgetc(f);
-	fseek(f, (long)at, SEEK_SET);
-	fputc(c ^ 0x5a, f);
-	fclose(f);
-}
-
 int
 main(void)
 {
@@ -189,7 +172,7 @@ main(void)
 			const uint8_t *at = memmem(buf, ci.stored_bytes, val, IMG);
 			LT_CHECK(at != NULL);
 			if (at)
-				flip("v.rfs", ci.offset + (uint64_t)(at - buf) + 100);
+				lt_flip_byte(dir, "v.rfs", ci.offset + (uint64_t)(at - buf) + 100, 0x5a);
 		}
 		if (f)
 			fclose(f);
@@ -206,7 +189,8 @@ main(void)
 
 	/* A flipped byte of a checksum row (sample 2 of chunk 3, field y). */
 	LT_CHECK(pack("r.rfs") == 0);
-	flip("r.rfs", rf_fmt_sums_offset(ci.offset, ci.stored_bytes) + (2 * 2 + 1) * 8 + 3);
+	lt_flip_byte(dir, "r.rfs",
+		     rf_fmt_sums_offset(ci.offset, ci.stored_bytes) + (2 * 2 + 1) * 8 + 3, 0x5a);
 	static struct run r;
 	stream("r.rfs", 0, &r);
 	LT_CHECK(r.rc == RF_ECHECKSUM);
