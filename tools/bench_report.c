@@ -352,6 +352,7 @@ bench_print_json(FILE *f, const bench_opts *o, const bench_result *res)
 	json_u64(f, "decode_threads", o->decode_threads, true);
 	json_bool(f, "direct", o->direct, true);
 	json_bool(f, "map", o->map, true);
+	json_bool(f, "inplace", o->inplace, true);
 	json_bool(f, "verify", o->verify, true);
 	json_bool(f, "touch", o->touch, true);
 	json_num(f, "seconds", o->seconds, true);

@@ -36,6 +36,7 @@ typedef struct bench_opts {
 	uint32_t decode_threads;
 	bool direct;
 	bool map;
+	bool inplace;            /* --in-place: rf_config.inplace on */
 	bool verify;
 	bool touch;
 	const char *timings;     /* --timings FILE, or NULL */

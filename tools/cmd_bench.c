@@ -45,7 +45,7 @@
 	"                      [--depth D] [--pin ring|transient] [--seconds S] [--epochs N]\n"  \
 	"                      [--cold] [--json] [--step-us U] [--io-depth Q] "                  \
 	"[--decode-threads T]\n"                                                                 \
-	"                      [--buffered] [--map] [--no-verify] [--touch] [--seed N]\n"            \
+	"                      [--buffered] [--map] [--in-place] [--no-verify] [--touch] [--seed N]\n" \
 	"                      [--timings FILE] [--on-error raise|skip] [--mix] [--cache-dir DIR]\n" \
 	"                      [--cache-bytes SIZE] [--fields A,B,..] [--var-bytes SIZE]\n"       \
 	"                      [-q|-v] " RF_IMAGE_USAGE " PATH..."
@@ -102,6 +102,7 @@ bench_help(void)
 	       "  --buffered          read through the page cache instead of O_DIRECT\n"
 	       "  --map               read chunks through a memory map of each shard\n"
 	       "                      (rf_config.map; implies --buffered)\n"
+	       "  --in-place          with --map on the host: batches in place, read-only\n"
 	       "  --no-verify         skip the checksums (chunks; samples in shuffle full)\n"
 	       "  --touch             read every byte of each batch on the consumer (host)\n"
 	       "  --on-error P        a chunk that fails its checksum, decompression or read:\n"
@@ -171,7 +172,7 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 	enum {
 		OPT_BATCH = 256, OPT_SHUFFLE, OPT_DEVICE, OPT_PINNED, OPT_DEPTH, OPT_PIN,
 		OPT_SECONDS, OPT_EPOCHS, OPT_COLD, OPT_JSON, OPT_STEP, OPT_IODEPTH,
-		OPT_THREADS, OPT_BUFFERED, OPT_MAP, OPT_NOVERIFY, OPT_TOUCH, OPT_SEED, OPT_TIMINGS,
+		OPT_THREADS, OPT_BUFFERED, OPT_MAP, OPT_INPLACE, OPT_NOVERIFY, OPT_TOUCH, OPT_SEED, OPT_TIMINGS,
 		OPT_ON_ERROR, OPT_MIX, OPT_CACHE_DIR, OPT_CACHE_BYTES, OPT_FIELDS, OPT_VAR_BYTES,
 	};
 	static const struct option longopts[] = {
@@ -190,6 +191,7 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 		{"decode-threads", required_argument, NULL, OPT_THREADS},
 		{"buffered", no_argument, NULL, OPT_BUFFERED},
 		{"map", no_argument, NULL, OPT_MAP},
+		{"in-place", no_argument, NULL, OPT_INPLACE},
 		{"no-verify", no_argument, NULL, OPT_NOVERIFY},
 		{"touch", no_argument, NULL, OPT_TOUCH},
 		{"seed", required_argument, NULL, OPT_SEED},
@@ -274,6 +276,7 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 			break;
 		case OPT_BUFFERED: o->direct = false; break;
 		case OPT_MAP: o->map = true; o->direct = false; break;
+		case OPT_INPLACE: o->inplace = true; break;
 		case OPT_NOVERIFY: o->verify = false; break;
 		case OPT_TOUCH: o->touch = true; break;
 		case OPT_TIMINGS: o->timings = optarg; break;
@@ -522,6 +525,7 @@ run_loader(const bench_opts *o, bench_result *res)
 	cfg.io_depth = o->io_depth;
 	cfg.direct = o->direct;
 	cfg.map = o->map;
+	cfg.inplace = o->inplace ? RF_INPLACE_ON : RF_INPLACE_OFF;
 	cfg.decode_threads = o->decode_threads;
 	cfg.verify = o->verify;
 	cfg.log = bench_log;

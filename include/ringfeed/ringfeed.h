@@ -397,11 +397,11 @@ enum rf_on_error {
 	RF_ON_ERROR_RAISE = 0,       /* stop the stream with its error (default) */
 	RF_ON_ERROR_SKIP = 1,        /* zero substitutes for its samples, up to a limit */
 };
-/* rf_config.inplace: batches handed out where they lie in the shards' maps
- * when they can be (read-only, RF_BATCH_READONLY), or always copied. */
+/* rf_config.inplace: every batch copied, or batches handed out where they
+ * lie in the shards' maps when they can be (read-only, RF_BATCH_READONLY). */
 enum rf_inplace {
-	RF_INPLACE_AUTO = 0,         /* in place when possible (default) */
-	RF_INPLACE_OFF = 1,          /* every batch copied into the ring */
+	RF_INPLACE_OFF = 0,          /* every batch copied into the ring (default) */
+	RF_INPLACE_ON = 1,           /* in place when possible: read-only batches */
 };
 
 /* rf_config.skip_limit 0: at most this many chunks skipped. */
@@ -850,8 +850,9 @@ typedef struct rf_config {
 
 	/*
 	 * Batches handed out where they lie in the shards' maps, with no copy
-	 * (RF_INPLACE_AUTO, 0, the default), or always copied
-	 * (RF_INPLACE_OFF).  In place applies when every one of these holds:
+	 * (RF_INPLACE_ON), or always copied (RF_INPLACE_OFF, 0, the default:
+	 * a program may write into its batches).  Asked for, in place applies
+	 * when every one of these holds:
 	 * the device is the host and the ring lends its slots
 	 * (rf_stats.in_place), the dataset is read through maps (map = 1),
 	 * shuffle none or chunks, every
@@ -865,7 +866,8 @@ typedef struct rf_config {
 	 * A batch handed out in place is read-only: rf_batch.flags has
 	 * RF_BATCH_READONLY, its fields' data point into read-only
 	 * (PROT_READ) shared maps of the page cache, and a write through them
-	 * faults (SIGSEGV): copy what you modify.  Its chunk's XXH3-64 is
+	 * faults (SIGSEGV): copy what you modify, and hand such memory to no
+	 * code that may write into it.  Its chunk's XXH3-64 is
 	 * checked (verify = 1) before any batch from it is delivered, once per
 	 * read of the chunk (each epoch), as for a copied batch.  The memory
 	 * stays valid until the batch is released (rf_loader_release), and

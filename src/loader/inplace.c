@@ -46,7 +46,7 @@ layout_as_stored(const rf_loader *ld)
 static int
 inplace_settings(const rf_loader *ld)
 {
-	return ld->cfg.inplace == RF_INPLACE_AUTO && !ld->full.on && !ld->mix &&
+	return ld->cfg.inplace == RF_INPLACE_ON && !ld->full.on && !ld->mix &&
 	       !ld->image && ld->cfg.tokens == RF_TOKENS_STORED &&
 	       (ld->resolved.shuffle == RF_SHUFFLE_NONE || ld->resolved.shuffle == RF_SHUFFLE_CHUNKS);
 }

@@ -427,7 +427,7 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	unsigned long long seed = 0, epoch = 0, pinned_bytes = 0, var_bytes = 0;
 	long long batch_size = 0, depth = 2, window = 0, io_depth = 0, decode_threads = 0;
 	long long skip_limit = 0;
-	int drop_last = 1, direct = -1, verify = 1, map = 0, inplace = 1;
+	int drop_last = 1, direct = -1, verify = 1, map = 0, inplace = 0;
 	PyObject *direct_arg = Py_None;
 	size_t npaths;
 
@@ -555,7 +555,7 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	/* Batches in place are read-only, and PyTorch has no read-only
 	 * tensors (a write would fault in the map): torch tensors are always
 	 * of batches copied by the loader's workers. */
-	cfg->inplace = inplace && !self->to_tensor ? RF_INPLACE_AUTO : RF_INPLACE_OFF;
+	cfg->inplace = inplace && !self->to_tensor ? RF_INPLACE_ON : RF_INPLACE_OFF;
 	cfg->var_bytes = var_bytes;
 	if (pinned_bytes) {
 		/* The ring takes what the memory plan needs, up to pinned_bytes:

@@ -234,7 +234,7 @@ static void
 run_compare(const char *path, enum rf_shuffle shuffle, uint32_t batch, int map, int direct,
 	    int expect_inplace, uint32_t epochs)
 {
-	rf_loader *ld = open_loader(path, shuffle, batch, map, direct, RF_INPLACE_AUTO, epochs);
+	rf_loader *ld = open_loader(path, shuffle, batch, map, direct, RF_INPLACE_ON, epochs);
 	rf_loader *ref = open_loader(path, shuffle, batch, map, direct, RF_INPLACE_OFF, epochs);
 	rf_stats st = {.size = sizeof(st)};
 	CHECK(rf_loader_stats(ref, &st) == 0 && st.inplace == 0);
@@ -253,7 +253,7 @@ run_compare(const char *path, enum rf_shuffle shuffle, uint32_t batch, int map, 
 static void
 write_faults(const char *path)
 {
-	rf_loader *ld = open_loader(path, RF_SHUFFLE_NONE, 20, 1, -1, RF_INPLACE_AUTO, 1);
+	rf_loader *ld = open_loader(path, RF_SHUFFLE_NONE, 20, 1, -1, RF_INPLACE_ON, 1);
 	const rf_batch *b = NULL;
 	CHECK(rf_loader_next(ld, &b) == 0 && b);
 	if (b && (b->flags & RF_BATCH_READONLY)) {
@@ -285,7 +285,7 @@ write_faults(const char *path)
 static void
 held_across_stop(const char *path)
 {
-	rf_loader *ld = open_loader(path, RF_SHUFFLE_NONE, 20, 1, -1, RF_INPLACE_AUTO, 1);
+	rf_loader *ld = open_loader(path, RF_SHUFFLE_NONE, 20, 1, -1, RF_INPLACE_ON, 1);
 	const rf_batch *b = NULL;
 	CHECK(rf_loader_next(ld, &b) == 0 && b && (b->flags & RF_BATCH_READONLY));
 	rf_loader_stop(ld);
@@ -331,7 +331,7 @@ flipped(const char *dir, const char *good)
 	fputc(c ^ 0x10, f);
 	fclose(f);
 
-	rf_loader *ld = open_loader(path, RF_SHUFFLE_NONE, 20, 1, -1, RF_INPLACE_AUTO, 1);
+	rf_loader *ld = open_loader(path, RF_SHUFFLE_NONE, 20, 1, -1, RF_INPLACE_ON, 1);
 	uint64_t delivered = 0;
 	int rc;
 	for (;;) {

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
-# Description: batches handed out in place (Loader(map=True) on the CPU,
-# inplace=True by default): their arrays are read-only and hold the packed
+# Description: batches handed out in place (Loader(map=True, inplace=True)
+# on the CPU; off by default, so map=True alone copies): their arrays are read-only and hold the packed
 # values; numpy.asarray reads them without a copy and read-only (a write
 # raises, the page cache is untouched); DLPack consumers get a copy of their
 # own (legacy capsules cannot say read-only; PyTorch has no read-only
@@ -27,7 +27,7 @@ p = d + "/ip.rfs"
 # except those that straddle two.
 check(ringfeed.pack(p, {"img": img, "y": y}, chunk_bytes=100 * 72) == N, "pack")
 
-ld = ringfeed.Loader(p, B, device="cpu", map=True, drop_last=False)
+ld = ringfeed.Loader(p, B, device="cpu", map=True, inplace=True, drop_last=False)
 check(ld.stats()["inplace"] is True, "stats: inplace")
 ro = rw = 0
 pos = 0
@@ -157,7 +157,7 @@ if torch is not None:
     t.add_(1)  # a copy of its own: no fault, and the batch is unchanged
     check(np.array_equal(np.asarray(batch["img"]), img[:B]), "the batch is unchanged")
     del t, batch
-    tl = ringfeed.Loader(p, B, device="cpu", map=True, tensors="torch")
+    tl = ringfeed.Loader(p, B, device="cpu", map=True, inplace=True, tensors="torch")
     tb = next(iter(tl))
     check(torch.equal(tb["img"], torch.from_numpy(img[:B])), "tensors='torch' values")
     tb["img"].add_(1)  # writable: tensors="torch" batches are copied
@@ -175,8 +175,13 @@ check(np.array_equal(kept, img[:B]), "a batch's array after close")
 del kept
 
 # inplace=False: every batch copied, writable memory behind a read-only view.
+for kw in ({"inplace": False}, {}):
+    d = ringfeed.Loader(p, B, device="cpu", map=True, **kw)
+    check(d.stats()["inplace"] is False, "stats: inplace off (%s)" % kw)
+    for batch in d:
+        check(not batch["img"].readonly, "map=True alone copies (%s)" % kw)
+    d.close()
 ld = ringfeed.Loader(p, B, device="cpu", map=True, inplace=False)
-check(ld.stats()["inplace"] is False, "stats: inplace off")
 for batch in ld:
     check(not batch["img"].readonly, "inplace=False copies")
     cap = batch["img"].__dlpack__()

@@ -545,14 +545,15 @@ def run_one_peer(name, size, order, cache, root):
 def ringfeed_argvs(ringfeed, path, size, mode, cache):
     """The commands a user types: `ringfeed bench PATH --json ...`.  Cold:
     --cold (O_DIRECT after a page cache drop).  Hot: each of --buffered and
-    --map over a dataset already in the page cache; the
-    table takes the best (a user with a hot dataset picks buffered reads or
-    maps; O_DIRECT, which reads past the cache, is the cold figure)."""
+    --map (with --in-place: the consumer only reads) over a dataset already
+    in the page cache; the table takes the best (a user with a hot dataset
+    picks buffered reads or maps; O_DIRECT, which reads past the cache, is
+    the cold figure)."""
     base = [ringfeed, "bench", path, "--json", "-q", "--touch", "--device", "host",
             "--batch", str(SIZES[size]["batch"]), "--seconds", "2", "--shuffle", mode]
     if cache == "cold":
         return [base + ["--cold"]]
-    return [base + ["--buffered"], base + ["--map"]]
+    return [base + ["--buffered"], base + ["--map", "--in-place"]]
 
 
 def run_ringfeed(ringfeed, fmts, size, mode, cache):
