@@ -657,7 +657,7 @@ def markdown(results, peers, meta):
                "(784 B + 8 B label), batch %d; large = %d x (150 KiB + 8 B), batch %d. "
                "Cold: one epoch after the files' pages were dropped (ringfeed: 2 s of "
                "O_DIRECT epochs); hot: page cache filled first, epochs for at least %.0f s "
-               "(ringfeed: 2 s, the better of `--buffered` and `--map`). A peer's "
+               "(ringfeed: 2 s, the better of `--buffered` and `--map --in-place`). A peer's "
                "epoch still running after %.0f s is cut there and rated over the samples "
                "delivered (marked *)." % (
                    SIZES["small"]["samples"], SIZES["small"]["batch"],
