@@ -558,6 +558,31 @@ rf_ld_gather_refill(rf_loader *ld, uint32_t *n, rf_diag *d)
  * checksums while their bytes are in the cache.  0, or RF_ECHECKSUM naming
  * the sample and the field.
  */
+/*
+ * A value that does not match its row of the chunk's per-sample table: the
+ * row may be the damaged part.  The chunk's XXH3-64 over all its stored
+ * bytes settles it: when it holds, every value is as packed, the table is
+ * what is damaged, and the chunk's later samples go unchecked by rows (the
+ * whole hash covered them).  Returns 1 then, 0 when the values are bad.
+ */
+static int
+window_table_damaged(rf_loader *ld, const rf_plan_item *it, const rf_chunk_ctx *ctx)
+{
+	struct wentry *we = &ld->window.tab[it->read % ld->window.cap];
+	uint64_t c = 0;
+	if (we->slot < 0 || rf_dataset_find_chunk(ld->ds, it->sample, &c) < 0)
+		return 0;
+	const rf_chunk_info *ci = &ld->chunks[c];
+	if (XXH3_64bits(rf_ld_read_slot_bytes(ld, we->slot), (size_t)ci->stored_bytes) != ci->xxh3)
+		return 0;
+	rf_log(&ld->diag, RF_LOG_WARN, "%s: chunk %" PRIu64 " at offset %" PRIu64 ": its "
+	       "per-sample checksum table is damaged (its values match the chunk's XXH3-64); "
+	       "the chunk was checked whole instead (ringfeed verify %s)", ctx->path, ctx->chunk,
+	       ctx->offset, ctx->path);
+	we->sums = NULL;
+	return 1;
+}
+
 static int
 window_check(rf_loader *ld, const rf_plan_item *it, const rf_chunk_ctx *ctx, uint32_t added,
 	     rf_diag *d)
@@ -575,6 +600,8 @@ window_check(rf_loader *ld, const rf_plan_item *it, const rf_chunk_ctx *ctx, uin
 			uint64_t h = XXH3_64bits(base + p->off + (uint64_t)(n0 + j) * p->value_bytes,
 						 (size_t)p->value_bytes);
 			uint64_t want = rf_le64(row + 8 * (uint64_t)p->field);
+			if (h != want && window_table_damaged(ld, it, ctx))
+				return 0; /* the chunk's whole hash vouches for it */
 			if (h != want)
 				return rf_fail(d, RF_ECHECKSUM,
 					       "%s: chunk %" PRIu64 " at offset %" PRIu64 ": sample %"
