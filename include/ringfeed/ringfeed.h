@@ -680,11 +680,12 @@ typedef struct rf_config {
 	                                maps, samples of at least 4 KiB of fixed
 	                                fields are checked that way instead, each in
 	                                the batch as it is gathered (format 2 shards,
-	                                uncompressed, on_error fail; logged at open;
-	                                a value that fails its row is checked again
-	                                by its chunk's XXH3-64, and when that holds
-	                                the table is what is damaged: a warning, and
-	                                the stream goes on); 0: skip */
+	                                uncompressed, on_error fail; logged at open).
+	                                There and in shuffle full from memory, a
+	                                value that fails its row is checked again by
+	                                its chunk's XXH3-64; when that holds, the
+	                                table is what is damaged: a warning, and the
+	                                stream goes on.  0: skip */
 
 	/*
 	 * Byte capacity of each variable-size field per batch.  The bytes of B

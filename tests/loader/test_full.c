@@ -627,9 +627,11 @@ test_flip(void)
 	}
 }
 
-/* A flipped byte in a sample's row of its chunk's checksum table: the
- * stream stops the same way, naming the sample and the field whose entry
- * no longer matches. */
+/* A flipped byte in a sample's row of its chunk's checksum table.  Read
+ * with O_DIRECT, the stream stops the same way as for a flipped value,
+ * naming the sample and the field whose entry no longer matches.  From
+ * memory the chunk's whole XXH3-64 shows the values intact: the table is
+ * named as damaged in a warning and both epochs arrive exactly. */
 static void
 test_flip_table(void)
 {
@@ -653,7 +655,7 @@ test_flip_table(void)
 	snprintf(want, sizeof(want), "sample %llu of the chunk (sample %llu of the dataset), "
 		 "field y", (unsigned long long)in_chunk, (unsigned long long)G);
 	struct opts o = {.pattern = "t.rfs", .seed = 8, .rank = 0, .world = 1, .batch = 8,
-			 .epochs = 2};
+			 .epochs = 2, .direct = 1};
 	rf_loader *ld = open_full(&o);
 	LT_CHECK(ld != NULL);
 	if (ld) {
@@ -665,13 +667,25 @@ test_flip_table(void)
 			 strstr(logged, "does not match its XXH3-64 in the index"));
 		rf_loader_close(&ld);
 	}
+	o.direct = 2;
+	ld = open_full(&o);
+	LT_CHECK(ld != NULL);
+	if (ld) {
+		size_t bad, wrong, rows;
+		LT_CHECK(drain(ld, G, &bad, &wrong, &rows) == 0);
+		LT_CHECK(bad == 2 && wrong == 0 && rows == 2 * N);
+		LT_CHECK(strstr(logged, "per-sample checksum table is damaged"));
+		rf_loader_close(&ld);
+	}
 }
 
 /* The first batch of a host run from memory: the consumer waits for it, so
  * its checks run on the consumer's thread, in rf_loader_next (full.c).  A
  * byte flipped in its first sample's value, or in that sample's row of
- * checksums, stops the stream there the same way: nothing delivered, the
- * message naming sample and field, and every later call failing too. */
+ * checksums with a value of the chunk flipped too (a row alone is taken for
+ * a damaged table once the chunk's whole hash holds: test_flip_table),
+ * stops the stream there the same way: nothing delivered, the message
+ * naming sample and field, and every later call failing too. */
 static void
 test_flip_first(void)
 {
@@ -712,6 +726,7 @@ test_flip_first(void)
 			/* Fields x, y, img: y's entry is the second of the row. */
 			lt_flip_byte(dir, name, rf_fmt_sums_offset(ci.offset, ci.stored_bytes) +
 					in_chunk * 24 + 8 + 5, 0x20);
+			lt_flip_byte(dir, name, at + 3, 0x20);
 		}
 		char want[128];
 		snprintf(want, sizeof(want), "sample %llu of the chunk (sample %llu of the "
