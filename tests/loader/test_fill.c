@@ -42,7 +42,7 @@ check_sample(const rf_batch *b, uint32_t i)
 	return memcmp((const uint8_t *)img->data + (uint64_t)i * 20, want, 20) != 0;
 }
 
-static void
+static uint64_t
 run(int map, uint32_t threads, enum rf_shuffle shuffle)
 {
 	struct lt_paths p;
@@ -63,7 +63,7 @@ run(int map, uint32_t threads, enum rf_shuffle shuffle)
 	int rc = rf_loader_open(&ld, &cfg);
 	LT_CHECK(rc == 0);
 	if (rc)
-		return;
+		return 0;
 	const rf_batch *b;
 	uint64_t samples = 0, batches = 0, bytes = 0;
 	memset(seen, 0, sizeof(seen));
@@ -91,8 +91,11 @@ run(int map, uint32_t threads, enum rf_shuffle shuffle)
 		"turn, %" PRIu64 " of %" PRIu64 " chunks checked with their copies\n",
 		map, threads, (int)shuffle, batches, ld->stats.fill_batches_multi, par, all,
 		checked, chunks);
+	uint64_t multi = ld->stats.fill_batches_multi;
 	if (threads > 1) {
-		LT_CHECK(ld->stats.fill_batches_multi > 0);
+		/* Batches filled by several workers: counted by the caller, over
+		 * tries (one worker may win every turn of a run on a busy
+		 * machine). */
 		LT_CHECK(par > 0);
 		/* Each delivered byte copied once into staging (none twice). */
 		LT_CHECK(all == bytes);
@@ -101,9 +104,10 @@ run(int map, uint32_t threads, enum rf_shuffle shuffle)
 		else
 			LT_CHECK(checked == 0);
 	} else {
-		LT_CHECK(par == 0 && ld->stats.fill_batches_multi == 0 && checked == 0);
+		LT_CHECK(par == 0 && multi == 0 && checked == 0);
 	}
 	rf_loader_close(&ld);
+	return multi;
 }
 
 int
@@ -115,8 +119,12 @@ main(void)
 	LT_CHECK(lt_pack(dir, "fill", 3000, 0, 4096, 0, 0) == 0);
 	for (int map = 0; map <= 1; map++)
 		for (uint32_t t = 1; t <= 4; t += 3) {
-			run(map, t, RF_SHUFFLE_NONE);
-			run(map, t, RF_SHUFFLE_CHUNKS);
+			uint64_t multi = 0;
+			for (int tries = 0; tries < 5 && (tries == 0 || (t > 1 && multi == 0));
+			     tries++)
+				multi = run(map, t, RF_SHUFFLE_NONE) + run(map, t, RF_SHUFFLE_CHUNKS);
+			if (t > 1)
+				LT_CHECK(multi > 0);
 		}
 	lt_rmtree(dir);
 	if (lt_failures)
