@@ -15,7 +15,7 @@ import ctypes
 import numpy as np
 
 import ringfeed
-from rftest import check, tmpdir, capsule_tensor, consume_capsule
+from rftest import DLTensor, check, tmpdir, capsule_tensor, consume_capsule
 
 d = tmpdir()
 N, B = 2000, 16
@@ -82,20 +82,6 @@ except BufferError as e:
 # copy flagged as one.
 class DLPackVersion(ctypes.Structure):
     _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
-
-
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
 
 
 class DLManagedTensorVersioned(ctypes.Structure):
