@@ -381,9 +381,11 @@ rf_loader_release(rf_loader *ld, const rf_batch *batch, void *stream)
 		rf_ld_zc_recycle_locked(ld, b, 1);
 	ld->wake_defer = 1;
 	rf_ld_zc_promote_locked(ld);
-	/* The copy thread has something to do with a freed buffer only when
-	 * batches wait for one or its release is still pending. */
-	if (!ld->mem.in_place || !done || ld->sq_len > 0)
+	/* The copy thread has something to do only when the release is still
+	 * pending or a marker heads the staged queue (the batches waiting for
+	 * a buffer were just promoted, as far as buffers were free). */
+	if (!ld->mem.in_place || !done ||
+	    (ld->sq_len > 0 && ld->sq[ld->sq_head].kind != SK_BATCH))
 		rf_ld_wake_locked(ld, WAKE_COPY);
 	rf_ld_unlock_wake(ld);
 	/* Released, if only after a wait for the stream: the batch is gone

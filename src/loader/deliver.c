@@ -112,7 +112,8 @@ rf_ld_stage_freed_locked(rf_loader *ld)
 {
 	unsigned spare = ld->mem.n_stage - (ld->mem.in_place ? ld->resolved.depth : 0);
 	unsigned mark = ld->mem.n_stage - (spare / 2 > 0 ? spare / 2 : 1);
-	if (ld->stage_held <= mark)
+	if (rf_ld_copied_held(ld) <= mark ||
+	    (ld->gather.inplace_stage && ld->inplace_held <= ld->gather.inplace_stage / 2))
 		rf_ld_wake_locked(ld, WAKE_STAGE);
 }
 
@@ -134,6 +135,8 @@ rf_ld_zc_recycle_locked(rf_loader *ld, struct dbuf *b, int defer)
 	}
 	ld->wake_defer = defer;
 	ld->stage_held--;
+	if (src.inplace)
+		ld->inplace_held--;
 	ld->delivery.lent--;
 	rf_ld_stage_freed_locked(ld);
 }

@@ -177,7 +177,7 @@ static int
 fill_flush_if_full_locked(rf_loader *ld)
 {
 	rf_copy_sink *s = ld->gather.sink;
-	if (!s || s->n == 0 || ld->stage_held < ld->mem.n_stage)
+	if (!s || s->n == 0 || rf_ld_copied_held(ld) < ld->mem.n_stage)
 		return 0;
 	struct worker *w = &ld->workers[ld->gather.sink_worker];
 	count_sink_locked(ld);
@@ -375,7 +375,7 @@ rf_ld_gather_open_batch(rf_loader *ld, uint64_t epoch, uint64_t first)
 		pthread_mutex_unlock(&ld->mu);
 		return frc;
 	}
-	while (!ld->stop && !ld->failed && ld->stage_held >= ld->mem.n_stage)
+	while (!ld->stop && !ld->failed && rf_ld_copied_held(ld) >= ld->mem.n_stage)
 		pthread_cond_wait(&ld->stage_cv, &ld->mu);
 	if (ld->stop || ld->failed) {
 		pthread_mutex_unlock(&ld->mu);
@@ -478,7 +478,7 @@ push_direct(rf_loader *ld, uint64_t epoch, const rf_chunk_sections *sec, unsigne
 		pthread_mutex_unlock(&ld->mu);
 		return frc;
 	}
-	while (!ld->stop && !ld->failed && ld->stage_held >= ld->mem.n_stage)
+	while (!ld->stop && !ld->failed && rf_ld_copied_held(ld) >= ld->mem.n_stage)
 		pthread_cond_wait(&ld->stage_cv, &ld->mu);
 	if (ld->stop || ld->failed) {
 		pthread_mutex_unlock(&ld->mu);

@@ -275,6 +275,7 @@ struct rf_loader {
 	unsigned nwin;
 	uint64_t next_seq, next_dispatch, next_gather;
 	unsigned read_held, stage_held;
+	unsigned inplace_held; /* of stage_held: batches in place, no ring slot */
 
 	struct staged *sq;   /* staged FIFO; its first sq_issued are being copied */
 	unsigned sq_cap, sq_head, sq_len, sq_issued;
@@ -319,6 +320,8 @@ struct rf_loader {
 		                        or inplace_ok */
 		int inplace_ok;      /* batches inside a raw chunk go out where they
 		                        lie in the map (inplace.c) */
+		unsigned inplace_stage; /* the most batches in place staged at
+		                           once (a chunk's batches, and 2) */
 		uint32_t cur_subst, cur_subst_chunks; /* the open batch's (struct staged) */
 		/*
 		 * The parallel fill (gather.c, `defer`, chosen at open): at its
@@ -510,6 +513,7 @@ void rf_ld_unlock_wake(rf_loader *ld);
 void rf_ld_sq_push_locked(rf_loader *ld, const struct staged *s);
 void rf_ld_fail_locked(rf_loader *ld, int code, const char *msg);
 void rf_ld_maybe_end_locked(rf_loader *ld);
+unsigned rf_ld_copied_held(const rf_loader *ld);
 unsigned rf_ld_ring_used(const rf_loader *ld);
 void rf_ld_read_slot_unref(rf_loader *ld, unsigned slot);
 void rf_ld_read_slot_unref_locked(rf_loader *ld, unsigned slot);

@@ -379,7 +379,7 @@ loader_open(rf_loader *ld)
 	ld->gather.direct_ok = (ld->layout.nparts == 1 && !ld->layout.part[0].var &&
 				ld->layout.part[0].off == 0 && !ld->map.on && !ld->image) ||
 			       ld->gather.inplace_ok;
-	ld->sq_cap = ld->mem.n_stage + 2;
+	ld->sq_cap = ld->mem.n_stage + ld->gather.inplace_stage + 2;
 	ld->sq = calloc(ld->sq_cap, sizeof(*ld->sq));
 	if (!ld->win || !ld->sq)
 		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
@@ -527,7 +527,7 @@ rf_ld_pipeline_reset(rf_loader *ld)
 	ld->plan_done = ld->end_pushed = 0;
 	ld->total_steps = 0;
 	ld->next_seq = ld->next_dispatch = ld->next_gather = 0;
-	ld->read_held = ld->stage_held = ld->reader.inflight = 0;
+	ld->read_held = ld->stage_held = ld->inplace_held = ld->reader.inflight = 0;
 	ld->sq_head = ld->sq_len = ld->sq_issued = 0;
 	ld->copy_failed = 0;
 	ld->copy_lost = 0;

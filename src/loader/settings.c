@@ -422,7 +422,7 @@ rf_ld_config_check(rf_loader *ld)
 		return rf_fail(&ld->diag, RF_EUSAGE, "loader: map = 1 reads through the page "
 			       "cache: it cannot be combined with direct = 1");
 	if (cfg->inplace != RF_INPLACE_OFF && cfg->inplace != RF_INPLACE_ON)
-		return rf_fail(&ld->diag, RF_EUSAGE, "loader: inplace %d is not auto (0) or off (1)",
+		return rf_fail(&ld->diag, RF_EUSAGE, "loader: inplace %d is not off (0) or on (1)",
 			       (int)cfg->inplace);
 	if (cfg->on_error != RF_ON_ERROR_RAISE && cfg->on_error != RF_ON_ERROR_SKIP)
 		return rf_fail(&ld->diag, RF_EUSAGE, "loader: on_error %d is not raise or skip",

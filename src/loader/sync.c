@@ -96,7 +96,12 @@ rf_ld_sq_push_locked(rf_loader *ld, const struct staged *s)
 	ld->sq[(ld->sq_head + ld->sq_len) % ld->sq_cap] = *s;
 	ld->sq_len++;
 	rf_ld_note_max(&ld->stats.max_staged, ld->sq_len);
-	rf_ld_wake_locked(ld, WAKE_COPY);
+	/* In zero-copy a batch waits for a free buffer, which a release in
+	 * the consumer's thread (or the copy thread's reclaim, already woken
+	 * for it) hands it: only markers are the copy thread's.  A wake-up per
+	 * batch was a third of the context switches of a pass in place. */
+	if (!ld->mem.in_place || s->kind != SK_BATCH)
+		rf_ld_wake_locked(ld, WAKE_COPY);
 }
 
 
@@ -133,12 +138,21 @@ rf_ld_maybe_end_locked(rf_loader *ld)
 	}
 }
 
+/* Staged batches that hold a staging place of the ring (mu held): all
+ * but those in place, which inplace_stage bounds apart. */
+unsigned
+rf_ld_copied_held(const rf_loader *ld)
+{
+	return ld->stage_held - ld->inplace_held;
+}
+
 /* Ring slots in use (mu held): reads and staged batches, or in map mode,
- * where a read holds no ring slot, the staged batches alone. */
+ * where a read holds no ring slot, the staged batches alone (but those in
+ * place, which hold none either). */
 unsigned
 rf_ld_ring_used(const rf_loader *ld)
 {
-	return ld->map.on ? ld->stage_held : ld->read_held + ld->stage_held;
+	return ld->map.on ? rf_ld_copied_held(ld) : ld->read_held + ld->stage_held;
 }
 
 /* The count's part of giving a read slot back (mu held).  In map mode the
