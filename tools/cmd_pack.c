@@ -173,7 +173,7 @@ rf_cmd_pack(int argc, char **argv)
 
 	pack_shared_writer_config(&j->opt.sh, &cfg);
 	cfg.log = pack_log;
-	j->block_bytes = 2 * cfg.chunk_bytes;
+	j->block_bytes = cfg.chunk_bytes ? 2 * cfg.chunk_bytes : PACK_BLOCK_MAX;
 	if (j->block_bytes < PACK_BLOCK_MIN)
 		j->block_bytes = PACK_BLOCK_MIN;
 	if (j->block_bytes > PACK_BLOCK_MAX)

@@ -98,9 +98,14 @@ enum rf_codec {
 typedef struct rf_writer_config {
 	uint32_t size;           /* sizeof(rf_writer_config), set by init */
 	int zstd_level;          /* 0 = store chunks raw (default); 1..22 = zstd */
-	uint64_t chunk_bytes;    /* target raw bytes per chunk; default 4 MiB
-	                            (0 = default, at most 2^32): a chunk closes
-	                            with the sample that brings it to this size */
+	uint64_t chunk_bytes;    /* target raw bytes per chunk, at most 2^32: a
+	                            chunk closes with the sample that brings it
+	                            to this size.  0 (the default): 4 MiB, but
+	                            with fixed-size fields only, 128 samples'
+	                            bytes when that is more, at most 20 MiB
+	                            (150 KiB samples: 128 a chunk, not 27), so
+	                            that a chunk holds whole batches: only those
+	                            go out in place or straight from a read */
 	uint64_t shard_bytes;    /* 0 = one shard (default); else start a new shard
 	                            when a shard would exceed this, naming shards
 	                            BASE-00000.rfs, BASE-00001.rfs, ... */

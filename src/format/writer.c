@@ -41,7 +41,7 @@ rf_writer_config_init(rf_writer_config *cfg)
 	memset(cfg, 0, sizeof *cfg);
 	cfg->size = sizeof *cfg;
 	cfg->zstd_level = 0;
-	cfg->chunk_bytes = DEFAULT_CHUNK_BYTES;
+	cfg->chunk_bytes = 0; /* chosen by the samples' size (writer_impl.h) */
 	cfg->shard_bytes = 0;
 	cfg->threads = 1;
 }
@@ -159,8 +159,6 @@ writer_open(rf_writer **out, const char *path, const rf_schema *schema,
 	w->fd = -1;
 	w->schema = *schema;
 	w->cfg = *cfg;
-	if (w->cfg.chunk_bytes == 0)
-		w->cfg.chunk_bytes = DEFAULT_CHUNK_BYTES;
 	if (w->cfg.threads == 0)
 		w->cfg.threads = 1;
 	w->version = cfg->format_version ? cfg->format_version : RF_FMT_VERSION;
@@ -172,6 +170,14 @@ writer_open(rf_writer **out, const char *path, const rf_schema *schema,
 			w->has_var = 1;
 		else
 			w->fixed_sample_bytes += w->item[k]; /* <= 64 x 2^40 */
+	}
+	w->target = w->cfg.chunk_bytes;
+	if (w->target == 0) {
+		w->target = DEFAULT_CHUNK_BYTES;
+		if (!w->has_var && w->fixed_sample_bytes > DEFAULT_CHUNK_BYTES / AUTO_CHUNK_SAMPLES)
+			w->target = w->fixed_sample_bytes > AUTO_CHUNK_MAX_BYTES / AUTO_CHUNK_SAMPLES
+					    ? AUTO_CHUNK_MAX_BYTES
+					    : w->fixed_sample_bytes * AUTO_CHUNK_SAMPLES;
 	}
 	uint64_t hsize = RF_FMT_HEADER_SIZE(schema->nfields);
 	w->header_end = RF_ALIGN_UP(hsize, RF_FMT_ALIGN);
@@ -384,7 +390,7 @@ static uint64_t
 take(rf_writer *w, const struct wjob *j, uint64_t n, const rf_column *cols, uint64_t i,
      int *full, int *too_big)
 {
-	uint64_t target = w->cfg.chunk_bytes;
+	uint64_t target = w->target;
 	uint64_t room = UINT32_MAX - j->n;
 	uint64_t avail = n - i < room ? n - i : room;
 	*full = 0;

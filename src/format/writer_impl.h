@@ -24,6 +24,17 @@
 #include "format/format.h"
 
 #define DEFAULT_CHUNK_BYTES (UINT64_C(4) << 20)
+/*
+ * chunk_bytes 0 (the default): chunks of DEFAULT_CHUNK_BYTES, but of
+ * fixed-size samples at least AUTO_CHUNK_SAMPLES when that stays within
+ * AUTO_CHUNK_MAX_BYTES.  A batch can go out in place, or be copied from
+ * its read slot, only when one chunk holds it: 4 MiB holds 27 samples of
+ * 150 KiB, fewer than a batch of 32, so none did.  The cap keeps the
+ * default window (128 MiB of chunks, at least 4) and its read slots
+ * within the default pinned_bytes (256 MiB).
+ */
+#define AUTO_CHUNK_SAMPLES 128
+#define AUTO_CHUNK_MAX_BYTES (UINT64_C(20) << 20)
 #define MAX_THREADS 256
 /* iovecs of one chunk: per field up to pad, offsets, pad, data. */
 #define MAX_PIECES (4 * RF_MAX_FIELDS + 1)
@@ -75,6 +86,8 @@ struct rf_writer {
 	uint64_t item[RF_MAX_FIELDS];
 	int has_var;
 	uint64_t fixed_sample_bytes; /* sum of fixed fields' item sizes */
+	uint64_t target;       /* raw bytes a chunk closes at (cfg.chunk_bytes,
+	                          or chosen: AUTO_CHUNK_SAMPLES) */
 
 	struct wshard *shards;
 	size_t nshards, shards_cap;

@@ -527,7 +527,7 @@ static PyMethodDef rfpy_methods[] = {
 	 "strings or objects are refused (store text as a bytes field).\n"
 	 "path is a .rfs file (or, with shard_bytes, the shards' base name); zstd is\n"
 	 "a zstd level (0: stored uncompressed); chunk_bytes the chunk size (0: the\n"
-	 "default, 4 MiB); shard_bytes splits the output into shards of about that\n"
+	 "default, 4 MiB, or 128 fixed-size samples up to 20 MiB); shard_bytes splits the output into shards of about that\n"
 	 "size (0: one file).  shuffle=SEED writes the samples in a permuted order\n"
 	 "keyed by SEED (the order of `ringfeed pack --shuffle SEED`): use it when\n"
 	 "the arrays are sorted (by class, source or length) and the dataset is much\n"
