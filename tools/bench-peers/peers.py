@@ -167,7 +167,7 @@ def write_formats(ringfeed, root, size, log):
     """Write the dataset once per format with that format's own writer.
     Returns {format: directory}."""
     d = os.path.join(root, size)
-    done = os.path.join(d, ".complete-2")  # a new name when a writer changes
+    done = os.path.join(d, ".complete-3")  # a new name when a writer changes
     fmts = {k: os.path.join(d, k) for k in ("npy", "rfs", "wds", "mds", "arrayrecord",
                                              "litdata", "dali")}
     if os.path.exists(done):
