@@ -574,6 +574,9 @@ rf_loader_stats(rf_loader *ld, rf_stats *st)
 	s.ready_max = ld->stats.max_ready;
 	s.held = ld->delivery.held;
 	s.held_max = ld->stats.max_held;
+	/* The full thread names its engine once it has mapped the shards. */
+	snprintf(s.io_engine, sizeof(s.io_engine), "%s", ld->stats.io_engine);
+	s.io_direct = ld->stats.io_direct;
 	/* A thread marked live cannot finish exiting while mu is held (it
 	 * takes mu to clear the mark), so its clock is valid here. */
 	uint64_t cpu = atomic_load_explicit(&ld->stats.cpu_done_ns, memory_order_relaxed);
@@ -595,8 +598,6 @@ rf_loader_stats(rf_loader *ld, rf_stats *st)
 	s.window = ld->order_window;
 	s.order_id = ld->order_id;
 	s.read_retries = ld->io ? rf_io_retries(ld->io) : 0;
-	snprintf(s.io_engine, sizeof(s.io_engine), "%s", ld->stats.io_engine);
-	s.io_direct = ld->stats.io_direct;
 	snprintf(s.device, sizeof(s.device), "%s", ld->dev->desc);
 	s.device_ordinal = ld->dev->index;
 

@@ -663,6 +663,8 @@ full_main_mem(rf_loader *ld, rf_plan_item *items, const struct sums_res *sr, cha
 	if (rc < 0) {
 		rf_log(&ld->diag, RF_LOG_WARN, "shuffle full: cannot map the shards (%s): reading "
 		       "each sample instead", rf_strerror(rc));
+		/* rf_stats.io_engine said mmap from the open (read under mu). */
+		snprintf(ld->stats.io_engine, sizeof(ld->stats.io_engine), "%s", rf_io_engine(ld->io));
 		rf_io_map_close(&m);
 		free(base);
 		free(fm.vsrc);

@@ -378,6 +378,8 @@ struct rf_loader {
 		uint64_t next;       /* the next plan batch of reader.epoch to read */
 		int sums;            /* check every sample against its format 2 checksums */
 		int mem;             /* copy samples from the mapped shards (resident data) */
+		int window;          /* the order is a window plan's: window
+		                        shuffling from memory (window.c) */
 		/* Checks left to the consumer (full_main_mem): per entry, B
 		 * rows of the loaded parts' checksums and the sample; cw_busy
 		 * the entries in use (mu); cons_rc sticks once one failed. */
@@ -590,6 +592,7 @@ int rf_ld_window_source(rf_loader *ld, const rf_plan_item *it, const rf_chunk_se
 void rf_ld_window_choose_sums(rf_loader *ld);
 int rf_ld_window_setup(rf_loader *ld, uint32_t *window);
 void rf_ld_window_choose_map(rf_loader *ld);
+void rf_ld_window_choose_mem(rf_loader *ld, const uint32_t *sel, uint32_t nsel);
 
 /* full.c */
 int rf_ld_full_check(rf_loader *ld, const uint32_t *sel, uint32_t nsel);

@@ -212,7 +212,10 @@ open_io(rf_loader *ld)
 		rf_io_cache_file(ld->io, ld->files[i],
 				 ver[1] ? XXH3_64bits(ver, sizeof ver) : ver[0]);
 	}
-	snprintf(ld->stats.io_engine, sizeof(ld->stats.io_engine), "%s", rf_io_engine(ld->io));
+	/* Full shuffling from memory copies from maps of the shards (the
+	 * reads are its fallback, should they fail to map). */
+	snprintf(ld->stats.io_engine, sizeof(ld->stats.io_engine), "%s",
+		 ld->full.mem ? "mmap" : rf_io_engine(ld->io));
 	ld->stats.io_direct = rf_io_direct(ld->io);
 	return 0;
 }
@@ -311,6 +314,9 @@ loader_open(rf_loader *ld)
 	rc = rf_ld_resolve_settings(ld);
 	if (rc < 0)
 		return rc;
+	rf_ld_window_choose_mem(ld, sel, nsel);
+	if (ld->full.on)
+		ld->nworkers = 0;
 	if (ld->full.on) {
 		rc = rf_ld_full_check(ld, sel, nsel);
 		if (rc < 0)

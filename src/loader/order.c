@@ -45,12 +45,14 @@ rf_ld_plan_seek_blob(rf_loader *ld, const void *blob, size_t len)
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc, "loader: %s%s", strncmp(ld->plan_diag.msg, "resume", 6) ? "resume: " : "", ld->plan_diag.msg);
 	const rf_plan_params *lp = rf_plan_params_get(ld->gather.plan);
-	if ((lp->mode == RF_PLAN_FULL) != ld->full.on ||
-	    (lp->mode == RF_PLAN_WINDOW) != ld->window.on)
+	if ((lp->mode == RF_PLAN_FULL) != (ld->full.on && !ld->full.window) ||
+	    (lp->mode == RF_PLAN_WINDOW) != (ld->window.on || ld->full.window))
 		return rf_fail(&ld->diag, RF_ESTATE, "loader: resume: the saved shuffle mode %s "
 			       "cannot continue in this loader (open it with that shuffle mode)",
 			       rf_plan_mode_name(lp->mode));
-	if (ld->window.on && lp->window > ld->resolved.window)
+	/* From memory too, where nothing is held: the same config and blob
+	 * open alike whether the data is hot or not. */
+	if ((ld->window.on || ld->full.window) && lp->window > ld->resolved.window)
 		return rf_fail(&ld->diag, RF_ESTATE, "loader: resume: the position was saved with "
 			       "a window of %u chunks, this loader holds %u: open it with window = "
 			       "%u (and pinned_bytes for it)", lp->window, ld->resolved.window, lp->window);
@@ -116,7 +118,9 @@ rf_ld_open_plan(rf_loader *ld)
 	pp.epoch = ld->resolved.epoch;
 	pp.batch = cfg->batch_size;
 	pp.window = 1;
-	if (ld->resolved.shuffle == RF_SHUFFLE_WINDOW) {
+	if (ld->full.window) {
+		pp.window = ld->resolved.window; /* no chunk held: the order's W */
+	} else if (ld->resolved.shuffle == RF_SHUFFLE_WINDOW) {
 		rc = rf_ld_window_setup(ld, &pp.window);
 		if (rc < 0)
 			return rc;

@@ -269,7 +269,7 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		.batch_size = cfg->batch_size,
 		.depth = ld->resolved.depth,
 		.io_depth = ld->resolved.io_depth,
-		.window = ld->mix ? rf_ld_mix_held_max(ld) : ld->resolved.window,
+		.window = ld->mix ? rf_ld_mix_held_max(ld) : ld->full.window ? 0 : ld->resolved.window,
 		.full = ld->full.on,
 		.map = ld->map.on,
 		.direct = ld->resolved.direct,

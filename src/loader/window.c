@@ -189,6 +189,64 @@ rf_ld_window_choose_map(rf_loader *ld)
 }
 
 /*
+ * Window shuffling from memory: when every chunk the window would hold lies
+ * in a map already (rf_ld_window_choose_map), holding chunks buys nothing,
+ * and the window's gather (one thread, in its turn, drawing each sample from
+ * W chunks far beyond the caches) ran at half of shuffle full's rate from
+ * the same maps.  The batches are then made as full shuffling makes them
+ * from memory (full.c: each sample copied from the maps and checked against
+ * its row of the per-sample checksums; the full thread and the consumer's
+ * own thread fill batches), in the window plan's order: the same batches,
+ * in the same order, as the window's gather would give, and W, part of the
+ * order, unchanged.  For what full shuffling reads without a chunk: the
+ * loaded fields fixed and located by the schema, every chunk stored
+ * uncompressed, and per-sample checksums (format 2) when verify is on;
+ * fields delivered as stored (no tokens split), and no images, mixtures or
+ * on_error skip.  The rest keeps the window.
+ * RINGFEED_WINDOW_HOLD=1 keeps the window (tests compare the two).  After
+ * rf_ld_window_choose_map, before the order.
+ */
+void
+rf_ld_window_choose_mem(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
+{
+	const char *e = getenv("RINGFEED_WINDOW_HOLD");
+	if (ld->resolved.shuffle != RF_SHUFFLE_WINDOW || !ld->map.on || ld->mix || ld->image ||
+	    ld->cfg.tokens != RF_TOKENS_STORED || ld->cfg.on_error == RF_ON_ERROR_SKIP ||
+	    (e && strcmp(e, "1") == 0))
+		return;
+	const rf_schema *sc = ld->schema;
+	uint32_t last = 0;
+	for (uint32_t i = 0; i < nsel; i++)
+		if (sel[i] > last)
+			last = sel[i];
+	for (uint32_t j = 0; j <= last && j < sc->nfields; j++)
+		if (sc->fields[j].var_dim >= 0)
+			return;
+	int has_var = 0;
+	for (uint32_t j = 0; j < sc->nfields; j++)
+		has_var |= sc->fields[j].var_dim >= 0;
+	for (uint64_t c = 0; c < ld->nchunks; c++) {
+		const rf_chunk_info *ci = &ld->chunks[c];
+		uint64_t want = 0;
+		if (ci->codec != RF_CODEC_NONE || ci->stored_bytes != ci->raw_bytes ||
+		    rf_chunk_raw_size(sc, ci->samples, NULL, &want) < 0 ||
+		    (has_var ? want > ci->raw_bytes : want != ci->raw_bytes))
+			return;
+	}
+	for (size_t i = 0; ld->cfg.verify && i < rf_dataset_shards(ld->ds); i++) {
+		rf_shard_info si;
+		if (rf_dataset_shard_info(ld->ds, i, &si) < 0 || si.version < 2)
+			return;
+	}
+	ld->full.on = 1;
+	ld->full.mem = 1;
+	ld->full.window = 1;
+	ld->map.on = 0; /* the full thread maps the shards itself */
+	rf_log(&ld->diag, RF_LOG_INFO, "shuffle window from memory: the window's order, each "
+	       "sample copied from the mapped shards and checked against its own checksums");
+}
+
+/*
  * Window shuffling from maps, checked sample by sample: with verify on, a
  * chunk's XXH3 is one more pass over every byte the window holds, read from
  * memory a second time, since the gather draws the chunk's samples long

@@ -8,10 +8,12 @@
  * window the pinned ring cannot hold fails at open with RF_EMEMPLAN naming W
  * and the pinned bytes it needs, and those bytes are enough.  The order id
  * changes with the seed, the window, the batch size, the world size and
- * drop_last, and not with the rank or the epoch.  A window over buffered
- * reads uses the chunks where they lie in maps of the shards (io engine
- * "mmap"), with the same samples in the same order as O_DIRECT read calls,
- * and a flipped byte still fails the stream with RF_ECHECKSUM.
+ * drop_last, and not with the rank or the epoch.  A window that holds
+ * chunks (RINGFEED_WINDOW_HOLD=1) over buffered reads uses them where they
+ * lie in maps of the shards (io engine "mmap"), with the same samples in
+ * the same order as O_DIRECT read calls, and a flipped byte still fails the
+ * stream with RF_ECHECKSUM.  Ranks may differ in the engine (from memory,
+ * test_window_mem.c, or holding chunks).
  */
 #include "lt.h"
 
@@ -314,6 +316,9 @@ main(int argc, char **argv)
 	rf_dataset_close(&ds);
 
 	test_ranks(n);
+	/* The window that holds chunks (test_window_mem.c: from memory,
+	 * where nothing is held). */
+	setenv("RINGFEED_WINDOW_HOLD", "1", 1);
 	test_memplan();
 	test_order_id();
 	test_window_maps(n);

@@ -129,6 +129,9 @@ int
 main(void)
 {
 	snprintf(dir, sizeof(dir), "%s", lt_tmpdir("window-sums"));
+	/* The window that holds chunks: from memory (test_window_mem.c) it
+	 * is served as shuffle full from memory is. */
+	setenv("RINGFEED_WINDOW_HOLD", "1", 1);
 	LT_CHECK(pack("s.rfs") == 0);
 
 	/* From the maps, checked sample by sample; from O_DIRECT reads,
