@@ -623,7 +623,16 @@ typedef struct rf_config {
 	 * ring cannot hold fails at open with RF_EMEMPLAN naming W and the
 	 * pinned_bytes it needs: raise pinned_bytes, or set a smaller W on
 	 * every rank (W is part of the order, never lowered to fit).  The W
-	 * in force is in rf_stats.window and the open log line. */
+	 * in force is in rf_stats.window and the open log line.
+	 * From memory (data read through the page cache: map, or buffered
+	 * because it fits), over fixed fields stored uncompressed with
+	 * per-sample checksums (format 2; any format with verify = 0), no
+	 * chunk is held: each batch of the same order is copied from maps of
+	 * the shards as RF_SHUFFLE_FULL does (every sample checked against
+	 * its own checksums; the consumer's thread fills batches too), so the
+	 * window needs no read slots (rf_stats.io_engine "mmap", no decode
+	 * thread).  Compressed chunks, variable fields, tokens, images,
+	 * mixtures and on_error skip hold the window as above. */
 	uint32_t window;
 	/* This process's share of every global batch of world x B samples:
 	 * disjoint samples and the same number of batches on every rank.
