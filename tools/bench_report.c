@@ -91,6 +91,17 @@ bench_compute(const bench_opts *o, bench_result *res)
 	if (res->stall_share > 1)
 		res->stall_share = 1;
 	res->per_batch_us = res->batches ? secs * 1e6 / (double)res->batches : 0;
+	res->cpu_us_per_batch = res->batches ? (double)st->thread_cpu_ns / 1e3 / (double)res->batches
+					     : 0;
+	res->process_cpu_s_per_gb = st->bytes_delivered
+					    ? res->process_cpu_s / ((double)st->bytes_delivered / 1e9)
+					    : 0;
+	res->process_cpu_us_per_batch = res->batches ? res->process_cpu_s * 1e6 / (double)res->batches
+						     : 0;
+	res->loader_cpu_share = res->process_cpu_s > 0 ? res->loader_run_cpu_s / res->process_cpu_s
+						       : 0;
+	if (res->loader_cpu_share > 1)
+		res->loader_cpu_share = 1;
 
 	delivered_per_sample = st->samples ? per_sample(st->bytes_delivered, st->samples)
 					   : (double)res->info.value_bytes;
@@ -227,6 +238,9 @@ bench_print_table(FILE *f, const bench_opts *o, const bench_result *res)
 		res->read_gb_per_s);
 	fprintf(f, "  %-26s %.3f s/GB (loader threads, %.2f s in all)\n", "CPU per GB",
 		res->cpu_s_per_gb, (double)st->thread_cpu_ns / 1e9);
+	fprintf(f, "  %-26s %.3f s/GB, %.1f us per batch (whole process, %.2f s; loader threads "
+		"%.0f%%)\n", "process CPU", res->process_cpu_s_per_gb, res->process_cpu_us_per_batch,
+		res->process_cpu_s, 100.0 * res->loader_cpu_share);
 	fprintf(f, "  %-26s %.2f%%\n", "consumer stall", 100.0 * res->stall_share);
 	if (res->loader_runq_s >= 0)
 		fprintf(f, "  %-26s %.2f s loader threads, %.2f s consumer\n", "waiting for a CPU",
@@ -415,6 +429,11 @@ bench_print_json(FILE *f, const bench_opts *o, const bench_result *res)
 	json_u64(f, "bytes_read", st->bytes_read, true);
 	json_num(f, "thread_cpu_s", (double)st->thread_cpu_ns / 1e9, true);
 	json_num(f, "cpu_s_per_gb", res->cpu_s_per_gb, true);
+	json_num(f, "cpu_us_per_batch", res->cpu_us_per_batch, true);
+	json_num(f, "process_cpu_s", res->process_cpu_s, true);
+	json_num(f, "process_cpu_s_per_gb", res->process_cpu_s_per_gb, true);
+	json_num(f, "process_cpu_us_per_batch", res->process_cpu_us_per_batch, true);
+	json_num(f, "loader_cpu_share", res->loader_cpu_share, true);
 	json_num(f, "stall_share", res->stall_share, true);
 	json_num(f, "stall_s", (double)st->stall_ns / 1e9, true);
 	json_num(f, "loader_runqueue_s", res->loader_runq_s, true);

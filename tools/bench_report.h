@@ -100,6 +100,10 @@ typedef struct bench_result {
 	double loader_runq_s;    /* loader threads runnable but waiting for a CPU; <0 unknown */
 	double consumer_runq_s;  /* the same for the consumer thread */
 	double context_switches; /* of every thread of the process during the run */
+	double process_cpu_s;    /* user + system CPU of the whole process during the
+	                            run (getrusage): consumer and loader threads */
+	double loader_run_cpu_s; /* the loader threads' CPU during the run (thread_cpu_ns
+	                            at the end less at the start) */
 	bool device_is_cuda;
 	bool remote;             /* a shard is a URL: the storage row is the remote
 	                            limit, raw ranged GETs (rf_dataset_remote_limit) */
@@ -114,6 +118,9 @@ typedef struct bench_result {
 	/* derived by bench_compute */
 	double samples_per_s, batches_per_s, gb_per_s, read_gb_per_s;
 	double cpu_s_per_gb, stall_share, per_batch_us;
+	double cpu_us_per_batch;         /* loader threads, as cpu_s_per_gb */
+	double process_cpu_s_per_gb, process_cpu_us_per_batch;
+	double loader_cpu_share;         /* loader_run_cpu_s / process_cpu_s; 0 unknown */
 	bench_limit limits[BENCH_NLIMITS];
 	int binding;             /* index into limits, or -1 */
 	double efficiency;       /* loader samples/s over the binding limit's; 0 if none */

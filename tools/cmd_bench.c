@@ -492,6 +492,14 @@ sched_wait(double *mine, double *others)
 	closedir(d);
 }
 
+/* User and system CPU seconds in a getrusage report. */
+static double
+rusage_cpu_s(const struct rusage *ru)
+{
+	return (double)ru->ru_utime.tv_sec + (double)ru->ru_utime.tv_usec * 1e-6 +
+	       (double)ru->ru_stime.tv_sec + (double)ru->ru_stime.tv_usec * 1e-6;
+}
+
 static int
 run_loader(const bench_opts *o, bench_result *res)
 {
@@ -500,7 +508,7 @@ run_loader(const bench_opts *o, bench_result *res)
 	progress_line pl = {.enabled = rf_cli_verbosity >= 1 && isatty(STDERR_FILENO)};
 	double t0, topen, step = o->step_us * 1e-6, elapsed = 0;
 	uint64_t last_epoch = 0;
-	double runq_mine0, runq_others0, csw0 = 0;
+	double runq_mine0, runq_others0, csw0 = 0, cpu0 = 0, ldcpu0 = 0;
 	FILE *timings = NULL;
 	rf_stats st = {.size = sizeof st};
 	struct rusage ru;
@@ -570,8 +578,12 @@ run_loader(const bench_opts *o, bench_result *res)
 		res->device_is_cuda = st.device_ordinal >= 0; /* -1: the host device */
 
 	sched_wait(&runq_mine0, &runq_others0);
-	if (getrusage(RUSAGE_SELF, &ru) == 0)
+	if (rf_loader_stats(ld, &st) == 0)
+		ldcpu0 = (double)st.thread_cpu_ns / 1e9;
+	if (getrusage(RUSAGE_SELF, &ru) == 0) {
 		csw0 = (double)ru.ru_nvcsw + (double)ru.ru_nivcsw;
+		cpu0 = rusage_cpu_s(&ru);
+	}
 	t0 = bench_now();
 	for (;;) {
 		const rf_batch *b;
@@ -611,14 +623,18 @@ run_loader(const bench_opts *o, bench_result *res)
 	}
 	res->seconds = bench_now() - t0;
 	res->epochs = res->batches ? last_epoch + 1 : 0;
-	if (getrusage(RUSAGE_SELF, &ru) == 0)
+	if (getrusage(RUSAGE_SELF, &ru) == 0) {
 		res->context_switches = (double)ru.ru_nvcsw + (double)ru.ru_nivcsw - csw0;
+		res->process_cpu_s = rusage_cpu_s(&ru) - cpu0;
+	}
 	sched_wait(&res->consumer_runq_s, &res->loader_runq_s);
 	res->consumer_runq_s -= runq_mine0;
 	res->loader_runq_s -= runq_others0;
 	progress_clear(&pl);
-	if (rf_loader_stats(ld, &st) == 0)
+	if (rf_loader_stats(ld, &st) == 0) {
 		res->stats = st;
+		res->loader_run_cpu_s = (double)st.thread_cpu_ns / 1e9 - ldcpu0;
+	}
 	if (st.chunks_skipped)
 		rf_cli_note(1, "--on-error skip: %" PRIu64 " chunks skipped, %" PRIu64
 			    " samples delivered as zeros", st.chunks_skipped, st.samples_substituted);

@@ -37,7 +37,9 @@ KEYS = {
               "cold_first_epoch_only"],
     "loader": ["open_seconds", "seconds", "epochs", "batches", "samples", "batches_per_s",
                "samples_per_s", "per_batch_us", "gb_per_s", "read_gb_per_s",
-               "bytes_delivered", "bytes_read", "thread_cpu_s", "cpu_s_per_gb", "stall_share",
+               "bytes_delivered", "bytes_read", "thread_cpu_s", "cpu_s_per_gb",
+               "cpu_us_per_batch", "process_cpu_s", "process_cpu_s_per_gb",
+               "process_cpu_us_per_batch", "loader_cpu_share", "stall_share",
                "stall_s", "pinned_peak", "device_peak", "peak_rss", "io_engine", "io_direct",
                "device", "batches_in_place"],
 }
@@ -76,6 +78,23 @@ def sane(tag, doc, samples, zstd):
     check(ld["bytes_delivered"] >= ld["samples"] * 785, "%s: fewer bytes than samples x 785" % tag)
     check(0 <= ld["stall_share"] <= 1, "%s: stall share %s" % (tag, ld["stall_share"]))
     check(ld["peak_rss"] > 0, "%s: peak RSS %s" % (tag, ld["peak_rss"]))
+    # CPU: the whole process's during the run (the consumer touches every
+    # byte: not zero), per GB delivered and per batch, and the loader
+    # threads' share of it.
+    check(ld["process_cpu_s"] > 0, "%s: process CPU %s" % (tag, ld["process_cpu_s"]))
+    gb = ld["bytes_delivered"] / 1e9
+    check(abs(ld["process_cpu_s_per_gb"] - ld["process_cpu_s"] / gb)
+          <= 1e-3 * ld["process_cpu_s_per_gb"],
+          "%s: process CPU per GB %s, not %s / %s GB" % (tag, ld["process_cpu_s_per_gb"],
+                                                        ld["process_cpu_s"], gb))
+    check(abs(ld["process_cpu_us_per_batch"] - ld["process_cpu_s"] * 1e6 / ld["batches"])
+          <= 1e-3 * ld["process_cpu_us_per_batch"],
+          "%s: process CPU per batch %s" % (tag, ld["process_cpu_us_per_batch"]))
+    check(abs(ld["cpu_us_per_batch"] - ld["thread_cpu_s"] * 1e6 / ld["batches"])
+          <= 1e-3 * ld["cpu_us_per_batch"] + 1e-3,
+          "%s: loader CPU per batch %s" % (tag, ld["cpu_us_per_batch"]))
+    check(0 <= ld["loader_cpu_share"] <= 1,
+          "%s: loader CPU share %s" % (tag, ld["loader_cpu_share"]))
     check(ld["device"] == "host", "%s: device %r" % (tag, ld["device"]))
     check(ld["io_engine"] != "", "%s: no I/O engine" % tag)
     check(0 < ld["pinned_peak"] <= doc["config"]["pinned_bytes"],
@@ -89,9 +108,8 @@ def sane(tag, doc, samples, zstd):
     check(lim["zstd"]["measured"] == zstd, "%s: zstd measured %s, expected %s"
           % (tag, lim["zstd"]["measured"], zstd))
     check(not lim["host_to_device"]["applies"], "%s: host-to-device applies on host" % tag)
-    # memcpy_parallel (several decode threads) may bind as well.
-    check(doc["binding_limit"] in LIMITS + ["memcpy_parallel"] and
-          lim[doc["binding_limit"]]["applies"],
+    # any documented limit may bind (memcpy_parallel with decode threads)
+    check(doc["binding_limit"] in lim and lim[doc["binding_limit"]]["applies"],
           "%s: binding limit %r" % (tag, doc["binding_limit"]))
     # The binding limit is the smallest applicable one, in samples/s.
     applicable = [v["samples_per_s"] for v in lim.values() if v["applies"]]

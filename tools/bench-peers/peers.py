@@ -24,6 +24,31 @@ the cache, then epochs repeat for at least WARM_SECONDS.
 
 ringfeed runs as a user runs it: `ringfeed bench PATH --json ...` with
 --shuffle none, window (its default W) and full.
+
+Two references, cold only, in a process of their own like the peers, give
+the cold cells a yardstick measured in the same run:
+  - raw read: ringfeed's shard file (data.rfs) read start to end by one
+    thread in 4 MiB preads into one buffer, buffered (no O_DIRECT), the
+    file dropped from the cache before each pass, passes repeated for
+    RAW_SECONDS (drops untimed); GB/s, and samples/s = samples in the file
+    over the time of a pass.  The bytes are not touched.
+  - raw random reads: every sample's image bytes (offset = the .npy
+    header + i * sample bytes: the same bytes per sample as the loaders
+    read) by one pread each, in a shuffled order, after a drop, by 1, 8
+    and 32 threads (ringfeed's `full` keeps 32 reads in flight; os.preadv
+    releases the GIL while it waits), the fastest kept; the same reads
+    with O_DIRECT (each widened to the 4 KiB blocks that hold the sample)
+    at that thread count are reported beside it.
+ringfeed's cold cells are divided by them: `none` and `window` (which
+read whole chunks in order) over the raw read, `full` over raw random
+reads.
+
+CPU: each peer's process records its user + system CPU (getrusage, self
+and children waited for) over the timed run, per GB delivered (samples x
+(image + 8-byte label)) and per batch; ringfeed's come from bench's JSON
+(`process_cpu_s_per_gb`, `process_cpu_us_per_batch`: the whole process,
+its consumer's touch included, and `loader_cpu_share`).  The CPU table
+sets ringfeed beside numpy-memmap, a single-threaded loop.
 """
 import argparse
 import glob
@@ -143,6 +168,21 @@ def warm_cache(paths):
         with open(p, "rb") as f:
             while f.read(8 << 20):
                 pass
+
+
+def process_cpu():
+    """User + system CPU seconds of this process and of its children waited
+    for (getrusage)."""
+    t = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        ru = resource.getrusage(who)
+        t += ru.ru_utime + ru.ru_stime
+    return t
+
+
+def sample_bytes(size):
+    """Bytes one delivered sample holds: the image and its int64 label."""
+    return int(np.prod(SIZES[size]["shape"])) + 8
 
 
 def files_under(d):
@@ -479,6 +519,144 @@ def peer_dali(fmts, batch, shuffle, size):
     return epoch
 
 
+# ------------------------------------------------------------ the references
+#
+# What the storage gives a reader that does nothing but read, measured cold
+# in the same run as the cells they are set against.
+
+RAW_BLOCK = 4 << 20        # the raw read's pread size
+RAW_SECONDS = 1.0          # cold passes repeat until this much read time
+RAW_MAX_PASSES = 20
+RAW_THREADS = (32, 8, 1)   # raw random reads: each tried, the fastest kept
+RAW_CUT_SECONDS = 10.0     # a random pass still running then is cut there
+
+
+def raw_read(path, n):
+    """Sequential passes over the shard file, each cold (dropped first, the
+    drop untimed), one thread reading 4 MiB preads into one buffer, buffered
+    (no O_DIRECT), nothing done with the bytes."""
+    buf = memoryview(bytearray(RAW_BLOCK))
+    size = os.path.getsize(path)
+    secs = 0.0
+    nbytes = passes = 0
+    resident = []
+    while passes < 1 or (secs < RAW_SECONDS and passes < RAW_MAX_PASSES):
+        drop_cache([path])
+        resident.append(resident_fraction([path]))
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            off = 0
+            t0 = time.monotonic()
+            while True:
+                k = os.preadv(fd, [buf], off)
+                if k <= 0:
+                    break
+                off += k
+            secs += time.monotonic() - t0
+        finally:
+            os.close(fd)
+        if off != size:
+            return {"ok": False, "note": "read %d of %d bytes of %s" % (off, size, path)}
+        nbytes += off
+        passes += 1
+    return {"ok": True, "samples": n * passes, "epochs": passes, "seconds": secs,
+            "samples_per_s": n * passes / secs, "gb_per_s": nbytes / secs / 1e9,
+            "bytes": nbytes, "resident_at_start": max(r or 0 for r in resident),
+            "note": "%d cold passes, %d MiB preads, one thread" % (passes, RAW_BLOCK >> 20)}
+
+
+def raw_random_pass(path, offset, sample_bytes, n, threads, direct=False):
+    """One cold pass: every sample's bytes (offset + i * sample_bytes) read
+    by one pread each, in a shuffled order, by `threads` threads (each a
+    slice of the permutation; os.preadv releases the GIL while it waits).
+    direct: O_DIRECT, each read widened to the 4 KiB blocks that hold the
+    sample (what an O_DIRECT reader must read; no page is shared by two
+    samples' reads through the cache)."""
+    import mmap
+    import threading
+    perm = np.random.default_rng(0).permutation(n)
+    drop_cache([path])
+    resident = resident_fraction([path])
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECT if direct else 0))
+    done = [0] * threads
+    errors = []
+    deadline = [0.0]
+    blk = 4096
+
+    def work(k):
+        # page-aligned (O_DIRECT wants it), room for the widened read
+        buf = mmap.mmap(-1, (sample_bytes + 2 * blk) if direct else sample_bytes)
+        cnt = 0
+        try:
+            for j, i in enumerate(perm[k::threads].tolist()):
+                off = offset + i * sample_bytes
+                if direct:
+                    lo = off - off % blk
+                    hi = -(-(off + sample_bytes) // blk) * blk
+                    view = memoryview(buf)[:hi - lo]
+                    got = os.preadv(fd, [view], lo)
+                    view.release()
+                    ok = got >= off + sample_bytes - lo
+                else:
+                    ok = os.preadv(fd, [buf], off) == sample_bytes
+                if not ok:
+                    raise OSError("short read of sample %d" % i)
+                cnt += 1
+                if j % 64 == 63 and time.monotonic() >= deadline[0]:
+                    break
+        except OSError as e:
+            errors.append(str(e))
+        finally:
+            buf.close()
+        done[k] = cnt
+
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+    try:
+        t0 = time.monotonic()
+        deadline[0] = t0 + RAW_CUT_SECONDS
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        secs = time.monotonic() - t0
+    finally:
+        os.close(fd)
+    if errors:
+        return {"ok": False, "note": "%s: %s" % (path, errors[0])}
+    got = sum(done)
+    return {"ok": True, "threads": threads, "samples": got, "epochs": 1, "seconds": secs,
+            "cut": got < n, "samples_per_s": got / secs, "gb_per_s": got * sample_bytes / secs / 1e9,
+            "resident_at_start": resident}
+
+
+def raw_random(path, n):
+    """Raw random reads: raw_random_pass with each of RAW_THREADS threads,
+    the fastest kept (all in "tried")."""
+    img = np.load(path, mmap_mode="r")
+    offset, sample_bytes = img.offset, int(np.prod(img.shape[1:])) * img.itemsize
+    del img
+    best = None
+    tried = []
+    for threads in RAW_THREADS:
+        r = raw_random_pass(path, offset, sample_bytes, n, threads)
+        if not r["ok"]:
+            return r
+        tried.append({"threads": threads, "samples_per_s": r["samples_per_s"], "cut": r["cut"]})
+        if best is None or r["samples_per_s"] > best["samples_per_s"]:
+            best = r
+    best["tried"] = tried
+    best["note"] = "%d threads, one pread of %d B per sample" % (best["threads"], sample_bytes)
+    # The same reads with O_DIRECT, at the thread count kept: shown beside
+    # the reference (ringfeed's cold `full` reads O_DIRECT), not instead.
+    d = raw_random_pass(path, offset, sample_bytes, n, best["threads"], direct=True)
+    best["direct_samples_per_s"] = d["samples_per_s"] if d["ok"] else None
+    best["direct_note"] = d.get("note", "")
+    return best
+
+
+RAW = {"raw-read": "raw read", "raw-random": "raw random reads"}
+
+
 SHUFFLE = {
     "numpy-memmap": "full permutation",
     "torch-dataloader-w0": "full permutation",
@@ -506,6 +684,11 @@ def run_one_peer(name, size, order, cache, root):
     """In a child process: time one peer; print one JSON line."""
     fmts = {k: os.path.join(root, size, k) for k in ("npy", "rfs", "wds", "mds", "arrayrecord",
                                                        "litdata", "dali")}
+    n = SIZES[size]["samples"]
+    if name == "raw-read":
+        return raw_read(os.path.join(fmts["rfs"], "data.rfs"), n)
+    if name == "raw-random":
+        return raw_random(os.path.join(fmts["npy"], "image.npy"), n)
     make, fmt = PEER_FNS[name]
     failed = os.path.join(fmts[fmt], ".failed")
     if os.path.exists(failed):
@@ -518,14 +701,15 @@ def run_one_peer(name, size, order, cache, root):
     else:
         warm_cache(files)
     resident = resident_fraction(files)
-    n = SIZES[size]["samples"]
-    samples = epochs = 0
+    samples = epochs = batches = 0
     cut = False
+    cpu0 = process_cpu()
     t0 = time.monotonic()
     _deadline[0] = t0 + CUT_SECONDS
     while True:
         s, _ = epoch()
         samples += s
+        batches += -(-s // SIZES[size]["batch"])
         epochs += 1
         el = time.monotonic() - t0
         if s < n and over():
@@ -533,12 +717,16 @@ def run_one_peer(name, size, order, cache, root):
             break
         if cache == "cold" or el >= WARM_SECONDS:
             break
+    cpu = process_cpu() - cpu0
+    gb = samples * sample_bytes(size) / 1e9
     ru = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     ruc = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     ok = samples == n * epochs or (cut and samples > n * (epochs - 1))
     return {"ok": ok, "samples": samples, "epochs": epochs, "seconds": el, "cut": cut,
             "samples_per_s": samples / el if el > 0 else 0,
             "peak_rss": max(ru, ruc) * 1024, "resident_at_start": resident,
+            "process_cpu_s": cpu, "process_cpu_s_per_gb": cpu / gb if gb else None,
+            "process_cpu_us_per_batch": cpu * 1e6 / batches if batches else None,
             "note": "" if ok else "delivered %d samples for %d epochs of %d" % (samples, epochs, n)}
 
 
@@ -576,6 +764,11 @@ def run_ringfeed(ringfeed, fmts, size, mode, cache):
              "peak_rss": ld["peak_rss"], "efficiency": doc["efficiency"],
              "binding_limit": doc["binding_limit"],
              "cpu_s_per_gb": ld.get("cpu_s_per_gb"),
+             "cpu_us_per_batch": ld.get("cpu_us_per_batch"),
+             "process_cpu_s": ld.get("process_cpu_s"),
+             "process_cpu_s_per_gb": ld.get("process_cpu_s_per_gb"),
+             "process_cpu_us_per_batch": ld.get("process_cpu_us_per_batch"),
+             "loader_cpu_share": ld.get("loader_cpu_share"),
              "resident_at_start": doc.get("cache", {}).get("resident_fraction"),
              "note": "%s, %s" % (ld["io_engine"], "O_DIRECT" if ld["io_direct"] else "buffered")}
         tried.append({k: r[k] for k in ("command", "ok", "samples_per_s")})
@@ -636,6 +829,35 @@ def git_describe():
         return ""
 
 
+def cpu_table(by, cols, peers):
+    """The CPU each loader's process spent per GB delivered and per batch
+    (ringfeed: the whole process, consumer and loader threads, and the
+    loader threads' share); numpy-memmap beside it where it ran."""
+    rows = [("ringfeed none", "seq"), ("ringfeed full", "shuf"), ("ringfeed window", "shuf")]
+    if "numpy-memmap" in peers:
+        rows += [("numpy-memmap", "seq"), ("numpy-memmap", "shuf")]
+    out = ["", "**CPU** (user + system CPU of the loader's whole process during the timed "
+           "run, consumer's touch included: seconds per GB delivered, microseconds per batch; "
+           "ringfeed: `process_cpu_s_per_gb`, `process_cpu_us_per_batch` and, in brackets, "
+           "the loader threads' share `loader_cpu_share` of its `ringfeed bench --json`):", ""]
+    out.append("| loader | order |" + "".join(" %s %s |" % (s, c) for s, c in cols))
+    out.append("|---|---|" + "---|" * len(cols))
+    for name, order in rows:
+        row = "| %s | %s |" % (name, "sequential" if order == "seq" else "shuffled")
+        for s, c in cols:
+            r = by.get((name, s, order, c), {})
+            gb, us = r.get("process_cpu_s_per_gb"), r.get("process_cpu_us_per_batch")
+            if not r.get("ok") or gb is None or us is None:
+                row += " n/a |"
+                continue
+            v = "%.2f s/GB, %s us/batch" % (gb, ("%.0f" % us) if us >= 10 else "%.1f" % us)
+            if r.get("loader_cpu_share") is not None:
+                v += " (loader %.0f%%)" % (100 * r["loader_cpu_share"])
+            row += " %s |" % v
+        out.append(row)
+    return out
+
+
 def markdown(results, peers, meta):
     """The tables as markdown, pasted as is into the README and docs/bench.md."""
     by = {(r["peer"], r["size"], r["order"], r["cache"]): r for r in results}
@@ -665,8 +887,12 @@ def markdown(results, peers, meta):
                    CUT_SECONDS))
     out.append("")
 
-    def cell(name, key, against):
+    def cell(name, key, against, refs=()):
+        """against: ringfeed's cells this one is divided into; refs: the
+        references this (ringfeed) cell is divided by."""
         r = by.get(key, {})
+        if key[0] in RAW.values() and key[3] != "cold":
+            return "-"
         if not r.get("ok"):
             return "n/a"
         v = fmt_rate(r["samples_per_s"]) + ("*" if r.get("cut") else "")
@@ -675,18 +901,38 @@ def markdown(results, peers, meta):
             rf = by.get(rk, {})
             if rf.get("ok") and r["samples_per_s"] > 0:
                 rat.append(label + fmt_ratio(rf["samples_per_s"] / r["samples_per_s"]))
+        for label, rk in refs:
+            rf = by.get(rk, {})
+            if rf.get("ok") and rf["samples_per_s"] > 0:
+                rat.append(fmt_ratio(r["samples_per_s"] / rf["samples_per_s"]) + " " + label)
+        if key[0] == RAW["raw-read"]:
+            rat.append("%.2f GB/s" % r["gb_per_s"])
+        if key[0] == RAW["raw-random"]:
+            rat.append("%d threads" % r["threads"])
+            if r.get("direct_samples_per_s"):
+                rat.append("O_DIRECT " + fmt_rate(r["direct_samples_per_s"]))
         return v + (" (%s)" % ", ".join(rat) if rat else "")
+
+    def refs(name, size, cache):
+        """A cold ringfeed cell over its reference: sequential reads (none,
+        window) over the raw read, full over raw random reads."""
+        if cache != "cold" or not name.startswith("ringfeed"):
+            return ()
+        if name == "ringfeed full":
+            return (("raw random", (RAW["raw-random"], size, "shuf", cache)),)
+        return (("raw read", (RAW["raw-read"], size, "seq", cache)),)
 
     out.append("**Sequential** (file order; ringfeed `--shuffle none`):")
     out.append("")
     out.append(head % "loader")
     out.append(rule)
-    for name in ["ringfeed"] + peers:
-        row = "| %s |" % name
+    for name in ["ringfeed", RAW["raw-read"]] + peers:
+        row = "| %s |" % (name if name not in RAW.values() else "*%s*" % name)
         for s, c in cols:
-            against = [] if name == "ringfeed" else [("", ("ringfeed none", s, "seq", c))]
-            row += " %s |" % cell(name, (name if name != "ringfeed" else "ringfeed none",
-                                         s, "seq", c), against)
+            key = (name if name != "ringfeed" else "ringfeed none", s, "seq", c)
+            against = [] if name in ("ringfeed", RAW["raw-read"]) else [
+                ("", ("ringfeed none", s, "seq", c))]
+            row += " %s |" % cell(name, key, against, refs(key[0], s, c))
         out.append(row)
     out.append("")
     out.append("**Shuffled** (each loader's own shuffle; ringfeed `--shuffle full` and "
@@ -697,14 +943,27 @@ def markdown(results, peers, meta):
     out.append(rule.replace("|---|", "|---|---|", 1))
     rf_rows = [("ringfeed full", "full permutation"),
                ("ringfeed window", "window of chunks")]
-    for name, how in rf_rows + [(p, shuffle_desc(p)) for p in peers]:
-        row = "| %s | %s |" % (name, how)
+    raw_rows = [(RAW["raw-random"], "full permutation, a pread per sample")]
+    for name, how in rf_rows + raw_rows + [(p, shuffle_desc(p)) for p in peers]:
+        row = "| %s | %s |" % (name if name not in RAW.values() else "*%s*" % name, how)
         for s, c in cols:
-            against = [] if name.startswith("ringfeed") else [
+            against = [] if name.startswith("ringfeed") or name in RAW.values() else [
                 ("f ", ("ringfeed full", s, "shuf", c)),
                 ("w ", ("ringfeed window", s, "shuf", c))]
-            row += " %s |" % cell(name, (name, s, "shuf", c), against)
+            row += " %s |" % cell(name, (name, s, "shuf", c), against, refs(name, s, c))
         out.append(row)
+    out.append("")
+    out.append("*raw read* and *raw random reads* are references, cold only, measured in the "
+               "same run: the ringfeed shard file read start to end by one thread in %d MiB "
+               "preads (buffered, the cache dropped before each pass, passes repeated for "
+               "%.0f s; in brackets its GB/s); and every sample's %s image bytes read from the "
+               ".npy file by one pread each in a shuffled order, by 1, 8 and 32 threads, the "
+               "fastest kept (in brackets: how many threads, and the same reads with O_DIRECT, "
+               "each widened to the 4 KiB blocks that hold the sample). In ringfeed's cold "
+               "cells, `none` and `window` over the raw read, `full` over raw random reads." % (
+                   RAW_BLOCK >> 20, RAW_SECONDS,
+                   " / ".join("%d B" % (sample_bytes(z) - 8) for z in SIZES)))
+    out.extend(cpu_table(by, cols, peers))
     notes = sorted({"%s (%s %s %s): %s" % (r["peer"], r["size"], r["order"], r["cache"],
                                           r["note"])
                     for r in results if not r.get("ok") and r.get("note")})
@@ -761,6 +1020,19 @@ def main():
     t_start = time.time()
     results = []
 
+    def child(name, size, order, cache):
+        """One peer (or reference) in a process of its own."""
+        argv = [sys.executable, os.path.abspath(__file__), "--out", args.out,
+                "--run-peer", name, "--size", size, "--order", order, "--cache", cache]
+        try:
+            p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, timeout=60)
+            line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+            return json.loads(line[-1][7:]) if line else {
+                "ok": False, "note": "exited %d: %s" % (p.returncode, p.stderr.strip()[-300:])}
+        except subprocess.TimeoutExpired:
+            return {"ok": False, "note": "timed out after 60 s"}
+
     def add(r, peer, size, order, cache):
         r.update(peer=peer, size=size, order=order, cache=cache, loadavg=os.getloadavg()[0])
         results.append(r)
@@ -773,23 +1045,15 @@ def main():
         fmts = write_formats(ringfeed, root, size, log)
         for order in ORDERS:
             for cache in CACHES:
+                if cache == "cold":
+                    # the reference the cold cells are set against
+                    ref = "raw-read" if order == "seq" else "raw-random"
+                    add(child(ref, size, order, cache), RAW[ref], size, order, cache)
                 for mode in RINGFEED_MODES[order]:
                     add(run_ringfeed(ringfeed, fmts, size, mode, cache),
                         "ringfeed " + mode, size, order, cache)
                 for name in peers:
-                    argv = [sys.executable, os.path.abspath(__file__), "--out", args.out,
-                            "--run-peer", name, "--size", size, "--order", order,
-                            "--cache", cache]
-                    try:
-                        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                           text=True, timeout=60)
-                        line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
-                        r = json.loads(line[-1][7:]) if line else {
-                            "ok": False, "note": "exited %d: %s" % (
-                                p.returncode, p.stderr.strip()[-300:])}
-                    except subprocess.TimeoutExpired:
-                        r = {"ok": False, "note": "timed out after 60 s"}
-                    add(r, name, size, order, cache)
+                    add(child(name, size, order, cache), name, size, order, cache)
 
     meta["load_end"] = list(os.getloadavg())
     meta["seconds"] = time.time() - t_start
