@@ -69,7 +69,8 @@ rf_ld_inplace_setup(rf_loader *ld)
 	 * chunk's read slot, so batches in place are counted apart from the
 	 * copied ones (which n_stage bounds, a ring slot each), up to a
 	 * chunk's batches: the worker stages all of a chunk's batches at its
-	 * turn and checks the next chunk while the consumer takes them, where
+	 * turn and checks the next chunk while the consumer takes them (besides
+	 * the depth of them the consumer may hold), where
 	 * it otherwise stopped at n_stage and left the consumer waiting for a
 	 * whole chunk's XXH3 at every chunk (784-byte samples, 4 MiB chunks:
 	 * 21 batches of 256 a chunk, 18 staging places).
@@ -81,6 +82,9 @@ rf_ld_inplace_setup(rf_loader *ld)
 	uint64_t per = most / (ld->cfg.batch_size ? ld->cfg.batch_size : 1) + 2;
 	if (per > INPLACE_STAGE_MORE)
 		per = INPLACE_STAGE_MORE;
+	/* The count includes the batches lent to the consumer, up to depth of
+	 * them, which only it gives back: beyond those, a chunk's batches. */
+	per += ld->resolved.depth;
 	ld->gather.inplace_stage = ld->gather.inplace_ok ? (unsigned)per : 0;
 }
 

@@ -320,8 +320,9 @@ struct rf_loader {
 		                        or inplace_ok */
 		int inplace_ok;      /* batches inside a raw chunk go out where they
 		                        lie in the map (inplace.c) */
-		unsigned inplace_stage; /* the most batches in place staged at
-		                           once (a chunk's batches, and 2) */
+		unsigned inplace_stage; /* the most batches in place staged or
+		                           lent at once (a chunk's batches, 2,
+		                           and depth) */
 		uint32_t cur_subst, cur_subst_chunks; /* the open batch's (struct staged) */
 		/*
 		 * The parallel fill (gather.c, `defer`, chosen at open): at its

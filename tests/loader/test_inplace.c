@@ -12,7 +12,8 @@
  * batch in place faults instead of reaching the page cache; a batch held
  * across rf_loader_stop keeps its bytes; with the consumer away, a chunk's
  * batches are staged, beyond the staging places copied batches are held
- * to; compressed chunks, reads into the
+ * to, and a consumer holding depth (63) of them, more than a chunk's, still
+ * gets the next; compressed chunks, reads into the
  * ring, window shuffling and inplace = off are never in place.
  */
 #include <inttypes.h>
@@ -118,6 +119,8 @@ map_range(const char *path, uintptr_t *lo, uintptr_t *hi)
 	return found;
 }
 
+static uint32_t open_depth; /* rf_config.depth of the next open (0: default) */
+
 static rf_loader *
 open_loader(const char *path, enum rf_shuffle shuffle, uint32_t batch, int map, int direct,
 	    enum rf_inplace inplace, uint32_t epochs)
@@ -135,6 +138,7 @@ open_loader(const char *path, enum rf_shuffle shuffle, uint32_t batch, int map, 
 	cfg.map = map;
 	cfg.direct = direct;
 	cfg.inplace = inplace;
+	cfg.depth = open_depth;
 	rf_loader *ld = NULL;
 	int rc = rf_loader_open(&ld, &cfg);
 	if (rc < 0) {
@@ -337,6 +341,31 @@ staged_a_chunk_ahead(const char *path)
 	rf_loader_close(&ld);
 }
 
+/* The consumer may hold depth batches in place, more than a chunk's (60
+ * of 2 samples, 50 a chunk): the next one still comes (it once waited for
+ * a release, forever, past a chunk's batches and 2). */
+static void
+held_beyond_a_chunk(const char *path)
+{
+	open_depth = 63;
+	rf_loader *ld = open_loader(path, RF_SHUFFLE_NONE, 2, 1, -1, RF_INPLACE_ON, 1);
+	open_depth = 0;
+	const rf_batch *b[61];
+	alarm(60); /* a hang fails the test instead of its timeout */
+	uint32_t got = 0;
+	for (; got < 61; got++) {
+		if (rf_loader_next(ld, &b[got]) != 0 || !b[got])
+			break;
+		CHECK(((const int64_t *)b[got]->fields[1].data)[0] == value_y(2 * got));
+	}
+	alarm(0);
+	printf("batches in place held at once: %u\n", got);
+	CHECK(got == 61);
+	for (uint32_t i = 0; i < got; i++)
+		CHECK(rf_loader_release(ld, b[i], NULL) == 0);
+	rf_loader_close(&ld);
+}
+
 /* A byte flipped in chunk `bad`: every batch before it is delivered, and
  * the stream fails before any batch with a sample of that chunk. */
 static void
@@ -423,6 +452,7 @@ main(void)
 	write_faults(raw);
 	held_across_stop(raw);
 	staged_a_chunk_ahead(raw);
+	held_beyond_a_chunk(raw);
 	flipped(dir, raw);
 
 	/* A value that is neither auto nor off. */
