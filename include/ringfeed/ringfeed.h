@@ -882,7 +882,14 @@ typedef struct rf_config {
 	 * faults (SIGSEGV): copy what you modify, and hand such memory to no
 	 * code that may write into it.  Its chunk's XXH3-64 is
 	 * checked (verify = 1) before any batch from it is delivered, once per
-	 * read of the chunk (each epoch), as for a copied batch.  The memory
+	 * read of the chunk (each epoch), as for a copied batch.  The batch is
+	 * the file's cached pages themselves: a program that writes into the
+	 * shard file while it is read (rather than writing a new file and
+	 * renaming it, as rf_writer and ringfeed pack do) changes bytes after
+	 * their check, which a copied batch would not show; the next read of
+	 * the chunk fails its check.  With a copy on the host, a staging
+	 * share too small to lend depth + 1 slots also copies (logged in the
+	 * memory plan line).  The memory
 	 * stays valid until the batch is released (rf_loader_release), and
 	 * the maps until rf_loader_close.  rf_stats.inplace says whether the
 	 * loader does it.  Nothing changes in the order, the batches'

@@ -85,12 +85,17 @@ rf_memplan_compute(const struct rf_memplan_in *in, struct rf_memplan *out, rf_di
 		rf_memplan_fmt_size(c, sizeof c, span);
 		char need[32];
 		rf_memplan_fmt_size(need, sizeof need, 2 * slot);
+		/* What sizes the slot is what to lower: the batch, or the
+		 * chunks (which only a repack changes). */
+		const char *lower = span > bb ? " or repack the dataset in smaller chunks "
+						"(ringfeed pack --chunk-bytes, Python chunk_bytes=)"
+					      : " or lower batch_size";
 		return rf_fail(d, RF_EMEMPLAN,
 			       "memory plan: pinned_bytes %s holds %" PRIu64 " slot(s) of %" PRIu64
 			       " bytes (the larger of a batch, %s for batch_size %u, and the largest "
 			       "chunk read, %s); the loader needs at least 2 (one read, one staged "
-			       "batch): raise pinned_bytes to at least %s or lower batch_size%s",
-			       a, nslots, slot, b, in->batch_size, c, need, vmsg);
+			       "batch): raise pinned_bytes to at least %s%s%s",
+			       a, nslots, slot, b, in->batch_size, c, need, lower, vmsg);
 	}
 	if (nslots > RF_MEMPLAN_SLOTS_MAX)
 		nslots = RF_MEMPLAN_SLOTS_MAX;
@@ -279,6 +284,14 @@ rf_memplan_describe(const struct rf_memplan_in *in, const struct rf_memplan *mp,
 			 "memory plan: pinned %s = %u slots of %" PRIu64 " bytes (%u read, %u staging); "
 			 "device %s = %u x %" PRIu64 " bytes", a, mp->nslots, mp->slot_bytes,
 			 mp->n_read, mp->n_stage, b, in->depth, bb);
+	if (in->host_memory && !mp->in_place) {
+		/* Why a host device gets copies (and no batches in place). */
+		size_t len = strlen(buf);
+		snprintf(buf + len, cap > len ? cap - len : 0, "; batches copied on the host: "
+			 "the staging share cannot lend depth + 1 = %u slots (raise pinned_bytes, "
+			 "or lower depth, to hand batches out without a copy or in place)",
+			 in->depth + 1);
+	}
 	if (mp->decode_bytes) {
 		size_t len = strlen(buf);
 		rf_memplan_fmt_size(a, sizeof a, mp->decode_bytes);
