@@ -887,9 +887,9 @@ typedef struct rf_config {
 	 * shard file while it is read (rather than writing a new file and
 	 * renaming it, as rf_writer and ringfeed pack do) changes bytes after
 	 * their check, which a copied batch would not show; the next read of
-	 * the chunk fails its check.  With a copy on the host, a staging
-	 * share too small to lend depth + 1 slots also copies (logged in the
-	 * memory plan line).  The memory
+	 * the chunk fails its check.  A staging share too small to lend
+	 * depth + 1 slots copies every batch instead (said in the memory plan
+	 * line of the log).  The memory
 	 * stays valid until the batch is released (rf_loader_release), and
 	 * the maps until rf_loader_close.  rf_stats.inplace says whether the
 	 * loader does it.  Nothing changes in the order, the batches'
