@@ -108,16 +108,20 @@ full_section_off(const rf_schema *schema, uint64_t n, uint32_t field)
 	return RF_ALIGN_UP(off, 64);
 }
 
-/* The open's checks for full shuffling: the loaded fields readable without
- * reading a chunk, every chunk uncompressed and of the expected size. */
+/*
+ * Whether shuffle full can read this dataset's loaded fields sample by
+ * sample: readable without reading a chunk (fixed, no variable field before
+ * them), every chunk uncompressed and of the size the schema implies, and
+ * per-sample checksums (format 2) when verify is on.  0, or the error with
+ * its message in msg (cap bytes; msg may be NULL to ask only).  Shared by
+ * the open's checks and by the choice of a window from memory (window.c),
+ * which is served the same way.
+ */
 int
-rf_ld_full_check(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
+rf_ld_full_refusal(const rf_loader *ld, const uint32_t *sel, uint32_t nsel, char *msg, size_t cap)
 {
 	const rf_schema *sc = ld->schema;
 	uint32_t last = 0;
-	/* Images refuse window shuffling too: advise what they take. */
-	if (ld->image)
-		return rf_ld_image_layout(ld);
 	for (uint32_t i = 0; i < nsel; i++)
 		if (sel[i] > last)
 			last = sel[i];
@@ -129,13 +133,14 @@ rf_ld_full_check(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		for (uint32_t i = 0; i < nsel; i++)
 			loaded |= sel[i] == j;
 		if (loaded)
-			return rf_fail(&ld->diag, RF_EUSAGE, "loader: shuffle full reads each sample "
-				       "on its own and supports fixed-size fields only: field '%s' has "
-				       "a variable size; use shuffle window", f->name);
-		return rf_fail(&ld->diag, RF_EUSAGE, "loader: shuffle full cannot locate the "
-			       "fields after variable-size field '%s' without reading whole chunks: "
-			       "load only fields before it (rf_config.fields) or use shuffle window",
-			       f->name);
+			snprintf(msg, cap, "loader: shuffle full reads each sample on its own and "
+				 "supports fixed-size fields only: field '%s' has a variable size; use "
+				 "shuffle window", f->name);
+		else
+			snprintf(msg, cap, "loader: shuffle full cannot locate the fields after "
+				 "variable-size field '%s' without reading whole chunks: load only fields "
+				 "before it (rf_config.fields) or use shuffle window", f->name);
+		return RF_EUSAGE;
 	}
 	int has_var = 0;
 	for (uint32_t j = 0; j < sc->nfields; j++)
@@ -144,38 +149,58 @@ rf_ld_full_check(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		const rf_chunk_info *ci = &ld->chunks[c];
 		rf_chunk_ctx ctx;
 		rf_dataset_chunk_ctx(ld->ds, c, &ctx);
-		if (ci->codec != RF_CODEC_NONE)
-			return rf_fail(&ld->diag, RF_EUSAGE, "loader: shuffle full reads samples one by "
-				       "one and needs uncompressed shards, but %s chunk %" PRIu64 " is "
-				       "compressed: use shuffle window, or pack the dataset without "
-				       "compression", ctx.path, ctx.chunk);
+		if (ci->codec != RF_CODEC_NONE) {
+			snprintf(msg, cap, "loader: shuffle full reads samples one by one and needs "
+				 "uncompressed shards, but %s chunk %" PRIu64 " is compressed: use "
+				 "shuffle window, or pack the dataset without compression", ctx.path,
+				 ctx.chunk);
+			return RF_EUSAGE;
+		}
 		/* With variable fields (after the loaded ones) the schema gives
 		 * only the least raw size. */
 		uint64_t want = 0;
 		if (rf_chunk_raw_size(sc, ci->samples, NULL, &want) < 0 ||
 		    (has_var ? want > ci->raw_bytes : want != ci->raw_bytes) ||
-		    ci->stored_bytes != ci->raw_bytes)
-			return rf_fail(&ld->diag, RF_ECORRUPT, "%s: chunk %" PRIu64 " at offset %" PRIu64
-				       ": %" PRIu64 " raw bytes for %u samples, the schema implies %"
-				       PRIu64, ctx.path, ctx.chunk, ctx.offset, ci->raw_bytes,
-				       ci->samples, want);
+		    ci->stored_bytes != ci->raw_bytes) {
+			snprintf(msg, cap, "%s: chunk %" PRIu64 " at offset %" PRIu64 ": %" PRIu64
+				 " raw bytes for %u samples, the schema implies %" PRIu64, ctx.path,
+				 ctx.chunk, ctx.offset, ci->raw_bytes, ci->samples, want);
+			return RF_ECORRUPT;
+		}
 	}
 	/* Samples are read one by one, so chunk checksums cannot be checked:
 	 * with verify on, each sample is checked against its own checksums,
 	 * which only format 2 shards hold.  Refused rather than read
 	 * unchecked: verify on promises checked bytes. */
-	ld->full.sums = ld->cfg.verify != 0;
-	for (size_t i = 0; ld->full.sums && i < rf_dataset_shards(ld->ds); i++) {
+	for (size_t i = 0; ld->cfg.verify && i < rf_dataset_shards(ld->ds); i++) {
 		rf_shard_info si;
 		rf_dataset_shard_info(ld->ds, i, &si);
-		if (si.version < 2)
-			return rf_fail(&ld->diag, RF_EUSAGE, "loader: shuffle full checks every sample "
-				       "against its own checksums, which %s (format version %u) does not "
-				       "hold: repack the dataset with this version's `ringfeed pack` "
-				       "(e.g. ringfeed pack -o OUT.rfs FIELD=FILE.npy ...; format 2 "
-				       "writes them by default), or read it unchecked with verify = 0 "
-				       "(Python verify=False, ringfeed bench --no-verify)", si.path, si.version);
+		if (si.version < 2) {
+			snprintf(msg, cap, "loader: shuffle full checks every sample against its own "
+				 "checksums, which %s (format version %u) does not hold: repack the "
+				 "dataset with this version's `ringfeed pack` (e.g. ringfeed pack -o "
+				 "OUT.rfs FIELD=FILE.npy ...; format 2 writes them by default), or read "
+				 "it unchecked with verify = 0 (Python verify=False, ringfeed bench "
+				 "--no-verify)", si.path, si.version);
+			return RF_EUSAGE;
+		}
 	}
+	return 0;
+}
+
+/* The open's checks for full shuffling (rf_ld_full_refusal), and whether
+ * each sample is checked against its own checksums. */
+int
+rf_ld_full_check(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
+{
+	/* Images refuse window shuffling too: advise what they take. */
+	if (ld->image)
+		return rf_ld_image_layout(ld);
+	char msg[RF_ERRMSG_MAX];
+	int rc = rf_ld_full_refusal(ld, sel, nsel, msg, sizeof msg);
+	if (rc < 0)
+		return rf_fail(&ld->diag, rc, "%s", msg);
+	ld->full.sums = ld->cfg.verify != 0;
 	return 0;
 }
 

@@ -597,6 +597,8 @@ void rf_ld_window_choose_mem(rf_loader *ld, const uint32_t *sel, uint32_t nsel);
 
 /* full.c */
 int rf_ld_full_check(rf_loader *ld, const uint32_t *sel, uint32_t nsel);
+int rf_ld_full_refusal(const rf_loader *ld, const uint32_t *sel, uint32_t nsel, char *msg,
+		       size_t cap);
 void *rf_ld_full_main(void *arg);
 
 /* deliver.c */

@@ -214,30 +214,8 @@ rf_ld_window_choose_mem(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 	    ld->cfg.tokens != RF_TOKENS_STORED || ld->cfg.on_error == RF_ON_ERROR_SKIP ||
 	    (e && strcmp(e, "1") == 0))
 		return;
-	const rf_schema *sc = ld->schema;
-	uint32_t last = 0;
-	for (uint32_t i = 0; i < nsel; i++)
-		if (sel[i] > last)
-			last = sel[i];
-	for (uint32_t j = 0; j <= last && j < sc->nfields; j++)
-		if (sc->fields[j].var_dim >= 0)
-			return;
-	int has_var = 0;
-	for (uint32_t j = 0; j < sc->nfields; j++)
-		has_var |= sc->fields[j].var_dim >= 0;
-	for (uint64_t c = 0; c < ld->nchunks; c++) {
-		const rf_chunk_info *ci = &ld->chunks[c];
-		uint64_t want = 0;
-		if (ci->codec != RF_CODEC_NONE || ci->stored_bytes != ci->raw_bytes ||
-		    rf_chunk_raw_size(sc, ci->samples, NULL, &want) < 0 ||
-		    (has_var ? want > ci->raw_bytes : want != ci->raw_bytes))
-			return;
-	}
-	for (size_t i = 0; ld->cfg.verify && i < rf_dataset_shards(ld->ds); i++) {
-		rf_shard_info si;
-		if (rf_dataset_shard_info(ld->ds, i, &si) < 0 || si.version < 2)
-			return;
-	}
+	if (rf_ld_full_refusal(ld, sel, nsel, NULL, 0) < 0)
+		return; /* what full shuffling could not read */
 	ld->full.on = 1;
 	ld->full.mem = 1;
 	ld->full.window = 1;
