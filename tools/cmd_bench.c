@@ -338,6 +338,9 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 	}
 	if (optind >= argc)
 		return rf_cli_usage_error(BENCH_USAGE, "missing PATH");
+	if (o->inplace && !o->map)
+		return rf_cli_usage_error(BENCH_USAGE, "--in-place hands batches out where they lie "
+					  "in the shards' maps: add --map");
 	o->paths = argv + optind;
 	o->npaths = (size_t)(argc - optind);
 	if (bench_mix) {

@@ -7,7 +7,7 @@
 # limits (RF_DEPTH_MAX 64, RF_IO_DEPTH_MAX 4096, RF_DECODE_THREADS_MAX 64,
 # RF_WINDOW_MAX 1024, RF_WORLD_MAX 2^24) and refused one above with exit 2
 # naming the limit; a rank not below the world is refused with the library's
-# reason.
+# reason; bench's --in-place needs --map.
 from clitest import check, finish, run
 
 MISSING = "/nonexistent/ringfeed-test/none.rfs"
@@ -50,5 +50,12 @@ check(rc == 2 and "not below the world size" in err, "cat --rank 2 --world 2: ex
       % (rc, err))
 rc, _, err = run(*(CAT + ["--rank", "1", "--world", "2", MISSING]))
 check(rc == 1, "cat --rank 1 --world 2: exit %d, expected 1\n%s" % (rc, err))
+
+# Batches in place lie in the maps: --in-place alone is bad usage, with
+# --map it is accepted.
+rc, _, err = run(*(BENCH + ["--in-place", MISSING]))
+check(rc == 2 and "add --map" in err, "bench --in-place: exit %d\n%s" % (rc, err))
+rc, _, err = run(*(BENCH + ["--map", "--in-place", MISSING]))
+check(rc == 1, "bench --map --in-place: exit %d, expected 1\n%s" % (rc, err))
 
 finish()
