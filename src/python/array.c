@@ -71,36 +71,36 @@ dl_deleter_versioned(DLManagedTensorVersioned *m)
 	free(m);
 }
 
+/* A capsule's destructor: a consumer renames the capsule (`used`) when it
+ * takes ownership, and then the deleter is its business; otherwise the
+ * tensor named `name` (legacy or versioned) is deleted here. */
 static void
-capsule_destructor_versioned(PyObject *cap)
+capsule_free(PyObject *cap, const char *used, const char *name, int versioned)
 {
-	if (PyCapsule_IsValid(cap, "used_dltensor_versioned"))
+	if (PyCapsule_IsValid(cap, used))
 		return;
 	PyObject *type, *value, *tb;
 	PyErr_Fetch(&type, &value, &tb);
-	DLManagedTensorVersioned *m = PyCapsule_GetPointer(cap, "dltensor_versioned");
-	if (m)
-		m->deleter(m);
+	void *m = PyCapsule_GetPointer(cap, name);
+	if (m && versioned)
+		((DLManagedTensorVersioned *)m)->deleter(m);
+	else if (m)
+		((DLManagedTensor *)m)->deleter(m);
 	else
 		PyErr_WriteUnraisable(cap);
 	PyErr_Restore(type, value, tb);
 }
 
 static void
+capsule_destructor_versioned(PyObject *cap)
+{
+	capsule_free(cap, "used_dltensor_versioned", "dltensor_versioned", 1);
+}
+
+static void
 capsule_destructor(PyObject *cap)
 {
-	/* A consumer renames the capsule when it takes ownership; then the
-	 * deleter is its business. */
-	if (PyCapsule_IsValid(cap, "used_dltensor"))
-		return;
-	PyObject *type, *value, *tb;
-	PyErr_Fetch(&type, &value, &tb);
-	DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
-	if (m)
-		m->deleter(m);
-	else
-		PyErr_WriteUnraisable(cap);
-	PyErr_Restore(type, value, tb);
+	capsule_free(cap, "used_dltensor", "dltensor", 0);
 }
 
 /* __dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)'s
