@@ -371,6 +371,7 @@ struct rf_full_mem {
 	const uint8_t **tsrc;   /* per chunk: its checksum table */
 	uint64_t epoch, k;      /* the next plan batch to claim */
 	int done_all;           /* nothing left to claim */
+	int epoch_wait;         /* the next epoch waits for the claims to stage */
 	uint64_t claimed;       /* batches claimed so far, */
 	uint64_t staged;        /* and staged, in claim order */
 	unsigned helping;       /* fills on the consumer's thread in progress */
@@ -478,14 +479,24 @@ full_mem_check(rf_loader *ld, const struct rf_full_mem *fm, const rf_plan_item *
 	return 0;
 }
 
-/* Copy a claimed batch's n samples from the maps into slotp and, with
- * verify on, check them.  Without mu. */
+/* Draw a claimed batch's items from the plan, copy its samples from the
+ * maps into its slot and, with verify on, check them.  Without mu: the
+ * plan stays in the batch's epoch until it is staged (full_mem_claim_locked). */
 static int
-full_mem_fill(rf_loader *ld, const struct rf_full_mem *fm, const rf_plan_item *items,
-	      uint32_t n, uint8_t *slotp, char *msg, size_t cap)
+full_mem_fill(rf_loader *ld, const struct rf_full_mem *fm, rf_plan_item *items,
+	      struct fbatch *fb, char *msg, size_t cap)
 {
 	const rf_batch_layout *l = &ld->layout;
 	const uint32_t np = l->nparts;
+	uint32_t n = 0;
+	int prc = rf_plan_batch(ld->reader.plan, fb->k, items, l->batch, &n);
+	if (prc < 0 || n != fb->n) {
+		snprintf(msg, cap, "loader: batch %" PRIu64 " of epoch %" PRIu64
+			 " is missing from the plan", fb->k, fb->epoch);
+		return prc < 0 ? prc : -EPROTO;
+	}
+	fb->first = items[0].pos;
+	uint8_t *slotp = rf_ring_slot(ld->ring, fb->slot);
 	uint64_t sb = 0;
 	for (uint32_t q = 0; q < np; q++)
 		sb += l->part[q].value_bytes;
@@ -520,12 +531,17 @@ full_mem_fill(rf_loader *ld, const struct rf_full_mem *fm, const rf_plan_item *i
 	return 0;
 }
 
-/* Claim the next plan batch (mu held): its items, a staging slot and its
- * place in the order.  1 claimed; 0 nothing to claim now (no staging place,
- * or the plan is done); < 0 failed (the loader failed). */
+/* Claim the next plan batch (mu held): its number, a staging slot and its
+ * place in the order; its items are drawn after, without mu (full_mem_fill:
+ * a window's draws cost about 12 us a batch of 256, and under mu they kept
+ * the other thread waiting for it, a futex sleep and wake each time).  So
+ * the plan moves to the next epoch only once every batch claimed is
+ * staged: no thread draws from it then.  1 claimed; 0 nothing to claim
+ * now (no staging place, the plan is done, or batches of this epoch are
+ * still drawn: fm->epoch_wait); < 0 failed (the loader failed). */
 static int
-full_mem_claim_locked(rf_loader *ld, struct rf_full_mem *fm, rf_plan_item *items,
-		      struct fbatch *fb, uint64_t *seq, char *msg, size_t cap)
+full_mem_claim_locked(rf_loader *ld, struct rf_full_mem *fm, struct fbatch *fb, uint64_t *seq,
+		      char *msg, size_t cap)
 {
 	for (;;) {
 		if (ld->stop || ld->failed)
@@ -541,6 +557,9 @@ full_mem_claim_locked(rf_loader *ld, struct rf_full_mem *fm, rf_plan_item *items
 			pthread_cond_broadcast(&ld->stage_cv);
 			return 0;
 		}
+		fm->epoch_wait = fm->staged != fm->claimed;
+		if (fm->epoch_wait)
+			return 0;
 		int rc = rf_plan_set_epoch(ld->reader.plan, fm->epoch + 1);
 		if (rc < 0) {
 			snprintf(msg, cap, "loader: the plan of epoch %" PRIu64 " failed: %s",
@@ -553,16 +572,15 @@ full_mem_claim_locked(rf_loader *ld, struct rf_full_mem *fm, rf_plan_item *items
 	}
 	if (ld->stage_held >= ld->mem.n_stage)
 		return 0;
-	uint32_t n = 0;
-	int rc = rf_plan_batch(ld->reader.plan, fm->k, items, ld->layout.batch, &n);
-	if (rc < 0 || n == 0) {
+	uint32_t n = rf_plan_batch_size(ld->reader.plan, fm->k);
+	if (n == 0 || n > ld->layout.batch) {
 		snprintf(msg, cap, "loader: batch %" PRIu64 " of epoch %" PRIu64
 			 " is missing from the plan", fm->k, fm->epoch);
-		rf_ld_fail_locked(ld, rc < 0 ? rc : -EPROTO, msg);
-		return rc < 0 ? rc : -EPROTO;
+		rf_ld_fail_locked(ld, -EPROTO, msg);
+		return -EPROTO;
 	}
 	unsigned slot;
-	rc = rf_ring_acquire(ld->ring, &slot, 0);
+	int rc = rf_ring_acquire(ld->ring, &slot, 0);
 	if (rc < 0) {
 		if (!ld->stop)
 			rf_ld_fail_locked(ld, rc, "loader: no free ring slot for a batch");
@@ -570,8 +588,7 @@ full_mem_claim_locked(rf_loader *ld, struct rf_full_mem *fm, rf_plan_item *items
 	}
 	ld->stage_held++;
 	rf_ld_note_max(&ld->stats.max_slots, ld->stage_held);
-	*fb = (struct fbatch){.slot = slot, .n = n, .epoch = fm->epoch, .k = fm->k,
-			      .first = items[0].pos};
+	*fb = (struct fbatch){.slot = slot, .n = n, .epoch = fm->epoch, .k = fm->k};
 	fm->k++;
 	*seq = fm->claimed++;
 	return 1;
@@ -619,7 +636,7 @@ rf_ld_full_help_locked(rf_loader *ld)
 		return 0;
 	struct fbatch fb;
 	uint64_t seq;
-	int rc = full_mem_claim_locked(ld, fm, fm->citems, &fb, &seq, fm->cmsg, sizeof(fm->cmsg));
+	int rc = full_mem_claim_locked(ld, fm, &fb, &seq, fm->cmsg, sizeof(fm->cmsg));
 	if (rc <= 0)
 		return rc < 0;
 	fm->helping++;
@@ -627,8 +644,7 @@ rf_ld_full_help_locked(rf_loader *ld)
 	/* Its CPU time counts as the loader's (rf_stats.thread_cpu_ns). */
 	struct timespec c0, c1;
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
-	int err = full_mem_fill(ld, fm, fm->citems, fb.n, rf_ring_slot(ld->ring, fb.slot), fm->cmsg,
-				sizeof(fm->cmsg));
+	int err = full_mem_fill(ld, fm, fm->citems, &fb, fm->cmsg, sizeof(fm->cmsg));
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
 	int64_t dt = (int64_t)(c1.tv_sec - c0.tv_sec) * 1000000000 + (c1.tv_nsec - c0.tv_nsec);
 	atomic_fetch_add_explicit(&ld->stats.cpu_done_ns, dt > 0 ? (uint64_t)dt : 0,
@@ -740,21 +756,22 @@ full_main_mem(rf_loader *ld, rf_plan_item *items, const struct sums_res *sr, cha
 		struct fbatch fb;
 		uint64_t seq;
 		rc = ld->stage_held >= fm.lead ? 0
-		     : full_mem_claim_locked(ld, &fm, items, &fb, &seq, msg, cap);
+		     : full_mem_claim_locked(ld, &fm, &fb, &seq, msg, cap);
 		if (rc < 0)
 			break;
 		if (rc == 0 && fm.done_all && fm.staged == fm.claimed)
 			continue;
 		if (rc == 0) {
 			/* No place (wait for a release), or the consumer's
-			 * thread fills the last batches (for their stage). */
-			fm.twait = fm.done_all;
+			 * thread fills the last batches of the stream or of
+			 * the epoch (for their stage). */
+			fm.twait = fm.done_all || fm.epoch_wait;
 			pthread_cond_wait(&ld->stage_cv, &ld->mu);
 			fm.twait = 0;
 			continue;
 		}
 		pthread_mutex_unlock(&ld->mu);
-		int err = full_mem_fill(ld, &fm, items, fb.n, rf_ring_slot(ld->ring, fb.slot), msg, cap);
+		int err = full_mem_fill(ld, &fm, items, &fb, msg, cap);
 		pthread_mutex_lock(&ld->mu);
 		/* The consumer it makes ready is woken after the unlock, not
 		 * to block on mu at once (see rf_ld_unlock_wake). */

@@ -5,7 +5,9 @@
  * ready.  With every batch left to the consumer's thread
  * (RINGFEED_FULL_LEAD=0), with none (RINGFEED_FULL_NO_HELP=1) and with both
  * threads filling (the default, the consumer taking batches as fast as it
- * can), three epochs are delivered in exactly the order rf_plan_batch names,
+ * can), three epochs (and sixty epochs of seven batches, the plan moving
+ * on while both threads fill) are delivered in exactly the order
+ * rf_plan_batch names,
  * every row holding its sample's values, and the runs are bit-identical; the
  * log says how many batches the consumer's thread filled (all of them, none,
  * and some).  A position saved after k batches resumes to the same stream.
@@ -19,6 +21,7 @@
 
 static char dir[256];
 static char logged[16384];
+static uint64_t hot_epochs = 3;
 
 static void
 log_keep(void *user, enum rf_log_level level, const char *msg)
@@ -50,7 +53,7 @@ open_hot(const char *name, enum mode m, uint32_t batch, const void *resume, size
 	cfg.shuffle = RF_SHUFFLE_FULL;
 	cfg.seed = 5;
 	cfg.batch_size = batch;
-	cfg.epochs = 3;
+	cfg.epochs = hot_epochs;
 	cfg.map = 1;
 	cfg.verify = 1;
 	cfg.pinned_bytes = 1 << 20;
@@ -113,14 +116,15 @@ helped(uint64_t *of)
 }
 
 static void
-test_order(const char *name, uint64_t N, uint32_t B)
+test_order(const char *name, uint64_t N, uint32_t B, uint64_t E)
 {
 	uint64_t *v[3];
+	hot_epochs = E;
 	size_t n[3] = {0};
 	uint64_t batches[3] = {0};
 	int64_t h[3];
 	for (int m = 0; m < 3; m++) {
-		v[m] = calloc(3 * N + 1, sizeof(uint64_t));
+		v[m] = calloc(E * N + 1, sizeof(uint64_t));
 		rf_plan *plan = lt_make_plan(dir, name, RF_PLAN_FULL, 5, 0, 1, B, 1, 0);
 		rf_loader *ld = open_hot(name, (enum mode)m, B, NULL, 0);
 		LT_CHECK(plan && ld);
@@ -135,7 +139,7 @@ test_order(const char *name, uint64_t N, uint32_t B)
 		h[m] = helped(&of);
 		LT_CHECK(h[m] >= 0 && of == batches[m]);
 	}
-	LT_CHECK(n[0] == 3 * N && n[1] == n[0] && n[2] == n[0]);
+	LT_CHECK(n[0] == E * N && n[1] == n[0] && n[2] == n[0]);
 	LT_CHECK(!memcmp(v[0], v[1], 8 * n[0]) && !memcmp(v[0], v[2], 8 * n[0]));
 	LT_CHECK(h[M_CONSUMER] == (int64_t)batches[M_CONSUMER]);
 	LT_CHECK(h[M_THREAD] == 0);
@@ -146,6 +150,7 @@ test_order(const char *name, uint64_t N, uint32_t B)
 			(unsigned long long)batches[M_BOTH]);
 	for (int m = 0; m < 3; m++)
 		free(v[m]);
+	hot_epochs = 3;
 }
 
 /* A position saved after k batches continues the stream exactly. */
@@ -248,8 +253,12 @@ main(void)
 	const uint64_t N = 1500;
 	LT_CHECK(lt_pack(dir, "h", N, 0, 4096, 0, 0) == 0);
 	LT_CHECK(lt_pack(dir, "s", N, 0, 2048, 16384, 0) == 0);
-	test_order("h.rfs", N, 16);
-	test_order("s-*.rfs", N, 7);
+	test_order("h.rfs", N, 16, 3);
+	test_order("s-*.rfs", N, 7, 3);
+	/* Many epochs of a few batches: the plan moves to the next epoch only
+	 * once both threads' batches of this one are drawn and staged. */
+	LT_CHECK(lt_pack(dir, "e", 100, 0, 4096, 0, 0) == 0);
+	test_order("e.rfs", 100, 16, 60);
 	test_resume("h.rfs", N, 16);
 	test_flip(M_CONSUMER);
 	test_flip(M_THREAD);
