@@ -601,10 +601,15 @@ static void
 full_mem_stage_locked(rf_loader *ld, struct rf_full_mem *fm, const struct fbatch *fb,
 		      uint64_t seq, int err, const char *msg, pthread_cond_t *cv)
 {
+	/* twait is the full thread's alone: the consumer's thread waiting for
+	 * its turn must not clear it while the full thread waits too. */
+	const int full = cv == &ld->stage_cv;
 	while (fm->staged != seq && !ld->stop && !ld->failed) {
-		fm->twait = cv == &ld->stage_cv;
+		if (full)
+			fm->twait = 1;
 		pthread_cond_wait(cv, &ld->mu);
-		fm->twait = 0;
+		if (full)
+			fm->twait = 0;
 	}
 	if (ld->stop || ld->failed || err) {
 		if (err)
