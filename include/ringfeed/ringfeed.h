@@ -680,7 +680,11 @@ typedef struct rf_config {
 	 * and one per two CPUs from 4, at most 8 (the workers check and copy
 	 * their chunks into the batches together, at memory speed; on 2 CPUs
 	 * a second worker only takes a core from the consumer); compressed,
-	 * one per CPU, at most 8.  Above RF_DECODE_THREADS_MAX: lowered to it. */
+	 * one per CPU, at most 8.  Above RF_DECODE_THREADS_MAX: lowered to it.
+	 * Shuffle full (and window) from memory decodes nothing: as many
+	 * threads copy samples from the maps into batches, the full thread
+	 * and decode_threads - 1 more (none on 2 CPUs, where the consumer's
+	 * thread fills batches when none is ready). */
 	uint32_t decode_threads;
 	int verify;                  /* 1 (default): check every chunk's XXH3-64 before
 	                                its bytes are used, and in shuffle full every

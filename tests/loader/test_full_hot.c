@@ -3,9 +3,9 @@
  * Description: full shuffling from memory (a resident dataset read through
  * maps), where the consumer's thread fills batches itself when none is
  * ready.  With every batch left to the consumer's thread
- * (RINGFEED_FULL_LEAD=0), with none (RINGFEED_FULL_NO_HELP=1) and with both
+ * (RINGFEED_FULL_LEAD=0), with none (RINGFEED_FULL_NO_HELP=1), with both
  * threads filling (the default, the consumer taking batches as fast as it
- * can), three epochs (and sixty epochs of seven batches, the plan moving
+ * can) and with three more filler threads (RINGFEED_FULL_FILLERS=3), three epochs (and sixty epochs of seven batches, the plan moving
  * on while both threads fill) are delivered in exactly the order
  * rf_plan_batch names,
  * every row holding its sample's values, and the runs are bit-identical; the
@@ -31,13 +31,16 @@ log_keep(void *user, enum rf_log_level level, const char *msg)
 	lt_log(user, level, msg);
 }
 
-enum mode { M_CONSUMER, M_THREAD, M_BOTH };
+/* M_FILLERS: three more threads filling beside the full thread and the
+ * consumer's (as on a machine with eight cores). */
+enum mode { M_CONSUMER, M_THREAD, M_BOTH, M_FILLERS, NMODES };
 
 static void
 set_mode(enum mode m)
 {
 	unsetenv("RINGFEED_FULL_LEAD");
 	unsetenv("RINGFEED_FULL_NO_HELP");
+	setenv("RINGFEED_FULL_FILLERS", m == M_FILLERS ? "3" : "0", 1);
 	if (m == M_CONSUMER)
 		setenv("RINGFEED_FULL_LEAD", "0", 1);
 	else if (m == M_THREAD)
@@ -118,12 +121,12 @@ helped(uint64_t *of)
 static void
 test_order(const char *name, uint64_t N, uint32_t B, uint64_t E)
 {
-	uint64_t *v[3];
+	uint64_t *v[NMODES];
 	hot_epochs = E;
-	size_t n[3] = {0};
-	uint64_t batches[3] = {0};
-	int64_t h[3];
-	for (int m = 0; m < 3; m++) {
+	size_t n[NMODES] = {0};
+	uint64_t batches[NMODES] = {0};
+	int64_t h[NMODES];
+	for (int m = 0; m < NMODES; m++) {
 		v[m] = calloc(E * N + 1, sizeof(uint64_t));
 		rf_plan *plan = lt_make_plan(dir, name, RF_PLAN_FULL, 5, 0, 1, B, 1, 0);
 		rf_loader *ld = open_hot(name, (enum mode)m, B, NULL, 0);
@@ -138,9 +141,11 @@ test_order(const char *name, uint64_t N, uint32_t B, uint64_t E)
 		uint64_t of = 0;
 		h[m] = helped(&of);
 		LT_CHECK(h[m] >= 0 && of == batches[m]);
+		LT_CHECK(strstr(logged, m == M_FILLERS ? "; 3 more threads filling"
+						       : "; 0 more threads filling"));
 	}
-	LT_CHECK(n[0] == E * N && n[1] == n[0] && n[2] == n[0]);
-	LT_CHECK(!memcmp(v[0], v[1], 8 * n[0]) && !memcmp(v[0], v[2], 8 * n[0]));
+	for (int m = 1; m < NMODES; m++)
+		LT_CHECK(n[m] == E * N && !memcmp(v[0], v[m], 8 * n[0]));
 	LT_CHECK(h[M_CONSUMER] == (int64_t)batches[M_CONSUMER]);
 	LT_CHECK(h[M_THREAD] == 0);
 	/* Both: a consumer that only takes batches outruns the full thread
@@ -148,7 +153,7 @@ test_order(const char *name, uint64_t N, uint32_t B, uint64_t E)
 	if (h[M_BOTH] <= 0)
 		fprintf(stderr, "note: the consumer's thread filled none of %llu batches\n",
 			(unsigned long long)batches[M_BOTH]);
-	for (int m = 0; m < 3; m++)
+	for (int m = 0; m < NMODES; m++)
 		free(v[m]);
 	hot_epochs = 3;
 }
@@ -168,7 +173,7 @@ test_resume(const char *name, uint64_t N, uint32_t B)
 	rf_loader_close(&ld);
 	const size_t ks[] = {1, 7, (size_t)(N / B) + 3};
 	for (size_t t = 0; t < sizeof(ks) / sizeof(ks[0]); t++) {
-		for (int m = 0; m < 3; m++) {
+		for (int m = 0; m < NMODES; m++) {
 			nt = 0;
 			epoch = UINT64_MAX;
 			ld = open_hot(name, (enum mode)m, B, NULL, 0);
@@ -179,7 +184,7 @@ test_resume(const char *name, uint64_t N, uint32_t B)
 			size_t len = 0;
 			LT_CHECK(rf_loader_state_save(ld, blob, sizeof(blob), &len) == 0);
 			rf_loader_close(&ld);
-			ld = open_hot(name, (enum mode)((m + 1) % 3), B, blob, len);
+			ld = open_hot(name, (enum mode)((m + 1) % NMODES), B, blob, len);
 			if (!ld)
 				return;
 			take(ld, plan, 0, two, &nt, &epoch, &k);
@@ -263,6 +268,7 @@ main(void)
 	test_flip(M_CONSUMER);
 	test_flip(M_THREAD);
 	test_flip(M_BOTH);
+	test_flip(M_FILLERS);
 	lt_rmtree(dir);
 	if (lt_failures)
 		fprintf(stderr, "%d checks failed\n", lt_failures);
