@@ -156,6 +156,20 @@ rfpy_loader_load_state_dict(LoaderObject *self, PyObject *state)
 		PyErr_SetString(PyExc_ValueError, "state: batch position past the end of the epoch");
 		return NULL;
 	}
+	/* Saved after an epoch's last batch, before its pass ended (a loop
+	 * that counts steps): the rest of that epoch is empty, so the stream
+	 * goes on at the next epoch's start, and loader.epoch must say so.
+	 * Resumed from the blob, the first batch would be the next epoch's
+	 * under the saved epoch's number, every later pass one epoch ahead of
+	 * loader.epoch. */
+	if (batch == self->nbatches && batch > 0) {
+		if (epoch == UINT64_MAX) {
+			PyErr_SetString(PyExc_ValueError, "state: epoch out of range");
+			return NULL;
+		}
+		epoch++;
+		batch = 0;
+	}
 	PyObject *blob = PyDict_GetItemString(state, "blob");
 	if (batch > 0 && blob && PyBytes_Check(blob)) {
 		/* The library's position: O(1), nothing skipped is read. */
