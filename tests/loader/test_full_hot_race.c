@@ -16,6 +16,7 @@
 static char dir[256];
 static atomic_uint_fast64_t progress;
 static atomic_int done;
+static const char *_Atomic current = "";
 
 static void *
 watchdog(void *arg)
@@ -28,8 +29,8 @@ watchdog(void *arg)
 		still = p == last ? still + 1 : 0;
 		last = p;
 		if (still >= 100) {
-			fprintf(stderr, "FAIL: no batch for 10 s after %llu batches: the loader hangs\n",
-				(unsigned long long)p);
+			fprintf(stderr, "FAIL: no batch for 10 s after %llu batches: the loader "
+				"hangs (%s)\n", (unsigned long long)p, atomic_load(&current));
 			if (getenv("LT_RACE_TRAP")) /* under gdb: stop to show the threads */
 				raise(SIGTRAP);
 			lt_rmtree(dir);
@@ -73,6 +74,10 @@ run(enum rf_shuffle mode, uint64_t N, uint32_t B, uint64_t E, uint64_t seed, uin
 	cfg.depth = hold + 1;
 	const rf_batch *fifo[16];
 	uint32_t nf = 0;
+	static char what[96];
+	snprintf(what, sizeof(what), "shuffle %s, batch %u, %u held",
+		 mode == RF_SHUFFLE_FULL ? "full" : "window", B, hold);
+	atomic_store(&current, what);
 	rf_loader *ld = NULL;
 	int rc = rf_loader_open(&ld, &cfg);
 	LT_CHECK(rc == 0);
@@ -124,6 +129,8 @@ main(void)
 	unsigned rounds = 0;
 	for (uint64_t s = 0; lt_now_ns() - t0 < 15000000000ull && !lt_failures; s++, rounds++) {
 		uint32_t B = 8 + (uint32_t)(s % 5) * 14, hold = 1 + (uint32_t)(s % 7);
+		if (getenv("LT_RACE_HOLD")) /* one setting only, to find where it hangs */
+			hold = (uint32_t)atoi(getenv("LT_RACE_HOLD"));
 		run(RF_SHUFFLE_FULL, N, B, 20, s, hold);
 		run(RF_SHUFFLE_WINDOW, N, B, 20, s, hold);
 	}
