@@ -592,6 +592,8 @@ int rf_ld_window_source(rf_loader *ld, const rf_plan_item *it, const rf_chunk_se
 			const rf_chunk_ctx **ctx, rf_diag *d);
 void rf_ld_window_choose_sums(rf_loader *ld);
 int rf_ld_window_setup(rf_loader *ld, uint32_t *window);
+/* 1 when a shard of the dataset is remote (a URL): nothing to map. */
+int rf_ld_has_remote(const rf_loader *ld);
 void rf_ld_window_choose_map(rf_loader *ld);
 void rf_ld_window_choose_mem(rf_loader *ld, const uint32_t *sel, uint32_t nsel);
 

@@ -201,6 +201,15 @@ usable_cpus(void)
 	return n > 0 ? n : 1;
 }
 
+int
+rf_ld_has_remote(const rf_loader *ld)
+{
+	for (size_t i = 0; i < ld->nshards; i++)
+		if (rf_is_url(rf_dataset_shard_path(ld->ds, i)))
+			return 1;
+	return 0;
+}
+
 /*
  * Maps for a dataset in file or chunk order that the library itself chose
  * to read through the page cache (direct = -1: it fits in memory), on 4
@@ -224,9 +233,8 @@ choose_seq_map(rf_loader *ld)
 	const char *e = getenv("RINGFEED_SEQ_MAP");
 	if (e && *e ? strcmp(e, "1") != 0 : usable_cpus() < 4)
 		return;
-	for (size_t i = 0; i < ld->nshards; i++)
-		if (rf_is_url(rf_dataset_shard_path(ld->ds, i)))
-			return;
+	if (rf_ld_has_remote(ld))
+		return;
 	ld->map.on = 1;
 	rf_log(&ld->diag, RF_LOG_INFO, "reads: chunks copied from maps of the shards by the "
 	       "decode workers (the dataset fits in the page cache, %ld CPUs)", usable_cpus());

@@ -2,7 +2,6 @@
 /*
  * Window shuffling: decoded chunks held after their turn.
  */
-#include "io/http.h"
 #include "loader/internal.h"
 
 /* Let go of held entry `we` (gather only): its read slot, or its raw
@@ -178,11 +177,8 @@ void
 rf_ld_window_choose_map(rf_loader *ld)
 {
 	if (ld->resolved.shuffle != RF_SHUFFLE_WINDOW || ld->map.on || ld->resolved.direct ||
-	    ld->image)
+	    ld->image || rf_ld_has_remote(ld))
 		return;
-	for (size_t i = 0; i < ld->nshards; i++)
-		if (rf_is_url(rf_dataset_shard_path(ld->ds, i)))
-			return;
 	ld->map.on = 1;
 	rf_log(&ld->diag, RF_LOG_INFO, "shuffle window: chunks used where they lie in maps of "
 	       "the shards (the dataset is read through the page cache)");
