@@ -639,6 +639,28 @@ full_mem_stage_locked(rf_loader *ld, struct rf_full_mem *fm, const struct fbatch
 		pthread_cond_broadcast(&fm->fill_cv);
 }
 
+/* This thread's CPU time in ns (0 when unknown). */
+static uint64_t
+full_cpu_now(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* This thread's CPU time since `since` (full_cpu_now) counted as the
+ * loader's (rf_stats.thread_cpu_ns), for threads without a slot of their
+ * own in rf_stats' per-thread clocks. */
+static void
+full_cpu_count(rf_loader *ld, uint64_t since)
+{
+	uint64_t now = full_cpu_now();
+	if (now > since)
+		atomic_fetch_add_explicit(&ld->stats.cpu_done_ns, now - since,
+					  memory_order_relaxed);
+}
+
 /*
  * The consumer's thread fills a batch itself (mu held; dropped while it
  * copies): from rf_loader_next, when no batch is ready and the full thread
@@ -659,13 +681,9 @@ rf_ld_full_help_locked(rf_loader *ld)
 	fm->helping++;
 	pthread_mutex_unlock(&ld->mu);
 	/* Its CPU time counts as the loader's (rf_stats.thread_cpu_ns). */
-	struct timespec c0, c1;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+	uint64_t c0 = full_cpu_now();
 	int err = full_mem_fill(ld, fm, fm->citems, &fb, fm->cmsg, sizeof(fm->cmsg));
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
-	int64_t dt = (int64_t)(c1.tv_sec - c0.tv_sec) * 1000000000 + (c1.tv_nsec - c0.tv_nsec);
-	atomic_fetch_add_explicit(&ld->stats.cpu_done_ns, dt > 0 ? (uint64_t)dt : 0,
-				  memory_order_relaxed);
+	full_cpu_count(ld, c0);
 	pthread_mutex_lock(&ld->mu);
 	full_mem_stage_locked(ld, fm, &fb, seq, err, fm->cmsg, &ld->cons_cv);
 	fm->helping--;
@@ -694,8 +712,6 @@ full_filler_main(void *arg)
 	struct full_filler *f = arg;
 	rf_loader *ld = f->ld;
 	struct rf_full_mem *fm = f->fm;
-	struct timespec c0, c1;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
 	pthread_mutex_lock(&ld->mu);
 	while (!fm->fill_quit && !ld->stop && !ld->failed) {
 		struct fbatch fb;
@@ -727,11 +743,8 @@ full_filler_main(void *arg)
 		pthread_mutex_lock(&ld->mu);
 	}
 	pthread_mutex_unlock(&ld->mu);
-	/* Its CPU time counts as the loader's (rf_stats.thread_cpu_ns). */
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
-	int64_t dt = (int64_t)(c1.tv_sec - c0.tv_sec) * 1000000000 + (c1.tv_nsec - c0.tv_nsec);
-	atomic_fetch_add_explicit(&ld->stats.cpu_done_ns, dt > 0 ? (uint64_t)dt : 0,
-				  memory_order_relaxed);
+	/* Its CPU time, all of this thread's, counts as the loader's. */
+	full_cpu_count(ld, 0);
 	return NULL;
 }
 
