@@ -287,6 +287,18 @@ lt_log(void *user, enum rf_log_level level, const char *msg)
 		fprintf(stderr, "[ringfeed %d] %s\n", (int)level, msg);
 }
 
+/* The messages lt_log_keep kept (and passed on to lt_log) since the test
+ * last cleared them (lt_logged[0] = 0), one "LEVEL message" a line. */
+static char lt_logged[16384] __attribute__((unused));
+
+static inline void
+lt_log_keep(void *user, enum rf_log_level level, const char *msg)
+{
+	size_t n = strlen(lt_logged);
+	snprintf(lt_logged + n, sizeof(lt_logged) - n, "%d %s\n", (int)level, msg);
+	lt_log(user, level, msg);
+}
+
 /* rf_dataset_open on the one dataset dir/name (a shard pattern too). */
 static inline int
 lt_dataset_open(rf_dataset **ds, const char *dir, const char *name)

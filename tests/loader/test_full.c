@@ -125,17 +125,6 @@ struct opts {
 	int map;
 };
 
-/* The loader's messages, the latest first cleared by open_full. */
-static char logged[8192];
-
-static void
-log_keep(void *user, enum rf_log_level level, const char *msg)
-{
-	size_t n = strlen(logged);
-	snprintf(logged + n, sizeof(logged) - n, "%d %s\n", (int)level, msg);
-	lt_log(user, level, msg);
-}
-
 static int last_open_rc;
 
 static rf_loader *
@@ -165,8 +154,8 @@ open_full(const struct opts *o)
 	if (o->direct)
 		cfg.direct = o->direct == 1;
 	cfg.map = o->map;
-	logged[0] = 0;
-	cfg.log = log_keep;
+	lt_logged[0] = 0;
+	cfg.log = lt_log_keep;
 	cfg.resume = o->resume;
 	cfg.resume_len = o->resume_len;
 	rf_loader *ld = NULL;
@@ -663,8 +652,8 @@ test_flip_table(void)
 		LT_CHECK(drain(ld, G, &bad, &wrong, &rows) == RF_ECHECKSUM && bad == 0);
 		LT_CHECK(strstr(rf_loader_errmsg(ld), want) != NULL);
 		/* The resident tables' check caught the table first. */
-		LT_CHECK(strstr(logged, "per-sample checksum table") &&
-			 strstr(logged, "does not match its XXH3-64 in the index"));
+		LT_CHECK(strstr(lt_logged, "per-sample checksum table") &&
+			 strstr(lt_logged, "does not match its XXH3-64 in the index"));
 		rf_loader_close(&ld);
 	}
 	o.direct = 2;
@@ -674,7 +663,7 @@ test_flip_table(void)
 		size_t bad, wrong, rows;
 		LT_CHECK(drain(ld, G, &bad, &wrong, &rows) == 0);
 		LT_CHECK(bad == 2 && wrong == 0 && rows == 2 * N);
-		LT_CHECK(strstr(logged, "per-sample checksum table is damaged"));
+		LT_CHECK(strstr(lt_logged, "per-sample checksum table is damaged"));
 		rf_loader_close(&ld);
 	}
 }
@@ -782,7 +771,7 @@ test_mem(const char *pattern, uint64_t N)
 		LT_CHECK(ld != NULL);
 		if (!ld)
 			return;
-		LT_CHECK(strstr(logged, m == 0 ? "shuffle full: one read per sample"
+		LT_CHECK(strstr(lt_logged, m == 0 ? "shuffle full: one read per sample"
 					   : "shuffle full: samples copied from the mapped shards"));
 		hv[m] = calloc(2 * N, sizeof(uint64_t));
 		const rf_batch *b;

@@ -20,16 +20,7 @@
 #include "plan/plan.h"
 
 static char dir[256];
-static char logged[16384];
 static uint64_t hot_epochs = 3;
-
-static void
-log_keep(void *user, enum rf_log_level level, const char *msg)
-{
-	size_t n = strlen(logged);
-	snprintf(logged + n, sizeof(logged) - n, "%d %s\n", (int)level, msg);
-	lt_log(user, level, msg);
-}
 
 /* M_FILLERS: three more threads filling beside the full thread and the
  * consumer's (as on a machine with eight cores). */
@@ -60,10 +51,10 @@ open_hot(const char *name, enum mode m, uint32_t batch, const void *resume, size
 	cfg.map = 1;
 	cfg.verify = 1;
 	cfg.pinned_bytes = 1 << 20;
-	cfg.log = log_keep;
+	cfg.log = lt_log_keep;
 	cfg.resume = resume;
 	cfg.resume_len = resume_len;
-	logged[0] = 0;
+	lt_logged[0] = 0;
 	set_mode(m);
 	rf_loader *ld = NULL;
 	int rc = rf_loader_open(&ld, &cfg);
@@ -110,7 +101,7 @@ take(rf_loader *ld, rf_plan *plan, size_t max, uint64_t *out, size_t *n, uint64_
 static int64_t
 helped(uint64_t *of)
 {
-	const char *at = strstr(logged, "shuffle full from memory: ");
+	const char *at = strstr(lt_logged, "shuffle full from memory: ");
 	unsigned long long a, b;
 	if (!at || sscanf(at, "shuffle full from memory: %llu of %llu", &a, &b) != 2)
 		return -1;
@@ -133,7 +124,7 @@ test_order(const char *name, uint64_t N, uint32_t B, uint64_t E)
 		LT_CHECK(plan && ld);
 		if (!plan || !ld)
 			return;
-		LT_CHECK(strstr(logged, "samples copied from the mapped shards"));
+		LT_CHECK(strstr(lt_logged, "samples copied from the mapped shards"));
 		uint64_t epoch = UINT64_MAX, k = 0;
 		batches[m] = take(ld, plan, 0, v[m], &n[m], &epoch, &k);
 		rf_loader_close(&ld);
@@ -141,7 +132,7 @@ test_order(const char *name, uint64_t N, uint32_t B, uint64_t E)
 		uint64_t of = 0;
 		h[m] = helped(&of);
 		LT_CHECK(h[m] >= 0 && of == batches[m]);
-		LT_CHECK(strstr(logged, m == M_FILLERS ? "; 3 more threads filling"
+		LT_CHECK(strstr(lt_logged, m == M_FILLERS ? "; 3 more threads filling"
 						       : "; 0 more threads filling"));
 	}
 	for (int m = 1; m < NMODES; m++)

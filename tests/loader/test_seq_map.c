@@ -13,15 +13,6 @@
 #include "lt.h"
 
 static char dir[256];
-static char logged[16384];
-
-static void
-log_keep(void *user, enum rf_log_level level, const char *msg)
-{
-	size_t n = strlen(logged);
-	snprintf(logged + n, sizeof(logged) - n, "%d %s\n", (int)level, msg);
-	lt_log(user, level, msg);
-}
 
 /* The samples of every row of two epochs, in order, into out (at most
  * cap); the count.  *engine: rf_stats.io_engine. */
@@ -37,8 +28,8 @@ stream(const char *name, enum rf_shuffle shuffle, int direct, const char *seq_ma
 	cfg.batch_size = 24;
 	cfg.epochs = 2;
 	cfg.direct = direct;
-	cfg.log = log_keep;
-	logged[0] = 0;
+	cfg.log = lt_log_keep;
+	lt_logged[0] = 0;
 	setenv("RINGFEED_SEQ_MAP", seq_map, 1);
 	rf_loader *ld = NULL;
 	int rc = rf_loader_open(&ld, &cfg);
@@ -72,10 +63,10 @@ compare(const char *name, uint64_t N, enum rf_shuffle shuffle)
 	uint64_t *a = calloc(2 * N + 1, 8), *m = calloc(2 * N + 1, 8);
 	char ea[32], em[32];
 	size_t na = stream(name, shuffle, -1, "0", a, 2 * N, ea, sizeof(ea));
-	LT_CHECK(strcmp(ea, "mmap") != 0 && !strstr(logged, "copied from maps of the shards"));
+	LT_CHECK(strcmp(ea, "mmap") != 0 && !strstr(lt_logged, "copied from maps of the shards"));
 	size_t nm = stream(name, shuffle, -1, "1", m, 2 * N, em, sizeof(em));
 	LT_CHECK(strcmp(em, "mmap") == 0);
-	LT_CHECK(strstr(logged, "reads: chunks copied from maps of the shards by the decode workers"));
+	LT_CHECK(strstr(lt_logged, "reads: chunks copied from maps of the shards by the decode workers"));
 	LT_CHECK(na == 2 * N && nm == na && !memcmp(a, m, 8 * na));
 	if (nm != na || memcmp(a, m, 8 * na))
 		fprintf(stderr, "%s, shuffle %d: %zu rows with read calls, %zu through maps\n", name,
@@ -106,9 +97,9 @@ main(void)
 	char e[32];
 	uint64_t *v = calloc(2 * N + 1, 8);
 	stream("raw.rfs", RF_SHUFFLE_FULL, -1, "1", v, 2 * N, e, sizeof(e));
-	LT_CHECK(!strstr(logged, "copied from maps of the shards by the decode workers"));
+	LT_CHECK(!strstr(lt_logged, "copied from maps of the shards by the decode workers"));
 	stream("raw.rfs", RF_SHUFFLE_WINDOW, -1, "1", v, 2 * N, e, sizeof(e));
-	LT_CHECK(!strstr(logged, "copied from maps of the shards by the decode workers"));
+	LT_CHECK(!strstr(lt_logged, "copied from maps of the shards by the decode workers"));
 	free(v);
 	lt_rmtree(dir);
 	if (lt_failures)
