@@ -210,11 +210,14 @@ bench_print_table(FILE *f, const bench_opts *o, const bench_result *res)
 		res->info.shards, res->info.shards == 1 ? "" : "s", res->info.samples,
 		res->info.chunks, res->info.zstd_chunks, fmt_bytes(a, sizeof a, (double)res->info.stored_bytes),
 		fmt_bytes(b, sizeof b, (double)res->info.raw_bytes));
+	char qd[16] = "the library's";
+	if (o->io_depth)
+		snprintf(qd, sizeof qd, "%" PRIu32, o->io_depth);
 	fprintf(f, "config: batch %" PRIu32 ", shuffle %s, depth %" PRIu32 ", pinned %s (%s), "
-		   "io depth %" PRIu32 ", %" PRIu32 " decode threads, %s%s, step %.0f us%s\n",
+		   "io depth %s, %" PRIu32 " decode threads, %s%s, step %.0f us%s\n",
 		o->batch, or_unknown(rf_shuffle_name(o->shuffle)), o->depth,
 		fmt_bytes(a, sizeof a, (double)o->pinned),
-		or_unknown(rf_pinning_name(o->pinning)), o->io_depth,
+		or_unknown(rf_pinning_name(o->pinning)), qd,
 		o->decode_threads, o->direct ? "O_DIRECT" : o->map ? "buffered, mapped" : "buffered",
 		o->verify ? "" : ", no verify", o->step_us, o->touch ? ", touch" : "");
 	if (res->remote)
@@ -292,7 +295,7 @@ bench_print_table(FILE *f, const bench_opts *o, const bench_result *res)
 	const bench_limit *rl = &res->limits[BENCH_LIMIT_SEQUENTIAL];
 	if (res->remote && rl->measured && res->batches && !res->interrupted)
 		fprintf(f, "remote efficiency: %.2f (loader / raw ranged GETs of the same chunks "
-			"at io_depth %" PRIu32 ")\n", rl->loader_ratio, o->io_depth);
+			"at io_depth %" PRIu32 ")\n", rl->loader_ratio, o->io_depth ? o->io_depth : 32);
 }
 
 /* ------------------------------------------------------------------ JSON */

@@ -96,7 +96,8 @@ bench_help(void)
 	       "  --epochs N          run exactly N epochs instead of a minimum time\n"
 	       "  --cold              drop the dataset's pages from the page cache first\n"
 	       "  --step-us U         simulate a training step of U microseconds per batch\n"
-	       "  --io-depth Q        reads in flight (default 32, at most 4096)\n"
+	       "  --io-depth Q        reads in flight, at most 4096 (default: the library's\n"
+	       "                      choice, 32, or 2 for chunks read through the page cache)\n"
 	       "  --decode-threads T  decode workers, at most 64 (default: the library's\n"
 	       "                      choice from the CPUs and the dataset's codec)\n"
 	       "  --buffered          read through the page cache instead of O_DIRECT\n"
@@ -872,7 +873,7 @@ rf_cmd_bench(int argc, char **argv)
 		.depth = 2,
 		.pinning = RF_PINNING_RING,
 		.seconds = 5,
-		.io_depth = 32,
+		.io_depth = 0, /* the library chooses */
 		.decode_threads = 0, /* the library chooses */
 		.direct = true,
 		.verify = true,
