@@ -26,7 +26,8 @@ stream(enum rf_shuffle shuffle, int direct, uint32_t io_depth, uint64_t *out, si
 	cfg.batch_size = 16;
 	cfg.epochs = 2;
 	cfg.direct = direct;
-	cfg.io_depth = io_depth;
+	if (io_depth) /* else rf_config_init's: the library's choice */
+		cfg.io_depth = io_depth;
 	cfg.log = lt_log_keep;
 	lt_logged[0] = 0;
 	rf_loader *ld = NULL;
