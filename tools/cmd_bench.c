@@ -97,7 +97,7 @@ bench_help(void)
 	       "  --cold              drop the dataset's pages from the page cache first\n"
 	       "  --step-us U         simulate a training step of U microseconds per batch\n"
 	       "  --io-depth Q        reads in flight, at most 4096 (default: the library's\n"
-	       "                      choice, 32, or 2 for chunks read through the page cache)\n"
+	       "                      choice: 32, fewer if the page cache reads far ahead)\n"
 	       "  --decode-threads T  decode workers, at most 64 (default: the library's\n"
 	       "                      choice from the CPUs and the dataset's codec)\n"
 	       "  --buffered          read through the page cache instead of O_DIRECT\n"

@@ -669,11 +669,12 @@ typedef struct rf_config {
 
 	uint32_t io_depth;           /* reads in flight, at most RF_IO_DEPTH_MAX
 	                                (more is that) (map: unused); 0 (default):
-	                                32, but 2 for whole chunks read through the
-	                                page cache, which reads ahead of them (more
-	                                of them in flight on one file turn its
-	                                readahead off: a cold first epoch ran a
-	                                quarter slower at 32) */
+	                                32, but for whole chunks read through the
+	                                page cache from a device that reads far
+	                                ahead (read_ahead_kb), as many as keep 16
+	                                MiB of its readahead coming, at least 2
+	                                (more in flight read a cold first epoch up
+	                                to a quarter slower) */
 	int direct;                  /* 1: O_DIRECT reads that bypass the page cache;
 	                                0: buffered; -1 (default): O_DIRECT unless the
 	                                dataset's stored bytes are at most a quarter of

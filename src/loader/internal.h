@@ -479,10 +479,10 @@ struct rf_loader {
 /* Completions taken from the reader engine at a time (reader, full). */
 #define RF_LD_REAP_MAX 64
 
-/* Chunk reads in flight through the page cache when the caller left
- * io_depth at 0 (choose_io_depth in settings.c); the read slots are still
- * counted from the default depth, so reads run as far ahead. */
-#define RF_LD_BUFFERED_IO_DEPTH 2u
+/* Bytes the page cache's readahead should keep coming for chunk reads
+ * through it when the caller left io_depth at 0 (choose_io_depth in
+ * settings.c). */
+#define RF_LD_READAHEAD_TARGET ((uint64_t)16 << 20)
 
 /* Wake-ups deferred to unlock_wake (sync.c). */
 enum { WAKE_CONS = 1u << 0, WAKE_STAGE = 1u << 1, WAKE_COPY = 1u << 2 };
