@@ -249,6 +249,40 @@ lt_row_ok(const rf_batch *b, uint32_t i, uint64_t g)
 	return 1;
 }
 
+/* Open a loader on cfg and take every batch to the end: each row checked
+ * (lt_row_ok) and its sample kept in out (at most cap), each batch released;
+ * *st (when not NULL) gets rf_loader_stats before the close.  Returns the
+ * rows seen, 0 when the loader does not open (a failed check either way). */
+static inline size_t
+lt_stream_rows(const rf_config *cfg, uint64_t *out, size_t cap, rf_stats *st)
+{
+	if (st) {
+		memset(st, 0, sizeof(*st));
+		st->size = sizeof(*st);
+	}
+	rf_loader *ld = NULL;
+	int rc = rf_loader_open(&ld, cfg);
+	LT_CHECK(rc == 0);
+	if (rc)
+		return 0;
+	size_t n = 0;
+	const rf_batch *b;
+	while ((rc = rf_loader_next(ld, &b)) == 0 && b) {
+		for (uint32_t i = 0; i < b->samples; i++) {
+			uint64_t g = lt_row_sample(b, i);
+			LT_CHECK(lt_row_ok(b, i, g));
+			if (n < cap)
+				out[n++] = g;
+		}
+		LT_CHECK(rf_loader_release(ld, b, NULL) == 0);
+	}
+	LT_CHECK(rc == 0);
+	if (st)
+		LT_CHECK(rf_loader_stats(ld, st) == 0);
+	rf_loader_close(&ld);
+	return n;
+}
+
 static int
 lt_rm_cb(const char *path, const struct stat *sb, int type, struct FTW *ftw)
 {

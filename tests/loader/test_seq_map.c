@@ -31,29 +31,9 @@ stream(const char *name, enum rf_shuffle shuffle, int direct, const char *seq_ma
 	cfg.log = lt_log_keep;
 	lt_logged[0] = 0;
 	setenv("RINGFEED_SEQ_MAP", seq_map, 1);
-	rf_loader *ld = NULL;
-	int rc = rf_loader_open(&ld, &cfg);
-	LT_CHECK(rc == 0);
-	if (rc)
-		return 0;
-	size_t n = 0;
-	const rf_batch *b;
-	while ((rc = rf_loader_next(ld, &b)) == 0 && b) {
-		for (uint32_t i = 0; i < b->samples; i++) {
-			uint64_t g = lt_row_sample(b, i);
-			LT_CHECK(lt_row_ok(b, i, g));
-			if (n < cap)
-				out[n++] = g;
-		}
-		LT_CHECK(rf_loader_release(ld, b, NULL) == 0);
-	}
-	LT_CHECK(rc == 0);
 	rf_stats st;
-	memset(&st, 0, sizeof(st));
-	st.size = sizeof(st);
-	LT_CHECK(rf_loader_stats(ld, &st) == 0);
+	size_t n = lt_stream_rows(&cfg, out, cap, &st);
 	snprintf(engine, ecap, "%s", st.io_engine);
-	rf_loader_close(&ld);
 	return n;
 }
 
