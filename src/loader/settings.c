@@ -552,8 +552,9 @@ rf_ld_resolve_settings(rf_loader *ld)
 		uint64_t raw = 0;
 		for (uint64_t ci = 0; ci < ld->nchunks; ci++)
 			raw += ld->chunks[ci].raw_bytes;
+		uint64_t span = RF_ALIGN_UP(rf_dataset_max_stored_span(ld->ds), RF_FMT_ALIGN);
 		uint32_t w = want ? want
-				  : rf_plan_default_window(ld->nchunks ? raw / ld->nchunks : 0);
+				  : rf_plan_default_window(ld->nchunks ? raw / ld->nchunks : 0, span);
 		uint32_t wnd = rf_plan_window_in_force(w, ld->nchunks);
 		if (wnd > RF_WINDOW_MAX)
 			return rf_fail(&ld->diag, RF_EUSAGE, "loader: window %u: at most %u chunks",
