@@ -81,7 +81,10 @@ window_fail(const struct rf_memplan_in *in, uint64_t slot, uint64_t span, uint64
 	if (k)
 		len += (size_t)snprintf(other + len, sizeof other - len, ", or lower batch_size to %u%s",
 					k, k > 1 ? " or less" : "");
-	if (nslots >= 4)
+	if (nslots >= 4 && in->mix)
+		snprintf(other + len, sizeof other - len, ", or set a smaller window (on every "
+			 "rank: W is part of the order)");
+	else if (nslots >= 4)
 		snprintf(other + len, sizeof other - len, ", or set window to %" PRIu64 " or less "
 			 "on every rank (W is part of the order)", nslots - 3);
 	else if (!k && span * 4 > in->pinned_bytes)

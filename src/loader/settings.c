@@ -349,6 +349,7 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		.io_depth = ld->resolved.io_depth,
 		.read_cap = ld->resolved.read_cap,
 		.window = ld->mix ? rf_ld_mix_held_max(ld) : ld->full.window ? 0 : ld->resolved.window,
+		.mix = ld->mix != NULL,
 		.full = ld->full.on,
 		.map = ld->map.on,
 		.direct = ld->resolved.direct,
