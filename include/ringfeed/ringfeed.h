@@ -612,18 +612,23 @@ typedef struct rf_config {
 	uint64_t epoch;              /* number of the first epoch (its order); default 0 */
 	/* RF_SHUFFLE_WINDOW: decoded chunks held, W, at most 1024 (RF_EUSAGE
 	 * above).  0 (default): from the dataset alone, 128 MiB over its
-	 * average raw chunk size, clamped to [2, 1024] (32 chunks of the
-	 * writer's default 4 MiB, 128 of 1 MiB).  A W above the dataset's
+	 * average raw chunk size, and at most what RF_PINNED_DEFAULT holds
+	 * in read slots of its largest chunk beside 2 more and 5 staging
+	 * ones, clamped to [2, 1024] (32 chunks of the writer's default 4
+	 * MiB, 128 of 1 MiB; 5 of its 20 MiB chunks of 1 MiB samples, 2 of
+	 * 30 MiB samples, one a chunk).  A W above the dataset's
 	 * chunk count is that count (the same order).  The window must fit
 	 * the pinned ring: uncompressed chunks stay in their read slots (or
 	 * with map where they lie in the map, still counted as slots),
 	 * compressed ones in W raw buffers of ordinary memory, and the ring
 	 * needs W + 2 read slots besides its staging ones (about 136 MiB of
-	 * the default 256 MiB pinned_bytes for chunks of 4 MiB).  A W the
-	 * ring cannot hold fails at open with RF_EMEMPLAN naming W and the
-	 * pinned_bytes it needs: raise pinned_bytes, or set a smaller W on
-	 * every rank (W is part of the order, never lowered to fit).  The W
-	 * in force is in rf_stats.window and the open log line.
+	 * the default 256 MiB pinned_bytes for chunks of 4 MiB), which give
+	 * way to them down to one.  A W the ring cannot hold fails at open
+	 * with RF_EMEMPLAN naming W and what would hold it: the
+	 * pinned_bytes, a batch_size no larger than a chunk (slots are the
+	 * larger of a batch and a chunk), or a smaller W on every rank (W is
+	 * part of the order, never lowered to fit).  The W in force is in
+	 * rf_stats.window and the open log line.
 	 * From memory (data read through the page cache: map, or buffered
 	 * because it fits), over fixed fields stored uncompressed with
 	 * per-sample checksums (format 2; any format with verify = 0), no

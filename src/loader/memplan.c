@@ -23,6 +23,83 @@ rf_memplan_fmt_size(char *buf, size_t cap, uint64_t b)
 		snprintf(buf, cap, "%" PRIu64 " B", b);
 }
 
+/* The largest batch size below in->batch_size whose slot, max(batch, span)
+ * rounded up to 4096, is at most `limit`: 0 when none is, or when a part is
+ * variable (its data region is var_bytes, not a batch size's). */
+static uint32_t
+batch_size_within(const struct rf_memplan_in *in, uint64_t span, uint64_t limit)
+{
+	const rf_batch_layout *l = in->layout;
+	uint64_t per = 0;
+	for (uint32_t i = 0; i < l->nparts; i++) {
+		if (l->part[i].var)
+			return 0;
+		per += l->part[i].value_bytes;
+	}
+	if (per == 0 || RF_ALIGN_UP(span, RF_FMT_ALIGN) > limit)
+		return 0;
+	uint64_t k = limit / per;
+	if (k >= in->batch_size)
+		k = in->batch_size - 1;
+	for (; k > 0; k--) {
+		/* Each part starts 256-aligned (rf_batch_layout_init). */
+		uint64_t bytes = 0;
+		for (uint32_t i = 0; i < l->nparts; i++)
+			bytes = RF_ALIGN_UP(bytes, RF_BATCH_ALIGN) + k * l->part[i].value_bytes;
+		bytes = RF_ALIGN_UP(bytes, RF_BATCH_ALIGN);
+		if (RF_ALIGN_UP(bytes > span ? bytes : span, RF_FMT_ALIGN) <= limit)
+			return (uint32_t)k;
+	}
+	return 0;
+}
+
+/* A window of W chunks does not fit the budget even with a single staging
+ * slot: say what would hold it, exactly. */
+static int
+window_fail(const struct rf_memplan_in *in, uint64_t slot, uint64_t span, uint64_t nslots,
+	    unsigned want, rf_diag *d)
+{
+	char a[32], b[32], c[32], e[32], f[32], g[32];
+	uint32_t wnd = in->window;
+	uint64_t bb = in->layout->bytes;
+	uint64_t least, full;
+	if (rf_mul_u64((uint64_t)wnd + 3, slot, &least))
+		least = UINT64_MAX;
+	if (rf_mul_u64((uint64_t)wnd + 2 + want, slot, &full))
+		full = UINT64_MAX;
+	rf_memplan_fmt_size(a, sizeof a, in->pinned_bytes);
+	rf_memplan_fmt_size(b, sizeof b, slot);
+	rf_memplan_fmt_size(c, sizeof c, bb);
+	rf_memplan_fmt_size(e, sizeof e, span);
+	rf_memplan_fmt_size(f, sizeof f, least);
+	rf_memplan_fmt_size(g, sizeof g, full);
+	/* The other ways out: a batch no larger than a chunk (when the
+	 * batch sizes the slots), a smaller window on every rank. */
+	char other[256] = "";
+	size_t len = 0;
+	uint32_t k = bb > span ? batch_size_within(in, span, in->pinned_bytes / ((uint64_t)wnd + 3)) : 0;
+	if (k)
+		len += (size_t)snprintf(other + len, sizeof other - len, ", or lower batch_size to %u%s",
+					k, k > 1 ? " or less" : "");
+	if (nslots >= 4 && in->mix)
+		snprintf(other + len, sizeof other - len, ", or set a smaller window (on every "
+			 "rank: W is part of the order)");
+	else if (nslots >= 4)
+		snprintf(other + len, sizeof other - len, ", or set window to %" PRIu64 " or less "
+			 "on every rank (W is part of the order)", nslots - 3);
+	else if (!k && span * 4 > in->pinned_bytes)
+		snprintf(other + len, sizeof other - len, ", or repack the dataset in smaller "
+			 "chunks (ringfeed pack --chunk-bytes, Python chunk_bytes=)");
+	return rf_fail(d, RF_EMEMPLAN,
+		       "memory plan: window shuffling with a window of W = %u chunks needs W + 2 = %u "
+		       "read slots and a staging one, %u slots of %s (the larger of a batch, %s for "
+		       "batch_size %u, and the largest chunk read, %s); pinned_bytes %" PRIu64 " (%s) "
+		       "holds %" PRIu64 ": raise pinned_bytes to %" PRIu64 " (%s; %" PRIu64 " (%s) "
+		       "for %u staging slots, full speed)%s",
+		       wnd, wnd + 2, wnd + 3, b, c, in->batch_size, e, in->pinned_bytes, a, nslots,
+		       least, f, full, g, want, other);
+}
+
 int
 rf_memplan_compute(const struct rf_memplan_in *in, struct rf_memplan *out, rf_diag *d)
 {
@@ -79,6 +156,11 @@ rf_memplan_compute(const struct rf_memplan_in *in, struct rf_memplan *out, rf_di
 			       "large: lower batch_size%s", in->batch_size, vmsg);
 	uint64_t nslots = in->pinned_bytes / slot;
 	mp.slot_bytes = slot;
+	/* W + 2 read slots and a staging one, at least. */
+	if (wnd && !in->full && nslots < (uint64_t)wnd + 3) {
+		unsigned want = (in->depth + 2 > 4 ? in->depth + 2 : 4);
+		return window_fail(in, slot, span, nslots, want, d);
+	}
 	if (nslots < 2) {
 		rf_memplan_fmt_size(a, sizeof a, in->pinned_bytes);
 		rf_memplan_fmt_size(b, sizeof b, bb);
@@ -173,11 +255,16 @@ rf_memplan_compute(const struct rf_memplan_in *in, struct rf_memplan *out, rf_di
 	st += spare < more ? spare : more;
 	if (in->lean && nslots == lean_total && !in->full)
 		st = want + zdepth;
+	/* The window's W + 2 read slots come first: W is part of the order,
+	 * the staging share only speed.  With large chunks (a ring of a few
+	 * slots) the staging share gives way, down to one slot. */
+	if (wnd && !in->full && mp.nslots - st < wnd + 2 && mp.nslots >= (uint64_t)wnd + 3)
+		st = mp.nslots - (wnd + 2);
 	if (mp.in_place && st < in->depth + 1)
 		mp.in_place = 0; /* too small to lend depth slots: copy */
 	mp.n_stage = st;
 	mp.n_read = mp.nslots - st;
-	if (wnd && mp.n_read < (uint64_t)wnd + 2) {
+	if (wnd && !in->full && mp.n_read < (uint64_t)wnd + 2) {
 		/* W chunks held, one read into and one decoded beside them (see
 		 * rf_ld_window_setup): W + 2 read slots besides the staging ones. */
 		uint64_t slots = (uint64_t)wnd + 2 + want, need_bytes;

@@ -41,6 +41,8 @@ struct rf_memplan_in {
 	                            which still counts the read slots (0: no cap):
 	                            chunks read through the page cache */
 	uint32_t window;         /* W in force (window shuffling), else 0 */
+	int mix;                 /* a mixture: `window` counts the chunks its
+	                            sources hold together, not one W */
 	int full;                /* shuffle full: samples read into the batch */
 	int map;                 /* reads are chunks faulted in from shard maps */
 	int direct;              /* O_DIRECT reads */

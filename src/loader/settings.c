@@ -368,6 +368,7 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		.io_depth = ld->resolved.io_depth,
 		.read_cap = ld->resolved.read_cap,
 		.window = ld->mix ? rf_ld_mix_held_max(ld) : ld->full.window ? 0 : ld->resolved.window,
+		.mix = ld->mix != NULL,
 		.full = ld->full.on,
 		.map = ld->map.on,
 		.direct = ld->resolved.direct,
@@ -571,8 +572,9 @@ rf_ld_resolve_settings(rf_loader *ld)
 		uint64_t raw = 0;
 		for (uint64_t ci = 0; ci < ld->nchunks; ci++)
 			raw += ld->chunks[ci].raw_bytes;
+		uint64_t span = RF_ALIGN_UP(rf_dataset_max_stored_span(ld->ds), RF_FMT_ALIGN);
 		uint32_t w = want ? want
-				  : rf_plan_default_window(ld->nchunks ? raw / ld->nchunks : 0);
+				  : rf_plan_default_window(ld->nchunks ? raw / ld->nchunks : 0, span);
 		uint32_t wnd = rf_plan_window_in_force(w, ld->nchunks);
 		if (wnd > RF_WINDOW_MAX)
 			return rf_fail(&ld->diag, RF_EUSAGE, "loader: window %u: at most %u chunks",

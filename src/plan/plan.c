@@ -71,13 +71,22 @@ rf_plan_tail_parse(const char *name, enum rf_plan_tail *out)
 }
 
 uint32_t
-rf_plan_default_window(uint64_t avg_chunk_raw_bytes)
+rf_plan_default_window(uint64_t avg_chunk_raw_bytes, uint64_t max_chunk_slot_bytes)
 {
-	if (avg_chunk_raw_bytes == 0)
-		return RF_PLAN_WINDOW_MAX;
-	uint64_t w = RF_PLAN_WINDOW_BYTES / avg_chunk_raw_bytes;
+	uint64_t w = avg_chunk_raw_bytes ? RF_PLAN_WINDOW_BYTES / avg_chunk_raw_bytes
+					 : RF_PLAN_WINDOW_MAX;
 	if (w > RF_PLAN_WINDOW_MAX)
 		w = RF_PLAN_WINDOW_MAX;
+	/* What the default budget holds in slots of the largest chunk, less
+	 * the two read slots beside the window and the staging ones: a
+	 * property of the dataset (never of a rank's budget). */
+	if (max_chunk_slot_bytes) {
+		uint64_t slots = RF_PINNED_DEFAULT / max_chunk_slot_bytes;
+		uint64_t fit = slots > 2 + RF_PLAN_WINDOW_STAGE_SLOTS
+				       ? slots - 2 - RF_PLAN_WINDOW_STAGE_SLOTS : 0;
+		if (w > fit)
+			w = fit;
+	}
 	if (w < RF_PLAN_WINDOW_MIN)
 		w = RF_PLAN_WINDOW_MIN;
 	return (uint32_t)w;

@@ -126,8 +126,15 @@
  * chunk bytes, clamped to [2, 1024]: 32 chunks of the writer's default 4 MiB,
  * 128 of 1 MiB.  An uncompressed chunk stays in its pinned read slot while in
  * the window, so W + 2 read slots come out of the pinned budget: about 136
- * MiB of the default 256 MiB for typical chunks.  A loader whose ring cannot
- * hold the W in force reports RF_EMEMPLAN (it never draws another order).
+ * MiB of the default 256 MiB for typical chunks.  With large chunks (large
+ * samples: the writer puts 128 of them in a chunk of up to 20 MiB, one in a
+ * chunk when it is larger) W is also at most what the default budget
+ * (RF_PINNED_DEFAULT) holds in read slots of the dataset's largest chunk
+ * beside RF_PLAN_WINDOW_STAGE_SLOTS staging slots, but never below 2: 5
+ * chunks of 20 MiB, 2 of 30 MiB; chunks up to 18 MiB keep the first rule.
+ * The largest chunk is the dataset's too, the same on every rank.  A loader
+ * whose ring cannot hold the W in force reports RF_EMEMPLAN (it never draws
+ * another order).
  *
  * Fingerprint: any 64-bit value that changes when the dataset does; the
  * loader can take XXH3-64 over every chunk's (samples, raw bytes, XXH3-64)
@@ -152,7 +159,8 @@
  *     rf_plan_params pp;
  *     rf_plan_params_init(&pp);
  *     pp.seed = cfg.seed; pp.mode = RF_PLAN_WINDOW; pp.batch = cfg.batch_size;
- *     pp.window = cfg.window ? cfg.window : rf_plan_default_window(avg_raw_chunk_bytes);
+ *     pp.window = cfg.window ? cfg.window : rf_plan_default_window(avg_raw_chunk_bytes,
+ *                                                                   max_chunk_slot);
  *     pp.fingerprint = fp;
  *     rc = rf_plan_resolve_rank(cfg.rank, cfg.world, NULL, NULL, &pp.rank,
  *                               &pp.world, &source, &diag);   // log `source`
@@ -265,11 +273,17 @@ int rf_plan_tail_parse(const char *name, enum rf_plan_tail *out);
 #define RF_PLAN_WINDOW_MIN 2
 #define RF_PLAN_WINDOW_MAX 1024
 
-/* The default window W for the dataset's average raw (decoded) chunk size,
- * as described above.  An average of 0 gives RF_PLAN_WINDOW_MAX.  Always in
- * [RF_PLAN_WINDOW_MIN, RF_PLAN_WINDOW_MAX]. */
+/* The default window W for the dataset's average raw (decoded) chunk size
+ * and its largest chunk's read slot (stored span rounded up to 4096; 0: no
+ * bound from it), as described above.  An average of 0 gives
+ * RF_PLAN_WINDOW_MAX (or the slot bound).  Always in [RF_PLAN_WINDOW_MIN,
+ * RF_PLAN_WINDOW_MAX]. */
 #define RF_PLAN_WINDOW_BYTES (UINT64_C(128) << 20)
-uint32_t rf_plan_default_window(uint64_t avg_chunk_raw_bytes);
+/* Staging slots a window loader on the default budget keeps beside W + 2
+ * read slots: depth + 2 for the Python loader's default depth (3 device
+ * buffers), the staging share the memory plan wants (loader/memplan.c). */
+#define RF_PLAN_WINDOW_STAGE_SLOTS 5u
+uint32_t rf_plan_default_window(uint64_t avg_chunk_raw_bytes, uint64_t max_chunk_slot_bytes);
 /* The window in force for W over a dataset of nchunks chunks: min(W,
  * nchunks) (W itself when nchunks is 0).  A plan refuses one above
  * RF_PLAN_WINDOW_MAX (RF_EUSAGE). */

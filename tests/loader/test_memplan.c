@@ -67,9 +67,24 @@ static const struct row rows[] = {
 		       "24.5 KiB for batch_size 32", "raise pinned_bytes to at least 2.00 MiB"}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 	{"window W = 20 in 16 MiB", 32, 784, MIB, 100, 16 * MIB, 2, 32, 20,
 	 0, 0, 1, 0, 0, 1, 8ull << 30,
-	 RF_EMEMPLAN, {"W = 20 chunks needs 22 read slots of 1.00 MiB besides 4 staging",
-		       "pinned_bytes 27262976 (26.00 MiB); pinned_bytes 16777216 (16.00 MiB) "
-		       "gives 12", "raise pinned_bytes to 27262976"}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+	 RF_EMEMPLAN, {"W = 20 chunks needs W + 2 = 22 read slots and a staging one, 23 slots "
+		       "of 1.00 MiB", "holds 16: raise pinned_bytes to 24117248 (23.00 MiB; "
+		       "27262976 (26.00 MiB) for 4 staging slots, full speed)",
+		       "set window to 13 or less on every rank"}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+	/* The window's reads come first: the staging share gives way. */
+	{"window W = 13 in 16 MiB: one staging slot", 32, 784, MIB, 100, 16 * MIB, 2, 32, 13,
+	 0, 0, 1, 0, 0, 1, 8ull << 30,
+	 0, {0}, MIB, 16, 15, 1, 16, MIB, 15, 0, 0, 0, 2 * 25088, 0},
+	{"window W = 11 in 16 MiB: three staging slots", 32, 784, MIB, 100, 16 * MIB, 2, 32, 11,
+	 0, 0, 1, 0, 0, 1, 8ull << 30,
+	 0, {0}, MIB, 16, 13, 3, 16, MIB, 13, 0, 0, 0, 2 * 25088, 0},
+	/* Batch-sized slots (chunks of 4 KiB): the batch_size that fits. */
+	{"window W = 2, batches larger than chunks", 32, 784, 4096, 100, 4 * 28672, 2, 32, 2,
+	 0, 0, 1, 0, 0, 1, 8ull << 30,
+	 RF_EMEMPLAN, {"5 slots of 28.0 KiB (the larger of a batch, 24.5 KiB for batch_size 32, "
+		       "and the largest chunk read, 4.0 KiB)", "raise pinned_bytes to 143360",
+		       "lower batch_size to 26 or less, or set window to 1 or less"},
+	 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 	{"window W = 20 in 32 MiB", 32, 784, MIB, 100, 32 * MIB, 2, 32, 20,
 	 0, 0, 1, 0, 0, 1, 8ull << 30,
 	 0, {0}, MIB, 32, 28, 4, 32, MIB, 28, 0, 0, 0, 2 * 25088, 0},

@@ -10,6 +10,7 @@
  * the items need never exceeds W (1 for none and chunks).
  */
 #include <errno.h>
+#include <inttypes.h>
 
 #include "plan_test.h"
 
@@ -263,13 +264,44 @@ main(void)
 	CHECK_CONT_MSG(rf_plan_mode_parse("window", &m) == 0 && m == RF_PLAN_WINDOW, "parse window");
 	CHECK_CONT_MSG(rf_plan_mode_parse("shuffle", &m) == RF_EUSAGE, "parse junk");
 	CHECK_CONT_MSG(rf_plan_tail_parse("pad", &t) == 0 && t == RF_PLAN_PAD, "parse pad");
-	/* The default window: of the dataset alone. */
-	CHECK_CONT_MSG(rf_plan_default_window(1ull << 20) == 128, "default window 128M/1M = %u",
-	      rf_plan_default_window(1ull << 20));
-	CHECK_CONT_MSG(rf_plan_default_window(4ull << 20) == 32, "default window 128M/4M");
-	CHECK_CONT_MSG(rf_plan_default_window(100ull << 20) == RF_PLAN_WINDOW_MIN, "large chunks");
-	CHECK_CONT_MSG(rf_plan_default_window(1024) == RF_PLAN_WINDOW_MAX, "small chunks");
-	CHECK_CONT_MSG(rf_plan_default_window(3ull << 20) == 42, "odd W kept");
-	CHECK_CONT_MSG(rf_plan_default_window(0) == RF_PLAN_WINDOW_MAX, "empty chunks");
+	/* The default window: of the dataset alone (average chunk, largest
+	 * chunk's slot; 0: no slot bound). */
+	CHECK_CONT_MSG(rf_plan_default_window(1ull << 20, 0) == 128, "default window 128M/1M = %u",
+	      rf_plan_default_window(1ull << 20, 0));
+	CHECK_CONT_MSG(rf_plan_default_window(4ull << 20, 0) == 32, "default window 128M/4M");
+	CHECK_CONT_MSG(rf_plan_default_window(100ull << 20, 0) == RF_PLAN_WINDOW_MIN, "large chunks");
+	CHECK_CONT_MSG(rf_plan_default_window(1024, 0) == RF_PLAN_WINDOW_MAX, "small chunks");
+	CHECK_CONT_MSG(rf_plan_default_window(3ull << 20, 0) == 42, "odd W kept");
+	CHECK_CONT_MSG(rf_plan_default_window(0, 0) == RF_PLAN_WINDOW_MAX, "empty chunks");
+	/* Ordinary chunks keep the first rule: 4 MiB chunks of 784 + 8 byte
+	 * samples and their checksum table (32), 128 samples of 150 KiB + 8
+	 * (6), 1 MiB chunks (128), and chunks up to 19 MiB. */
+	CHECK_CONT_MSG(rf_plan_default_window(4ull << 20, (4ull << 20) + (96 << 10)) == 32,
+		       "4 MiB chunks: %u", rf_plan_default_window(4ull << 20, (4ull << 20) + (96 << 10)));
+	uint64_t big = 128ull * (150 * 1024 + 8);
+	CHECK_CONT_MSG(rf_plan_default_window(big, big + 4096) == 6, "150 KiB samples: %u",
+		       rf_plan_default_window(big, big + 4096));
+	CHECK_CONT_MSG(rf_plan_default_window(1ull << 20, (1ull << 20) + 4096) == 128, "1 MiB chunks");
+	for (uint64_t c = 1; c <= 19; c++)
+		CHECK_CONT_MSG(rf_plan_default_window(c << 20, (c << 20) + 4096) ==
+			       rf_plan_default_window(c << 20, 0), "%" PRIu64 " MiB chunks", c);
+	/* Large chunks: W + 2 read slots and the staging ones within the
+	 * default budget, never below 2: 20 samples of 1 MiB (5), one of 30
+	 * MiB (2, not 4). */
+	uint64_t m1 = 20ull * ((1ull << 20) + 8);
+	CHECK_CONT_MSG(rf_plan_default_window(m1, m1 + 4096) == 5, "20 MiB chunks: %u",
+		       rf_plan_default_window(m1, m1 + 4096));
+	uint64_t m30 = (30ull << 20) + 8;
+	CHECK_CONT_MSG(rf_plan_default_window(m30, m30 + 4096) == RF_PLAN_WINDOW_MIN,
+		       "30 MiB chunks: %u", rf_plan_default_window(m30, m30 + 4096));
+	CHECK_CONT_MSG(rf_plan_default_window(1ull << 30, 1ull << 30) == RF_PLAN_WINDOW_MIN,
+		       "chunks beyond the budget");
+	for (uint64_t c = 1; c <= 40; c++) {
+		uint64_t slot = (c << 20) + 4096;
+		uint32_t w = rf_plan_default_window(c << 20, slot);
+		CHECK_CONT_MSG(w == RF_PLAN_WINDOW_MIN ||
+			       (w + 2 + RF_PLAN_WINDOW_STAGE_SLOTS) * slot <= RF_PINNED_DEFAULT,
+			       "%" PRIu64 " MiB chunks: W %u outgrows the default budget", c, w);
+	}
 	return test_result("test_plan_order");
 }
