@@ -1119,7 +1119,9 @@ RF_API const char *rf_loader_last_open_error(void);
  * RF_ECUDA, ...; the message names the shard, chunk and file offset;
  * RF_EMEMPLAN when, with world > 1, a batch needs more than var_bytes).
  * Batches before the failing chunk are delivered first.  After an error the
- * same code is returned by every later call.
+ * same code is returned by every later call.  After rf_loader_stop the
+ * stream has ended: 0 with *batch NULL (try_next and _timeout too), or the
+ * error that had stopped the stream before the stop.
  *
  * When a batch is ready this takes one uncontended lock and makes no system
  * call.
@@ -1187,11 +1189,15 @@ RF_API void rf_loader_close(rf_loader **ld);
  * workers, the copy thread and the reader's own (a remote reader's
  * transfers, a pread pool) are stopped and joined, the files closed, so
  * that nothing runs or is read afterwards, while the batches still held
- * stay readable.  Afterwards only rf_loader_release (of those batches),
- * rf_loader_errmsg, rf_loader_stats and rf_loader_close may be called;
- * rf_loader_next returns an error.  For an owner that cannot close while
- * batches are held (a Python Loader whose arrays outlive close()).  A no-op
- * the second time, and in a child of fork(). */
+ * stay readable.  Afterwards rf_loader_next (try_next, _timeout) returns
+ * the end of the stream, 0 with *batch NULL, however many batches were
+ * ready (or the error that had stopped the stream before the stop), and
+ * only rf_loader_release (of those batches), rf_loader_errmsg,
+ * rf_loader_stats, rf_loader_state_save and rf_loader_close may be called
+ * besides: rf_loader_state_load and rf_loader_rewind return RF_EUSAGE.
+ * For an owner that cannot close while batches are held (a Python Loader
+ * whose arrays outlive close()).  A no-op the second time, and in a child
+ * of fork(). */
 RF_API void rf_loader_stop(rf_loader *ld);
 
 /* 1 when the calling process is a child of fork() (or a later descendant)

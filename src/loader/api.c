@@ -71,14 +71,15 @@ fork_check(rf_loader *ld)
 		       (long)ld->owner_pid, (long)getpid());
 }
 
-/* RF_ESTATE when rf_loader_stop stopped ld. */
+/* RF_EUSAGE when rf_loader_stop stopped ld: release, errmsg, stats,
+ * state_save and close remain (next ends the stream, loader_next). */
 static int
 stopped_check(rf_loader *ld, const char *what)
 {
 	if (!ld->stopped)
 		return 0;
-	return rf_fail(&ld->diag, RF_ESTATE, "loader: %s after the loader was stopped (closed "
-		       "while batches were held): open a new loader", what);
+	return rf_fail(&ld->diag, RF_EUSAGE, "loader: %s after the loader was stopped "
+		       "(rf_loader_stop): open a new loader", what);
 }
 
 RF_API void
@@ -130,9 +131,22 @@ loader_next(rf_loader *ld, const rf_batch **out, uint64_t wait_ns)
 	*out = NULL;
 	if (forked(ld))
 		return fork_check(ld);
-	if (ld->stopped)
-		return stopped_check(ld, "asking for a batch");
 	pthread_mutex_lock(&ld->mu);
+	if (ld->stopped) {
+		/* A stop ends the stream: no batch comes after it (batches
+		 * made ready before it included), and a caller's loop ends
+		 * as at the last batch.  An error that had stopped the
+		 * stream first is still that error. */
+		int rc = ld->full.cons_rc ? ld->full.cons_rc : ld->delivery.final_code;
+		if (rc)
+			snprintf(ld->diag.msg, sizeof(ld->diag.msg), "%s", ld->delivery.final_msg);
+		else if (ld->failed && ld->fail_code) {
+			rc = ld->fail_code; /* not yet reached the consumer */
+			snprintf(ld->diag.msg, sizeof(ld->diag.msg), "%s", ld->fail_msg);
+		}
+		pthread_mutex_unlock(&ld->mu);
+		return rc;
+	}
 	if (ld->delivery.held >= ld->resolved.depth) {
 		unsigned held = ld->delivery.held;
 		pthread_mutex_unlock(&ld->mu);
