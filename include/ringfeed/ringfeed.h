@@ -1137,7 +1137,10 @@ RF_API int rf_loader_try_next(rf_loader *ld, const rf_batch **batch);
  * now and then, such as an interpreter checking for Ctrl-C.  0 behaves as
  * rf_loader_try_next; UINT64_MAX as rf_loader_next.  A batch it fills on
  * the caller's thread (RF_SHUFFLE_FULL, above) can take it past the timeout
- * by the time of that one batch. */
+ * by the time of that one batch; the wait for that batch's turn (behind
+ * batches the loader's threads are still filling) keeps the timeout: the
+ * batch is then kept and handed out in its turn by a later call (next,
+ * try_next or _timeout). */
 RF_API int rf_loader_next_timeout(rf_loader *ld, const rf_batch **batch, uint64_t timeout_ns);
 
 /*

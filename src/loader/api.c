@@ -169,6 +169,7 @@ loader_next(rf_loader *ld, const rf_batch **out, uint64_t wait_ns)
 		return rc;
 	}
 	rf_ld_zc_promote_locked(ld);
+	int have_deadline = 0;
 	while (ld->delivery.rq_len == 0) {
 		if (ld->delivery.final_code) {
 			rc = ld->delivery.final_code;
@@ -178,19 +179,32 @@ loader_next(rf_loader *ld, const rf_batch **out, uint64_t wait_ns)
 		if (ld->delivery.eos)
 			break;
 		if (!wait_ns || timed_out) {
+			/* A batch of the consumer's own, parked when a wait
+			 * for its turn ran out of time (full.c), staged now
+			 * when its turn has come. */
+			if (ld->full.fm && rf_ld_full_help_locked(ld, 0, NULL) > 0)
+				continue;
 			rc = -EAGAIN;
 			break;
 		}
-		/* Full shuffling from memory: fill the next batch here
-		 * rather than wait for one (full.c). */
-		if (ld->full.fm && rf_ld_full_help_locked(ld))
-			continue;
-		if (!t0) {
-			t0 = rf_ld_now_ns();
-			uint64_t end = t0 + (wait_ns < UINT64_MAX - t0 ? wait_ns : UINT64_MAX - t0);
+		if (wait_ns != UINT64_MAX && !have_deadline) {
+			uint64_t now = rf_ld_now_ns();
+			uint64_t end = now + (wait_ns < UINT64_MAX - now ? wait_ns : UINT64_MAX - now);
 			deadline.tv_sec = (time_t)(end / 1000000000u);
 			deadline.tv_nsec = (long)(end % 1000000000u);
+			have_deadline = 1;
 		}
+		/* Full shuffling from memory: fill the next batch here
+		 * rather than wait for one (full.c), within the time given. */
+		if (ld->full.fm) {
+			int h = rf_ld_full_help_locked(ld, 1, have_deadline ? &deadline : NULL);
+			if (h < 0)
+				timed_out = 1;
+			if (h)
+				continue;
+		}
+		if (!t0)
+			t0 = rf_ld_now_ns();
 		if (wait_ns == UINT64_MAX)
 			pthread_cond_wait(&ld->cons_cv, &ld->mu);
 		else if (pthread_cond_timedwait(&ld->cons_cv, &ld->mu, &deadline) == ETIMEDOUT)
