@@ -1125,7 +1125,9 @@ RF_API const char *rf_loader_last_open_error(void);
  * RF_ECUDA, ...; the message names the shard, chunk and file offset;
  * RF_EMEMPLAN when, with world > 1, a batch needs more than var_bytes).
  * Batches before the failing chunk are delivered first.  After an error the
- * same code is returned by every later call.
+ * same code is returned by every later call.  After rf_loader_stop the
+ * stream has ended: 0 with *batch NULL (try_next and _timeout too), or the
+ * error that had stopped the stream before the stop.
  *
  * When a batch is ready this takes one uncontended lock and makes no system
  * call.
@@ -1141,7 +1143,10 @@ RF_API int rf_loader_try_next(rf_loader *ld, const rf_batch **batch);
  * now and then, such as an interpreter checking for Ctrl-C.  0 behaves as
  * rf_loader_try_next; UINT64_MAX as rf_loader_next.  A batch it fills on
  * the caller's thread (RF_SHUFFLE_FULL, above) can take it past the timeout
- * by the time of that one batch. */
+ * by the time of that one batch; the wait for that batch's turn (behind
+ * batches the loader's threads are still filling) keeps the timeout: the
+ * batch is then kept and handed out in its turn by a later call (next,
+ * try_next or _timeout). */
 RF_API int rf_loader_next_timeout(rf_loader *ld, const rf_batch **batch, uint64_t timeout_ns);
 
 /*
@@ -1193,11 +1198,15 @@ RF_API void rf_loader_close(rf_loader **ld);
  * workers, the copy thread and the reader's own (a remote reader's
  * transfers, a pread pool) are stopped and joined, the files closed, so
  * that nothing runs or is read afterwards, while the batches still held
- * stay readable.  Afterwards only rf_loader_release (of those batches),
- * rf_loader_errmsg, rf_loader_stats and rf_loader_close may be called;
- * rf_loader_next returns an error.  For an owner that cannot close while
- * batches are held (a Python Loader whose arrays outlive close()).  A no-op
- * the second time, and in a child of fork(). */
+ * stay readable.  Afterwards rf_loader_next (try_next, _timeout) returns
+ * the end of the stream, 0 with *batch NULL, however many batches were
+ * ready (or the error that had stopped the stream before the stop), and
+ * only rf_loader_release (of those batches), rf_loader_errmsg,
+ * rf_loader_stats, rf_loader_state_save and rf_loader_close may be called
+ * besides: rf_loader_state_load and rf_loader_rewind return RF_EUSAGE.
+ * For an owner that cannot close while batches are held (a Python Loader
+ * whose arrays outlive close()).  A no-op the second time, and in a child
+ * of fork(). */
 RF_API void rf_loader_stop(rf_loader *ld);
 
 /* 1 when the calling process is a child of fork() (or a later descendant)

@@ -71,14 +71,15 @@ fork_check(rf_loader *ld)
 		       (long)ld->owner_pid, (long)getpid());
 }
 
-/* RF_ESTATE when rf_loader_stop stopped ld. */
+/* RF_EUSAGE when rf_loader_stop stopped ld: release, errmsg, stats,
+ * state_save and close remain (next ends the stream, loader_next). */
 static int
 stopped_check(rf_loader *ld, const char *what)
 {
 	if (!ld->stopped)
 		return 0;
-	return rf_fail(&ld->diag, RF_ESTATE, "loader: %s after the loader was stopped (closed "
-		       "while batches were held): open a new loader", what);
+	return rf_fail(&ld->diag, RF_EUSAGE, "loader: %s after the loader was stopped "
+		       "(rf_loader_stop): open a new loader", what);
 }
 
 RF_API void
@@ -130,9 +131,22 @@ loader_next(rf_loader *ld, const rf_batch **out, uint64_t wait_ns)
 	*out = NULL;
 	if (forked(ld))
 		return fork_check(ld);
-	if (ld->stopped)
-		return stopped_check(ld, "asking for a batch");
 	pthread_mutex_lock(&ld->mu);
+	if (ld->stopped) {
+		/* A stop ends the stream: no batch comes after it (batches
+		 * made ready before it included), and a caller's loop ends
+		 * as at the last batch.  An error that had stopped the
+		 * stream first is still that error. */
+		int rc = ld->full.cons_rc ? ld->full.cons_rc : ld->delivery.final_code;
+		if (rc)
+			snprintf(ld->diag.msg, sizeof(ld->diag.msg), "%s", ld->delivery.final_msg);
+		else if (ld->failed && ld->fail_code) {
+			rc = ld->fail_code; /* not yet reached the consumer */
+			snprintf(ld->diag.msg, sizeof(ld->diag.msg), "%s", ld->fail_msg);
+		}
+		pthread_mutex_unlock(&ld->mu);
+		return rc;
+	}
 	if (ld->delivery.held >= ld->resolved.depth) {
 		unsigned held = ld->delivery.held;
 		pthread_mutex_unlock(&ld->mu);
@@ -155,6 +169,7 @@ loader_next(rf_loader *ld, const rf_batch **out, uint64_t wait_ns)
 		return rc;
 	}
 	rf_ld_zc_promote_locked(ld);
+	int have_deadline = 0;
 	while (ld->delivery.rq_len == 0) {
 		if (ld->delivery.final_code) {
 			rc = ld->delivery.final_code;
@@ -164,19 +179,32 @@ loader_next(rf_loader *ld, const rf_batch **out, uint64_t wait_ns)
 		if (ld->delivery.eos)
 			break;
 		if (!wait_ns || timed_out) {
+			/* A batch of the consumer's own, parked when a wait
+			 * for its turn ran out of time (full.c), staged now
+			 * when its turn has come. */
+			if (ld->full.fm && rf_ld_full_help_locked(ld, 0, NULL) > 0)
+				continue;
 			rc = -EAGAIN;
 			break;
 		}
-		/* Full shuffling from memory: fill the next batch here
-		 * rather than wait for one (full.c). */
-		if (ld->full.fm && rf_ld_full_help_locked(ld))
-			continue;
-		if (!t0) {
-			t0 = rf_ld_now_ns();
-			uint64_t end = t0 + (wait_ns < UINT64_MAX - t0 ? wait_ns : UINT64_MAX - t0);
+		if (wait_ns != UINT64_MAX && !have_deadline) {
+			uint64_t now = rf_ld_now_ns();
+			uint64_t end = now + (wait_ns < UINT64_MAX - now ? wait_ns : UINT64_MAX - now);
 			deadline.tv_sec = (time_t)(end / 1000000000u);
 			deadline.tv_nsec = (long)(end % 1000000000u);
+			have_deadline = 1;
 		}
+		/* Full shuffling from memory: fill the next batch here
+		 * rather than wait for one (full.c), within the time given. */
+		if (ld->full.fm) {
+			int h = rf_ld_full_help_locked(ld, 1, have_deadline ? &deadline : NULL);
+			if (h < 0)
+				timed_out = 1;
+			if (h)
+				continue;
+		}
+		if (!t0)
+			t0 = rf_ld_now_ns();
 		if (wait_ns == UINT64_MAX)
 			pthread_cond_wait(&ld->cons_cv, &ld->mu);
 		else if (pthread_cond_timedwait(&ld->cons_cv, &ld->mu, &deadline) == ETIMEDOUT)

@@ -374,7 +374,16 @@ struct rf_full_mem {
 	int epoch_wait;         /* the next epoch waits for the claims to stage */
 	uint64_t claimed;       /* batches claimed so far, */
 	uint64_t staged;        /* and staged, in claim order */
-	unsigned helping;       /* fills on the consumer's thread in progress */
+	unsigned helping;       /* fills on the consumer's thread in progress (or
+	                           its wait for their turn) */
+	/* The consumer's batch, filled, whose turn to stage had not come when
+	 * rf_loader_next_timeout's time ran out: kept here, staged by the
+	 * consumer's next call (rf_ld_full_help_locked). */
+	int parked;
+	struct fbatch pfb;
+	uint64_t pseq;
+	int perr;               /* its fill's error (message in cmsg) */
+	unsigned delay_ms;      /* tests: the full thread sleeps before each fill */
 	int twait;              /* the full thread waits for the consumer's thread */
 	uint64_t helped;        /* batches it filled */
 	unsigned lead;          /* batches the full thread fills ahead */
@@ -661,31 +670,79 @@ full_cpu_count(rf_loader *ld, uint64_t since)
 					  memory_order_relaxed);
 }
 
+/* The consumer's thread waits for its parked batch's turn to stage (mu
+ * held, dropped while it waits): until deadline (CLOCK_MONOTONIC; NULL:
+ * no limit; wait 0: not at all).  1 when its turn has come (or the loader
+ * stopped or failed: staging gives the slot back then), 0 when not.  Those
+ * staging the batches before it wake cons_cv while fm->helping. */
+static int
+full_help_turn_locked(rf_loader *ld, const struct rf_full_mem *fm, int wait,
+		      const struct timespec *deadline)
+{
+	while (fm->staged != fm->pseq && !ld->stop && !ld->failed) {
+		if (!wait)
+			return 0;
+		if (!deadline)
+			pthread_cond_wait(&ld->cons_cv, &ld->mu);
+		else if (pthread_cond_timedwait(&ld->cons_cv, &ld->mu, deadline) == ETIMEDOUT)
+			return fm->staged == fm->pseq || ld->stop || ld->failed;
+	}
+	return 1;
+}
+
 /*
  * The consumer's thread fills a batch itself (mu held; dropped while it
  * copies): from rf_loader_next, when no batch is ready and the full thread
  * copies from memory.  1 when it staged one (or the loader's state changed:
  * look again), 0 when there is nothing it can do but wait.
+ *
+ * A batch it filled is staged in its turn, after the batches claimed
+ * before it, which the full thread or a filler may still be filling: that
+ * wait ends at deadline (rf_loader_next_timeout; NULL for rf_loader_next),
+ * so that a consumer that must wake up now and then (an interpreter
+ * checking for Ctrl-C) does.  The batch is then parked, and -ETIMEDOUT
+ * returned; the next call stages it (wait 0, try_next: only when its turn
+ * has come, claiming nothing new).  The batches after it wait for it
+ * meanwhile, as they wait for a batch being filled.
  */
 int
-rf_ld_full_help_locked(rf_loader *ld)
+rf_ld_full_help_locked(rf_loader *ld, int wait, const struct timespec *deadline)
 {
 	struct rf_full_mem *fm = ld->full.fm;
-	if (!fm || fm->helping || !ld->mem.in_place || ld->sq_len || ld->stop || ld->failed)
+	if (!fm || fm->helping)
 		return 0;
-	struct fbatch fb;
-	uint64_t seq;
-	int rc = full_mem_claim_locked(ld, fm, &fb, &seq, fm->cmsg, sizeof(fm->cmsg));
-	if (rc <= 0)
-		return rc < 0;
-	fm->helping++;
-	pthread_mutex_unlock(&ld->mu);
-	/* Its CPU time counts as the loader's (rf_stats.thread_cpu_ns). */
-	uint64_t c0 = full_cpu_now();
-	int err = full_mem_fill(ld, fm, fm->citems, &fb, fm->cmsg, sizeof(fm->cmsg));
-	full_cpu_count(ld, c0);
-	pthread_mutex_lock(&ld->mu);
-	full_mem_stage_locked(ld, fm, &fb, seq, err, fm->cmsg, &ld->cons_cv);
+	if (!fm->parked) {
+		if (!wait || !ld->mem.in_place || ld->sq_len || ld->stop || ld->failed)
+			return 0;
+		struct fbatch fb;
+		uint64_t seq;
+		int rc = full_mem_claim_locked(ld, fm, &fb, &seq, fm->cmsg, sizeof(fm->cmsg));
+		if (rc <= 0)
+			return rc < 0;
+		fm->helping++;
+		pthread_mutex_unlock(&ld->mu);
+		/* Its CPU time counts as the loader's (rf_stats.thread_cpu_ns). */
+		uint64_t c0 = full_cpu_now();
+		int err = full_mem_fill(ld, fm, fm->citems, &fb, fm->cmsg, sizeof(fm->cmsg));
+		full_cpu_count(ld, c0);
+		pthread_mutex_lock(&ld->mu);
+		fm->pfb = fb;
+		fm->pseq = seq;
+		fm->perr = err;
+		fm->parked = 1;
+	} else {
+		fm->helping++;
+	}
+	if (!full_help_turn_locked(ld, fm, wait, deadline)) {
+		/* Parked.  A full thread leaving (stop, failure) waits for
+		 * helping to reach 0 before its fm goes. */
+		fm->helping--;
+		if (fm->twait)
+			pthread_cond_signal(&ld->stage_cv);
+		return -ETIMEDOUT;
+	}
+	fm->parked = 0;
+	full_mem_stage_locked(ld, fm, &fm->pfb, fm->pseq, fm->perr, fm->cmsg, &ld->cons_cv);
 	fm->helping--;
 	fm->helped++;
 	/* Only a full thread waiting for this batch (its turn, the end, the
@@ -837,6 +894,11 @@ full_main_mem(rf_loader *ld, rf_plan_item *items, const struct sums_res *sr, cha
 		const char *e = getenv("RINGFEED_FULL_LEAD");
 		if (e && *e)
 			fm.lead = (unsigned)strtoul(e, NULL, 10);
+		/* Tests: a full thread slow to fill its batches, for the
+		 * consumer's thread to wait for their turn. */
+		e = getenv("RINGFEED_FULL_FILL_DELAY_MS");
+		if (e && *e)
+			fm.delay_ms = (unsigned)strtoul(e, NULL, 10);
 		/* A consumer already waiting may fill the first batch. */
 		pthread_cond_broadcast(&ld->cons_cv);
 	}
@@ -890,6 +952,8 @@ full_main_mem(rf_loader *ld, rf_plan_item *items, const struct sums_res *sr, cha
 		if (fm.fill_idle && ld->stage_held < fm.lead)
 			pthread_cond_broadcast(&fm.fill_cv);
 		pthread_mutex_unlock(&ld->mu);
+		if (fm.delay_ms)
+			usleep(fm.delay_ms * 1000u);
 		int err = full_mem_fill(ld, &fm, items, &fb, msg, cap);
 		pthread_mutex_lock(&ld->mu);
 		/* The consumer it makes ready is woken after the unlock, not

@@ -491,7 +491,7 @@ enum { WAKE_CONS = 1u << 0, WAKE_STAGE = 1u << 1, WAKE_COPY = 1u << 2 };
 void rf_ld_fork_note(rf_loader *ld);
 
 /* full.c */
-int rf_ld_full_help_locked(rf_loader *ld);
+int rf_ld_full_help_locked(rf_loader *ld, int wait, const struct timespec *deadline);
 int rf_ld_full_check_lent(rf_loader *ld, const struct dbuf *b, char *msg, size_t cap);
 
 /* open.c */

@@ -61,8 +61,8 @@ now_s(void)
  * about 20 ms; the wait itself is the loader's condition wait, so a batch
  * that becomes ready wakes the consumer at once and the wait burns no CPU
  * the loader's threads need. */
-int
-rfpy_wait_next(LoaderObject *self, const rf_batch **out)
+static int
+wait_next(LoaderObject *self, const rf_batch **out)
 {
 	struct core *c = self->core;
 	int rc = rf_loader_try_next(c->ld, out);
@@ -91,6 +91,17 @@ rfpy_wait_next(LoaderObject *self, const rf_batch **out)
 			return 1;
 		}
 	}
+	return rc;
+}
+
+int
+rfpy_wait_next(LoaderObject *self, const rf_batch **out)
+{
+	int rc = wait_next(self, out);
+
+	/* stats()["batches_in_place"]: the library counts batches, not these. */
+	if (rc == 0 && *out && ((*out)->flags & RF_BATCH_READONLY))
+		self->core->in_place++;
 	return rc;
 }
 
@@ -384,7 +395,8 @@ loader_stats(LoaderObject *self, PyObject *unused)
 	PyObject *d = Py_BuildValue(
 		"{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:d,s:N,"
 		"s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-		"s:N,s:N,s:N,s:N,s:N,s:N,s:s,s:O,s:s,s:O,s:O,s:I,s:I,s:I,s:I,s:I,s:N,s:N,s:N,s:N,s:N}",
+		"s:N,s:N,s:N,s:N,s:N,s:N,s:s,s:O,s:s,s:O,s:O,s:N,s:I,s:I,s:I,s:I,s:I,s:N,s:N,s:N,"
+		"s:N,s:N}",
 		"bytes_read", u64(st.bytes_read), "bytes_delivered", u64(st.bytes_delivered),
 		"batches", u64(st.batches), "samples", u64(st.samples), "chunks", u64(st.chunks),
 		"wall_ns", u64(st.wall_ns), "read_ns", u64(st.read_ns),
@@ -402,6 +414,9 @@ loader_stats(LoaderObject *self, PyObject *unused)
 		"io_engine", st.io_engine, "io_direct", st.io_direct ? Py_True : Py_False,
 		"device", st.device, "in_place", st.in_place ? Py_True : Py_False,
 		"inplace", st.inplace ? Py_True : Py_False,
+		/* Of `batches`: those handed out read-only in the maps,
+		 * counted here from the batches' flags. */
+		"batches_in_place", u64(self->core->in_place),
 		/* The library's device buffers: depth for the consumer and
 		 * the spare (device_bytes is buffers x batch_bytes when
 		 * batches are copied to the device). */
@@ -547,7 +562,8 @@ static PyMethodDef loader_methods[] = {
 	{"stats", (PyCFunction)loader_stats, METH_NOARGS,
 	 "stats($self, /)\n--\n\n"
 	 "The loader's counters (rf_stats) as a dict, plus `depth` (the batches that\n"
-	 "may be held) and `buffers` (the library's device buffers: depth + 1)."},
+	 "may be held), `buffers` (the library's device buffers: depth + 1) and\n"
+	 "`batches_in_place` (batches handed out read-only in the maps)."},
 	{"state_dict", (PyCFunction)rfpy_loader_state_dict, METH_NOARGS,
 	 "state_dict($self, /)\n--\n\n"
 	 "The position after the last batch yielded, as a small dict to checkpoint."},

@@ -39,6 +39,8 @@ struct core {
 	uint64_t epoch0;         /* the Python epoch that c_epoch0 stands for */
 	uint64_t wait_ns;        /* waiting in rf_batch_wait for host batches (the
 	                            library counts only its next calls as stall) */
+	uint64_t in_place;       /* batches taken read-only where they lie in the
+	                            shards' maps (RF_BATCH_READONLY) */
 	/* Made once rather than per batch or per conversion: */
 	PyObject *dev_tuple;     /* __dlpack_device__'s (type, id) */
 	PyObject *names;         /* the batches' field names (interned str), a tuple

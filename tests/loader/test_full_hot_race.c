@@ -5,7 +5,9 @@
  * short epochs, the consumer taking and releasing batches as fast as it
  * can.  Every epoch must deliver each sample once, and the stream must never
  * stop: a watchdog fails the test when no batch arrives for 10 seconds (a
- * thread left waiting for its turn to stage a batch that was staged).
+ * thread left waiting for its turn to stage a batch that was staged).  With
+ * LT_RACE_TIMEOUT_US, the consumer asks with that timeout (and try_next),
+ * again and again, leaving the waits for its batches' turns.
  */
 #include "lt.h"
 
@@ -56,6 +58,26 @@ hog(void *arg)
 	return NULL;
 }
 
+/* The next batch; with LT_RACE_TIMEOUT_US set, by rf_loader_next_timeout
+ * with that timeout (and every third try rf_loader_try_next), again while
+ * -EAGAIN: the consumer's thread leaves its batch's turn-wait at any point
+ * and comes back to it (full.c). */
+static int
+next(rf_loader *ld, const rf_batch **b)
+{
+	static long us = -1;
+	if (us < 0)
+		us = getenv("LT_RACE_TIMEOUT_US") ? atol(getenv("LT_RACE_TIMEOUT_US")) : 0;
+	if (!us)
+		return rf_loader_next(ld, b);
+	for (unsigned i = 0;; i++) {
+		int rc = i % 3 == 2 ? rf_loader_try_next(ld, b)
+				    : rf_loader_next_timeout(ld, b, (uint64_t)us * 1000u);
+		if (rc != -EAGAIN)
+			return rc;
+	}
+}
+
 /* hold: batches kept alive (a FIFO) while the next ones are taken. */
 static void
 run(enum rf_shuffle mode, uint64_t N, uint32_t B, uint64_t E, uint64_t seed, uint32_t hold)
@@ -86,7 +108,7 @@ run(enum rf_shuffle mode, uint64_t N, uint32_t B, uint64_t E, uint64_t seed, uin
 	uint8_t *seen = calloc(N, 1);
 	uint64_t epoch = 0, got = 0;
 	const rf_batch *b;
-	while ((rc = rf_loader_next(ld, &b)) == 0 && b) {
+	while ((rc = next(ld, &b)) == 0 && b) {
 		if (b->epoch != epoch) {
 			LT_CHECK(got == N);
 			memset(seen, 0, N);
