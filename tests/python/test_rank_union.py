@@ -7,7 +7,9 @@
 # before it; every rank has len() batches, the same on all, and the same
 # last batch size.  Ranks set by rank=/world= and, in processes of their
 # own, by RANK/WORLD_SIZE as torchrun sets them.  drop_last=True still
-# drops exactly the last N % (world x B) samples of the global order.
+# drops exactly the last N % (world x B) samples of the global order.  A
+# mixture of two sources in the proportions of their sizes (an epoch draws
+# each sample once) keeps the same promise.
 import collections
 import os
 import subprocess
@@ -35,10 +37,10 @@ def one_pass(ld):
     return out, sizes
 
 
-def check_job(shuffle, world, B, passes):
-    """passes: each rank's (labels, batch sizes, len) of one pass."""
+def check_job(shuffle, world, B, passes, n=N):
+    """passes: each rank's (labels, batch sizes, len) of one pass of n samples."""
     G = world * B
-    rem = N % G
+    rem = n % G
     m = rem % world
     what = "%s world %d B %d" % (shuffle, world, B)
     counts = collections.Counter()
@@ -50,9 +52,9 @@ def check_job(shuffle, world, B, passes):
             check(labels[-1] == labels[-2], "%s: rank %d: the pad is no repeat" % (what, r))
             labels = labels[:-1]
         counts.update(labels)
-    missing = [i for i in range(N) if counts[i] == 0]
-    twice = [i for i in range(N) if counts[i] > 1]
-    check(not missing and not twice and len(counts) == N,
+    missing = [i for i in range(n) if counts[i] == 0]
+    twice = [i for i in range(n) if counts[i] > 1]
+    check(not missing and not twice and len(counts) == n,
           "%s: %d samples never delivered (%s...), %d more than once" % (
               what, len(missing), missing[:5], len(twice)))
 
@@ -78,6 +80,22 @@ for shuffle in ("none", "chunks", "window", "full"):
             seen += one_pass(ld)[0]
     check(len(seen) == N - N % (world * B) and len(set(seen)) == len(seen),
           "%s drop_last=True: %d delivered, %d distinct" % (shuffle, len(seen), len(set(seen))))
+
+# A mixture: its epoch of N + N2 draws dealt out the same way.
+p2 = os.path.join(d, "more.rfs")
+N2 = 500
+ringfeed.pack(p2, {"label": np.arange(N, N + N2, dtype=np.int64),
+                   "x": np.ones((N2, 3), np.float32)}, chunk_bytes=2048)
+for shuffle in ("none", "chunks", "window"):
+    world, B = 3, 16
+    passes = []
+    for r in range(world):
+        with ringfeed.Loader([ringfeed.Source(p, N), ringfeed.Source(p2, N2)], B,
+                             shuffle=shuffle, rank=r, world=world, drop_last=False,
+                             **opts) as ld:
+            labels, sizes = one_pass(ld)
+            passes.append((labels, sizes, len(ld)))
+    check_job(shuffle + " (mixture)", world, B, passes, N + N2)
 
 # A torchrun-style job: three processes, rank and world from RANK/WORLD_SIZE.
 child = r"""
