@@ -547,8 +547,8 @@ RF_API int rf_rank_resolve(int32_t rank, int32_t world, uint32_t *rank_out, uint
  * Batches each rank receives in one epoch of `samples` samples with
  * batch_size B per rank, as the loader's order deals them (see
  * rf_config.drop_last): the full global batches of world x B samples, plus,
- * with drop_last 0, one smaller batch when rem = samples % (world x B)
- * leaves rem / world > 0 samples per rank.  The same on every rank (rank
+ * with drop_last 0, one smaller batch when rem = samples % (world x B) is
+ * not 0.  The same on every rank (rank
  * is checked, not used).  The count of a stream whose batches are not
  * closed early (rf_config.var_bytes).  Returns 0 and *out, or RF_EUSAGE for
  * batch_size 0, world 0, rank >= world or out NULL.  Pure.
@@ -581,15 +581,29 @@ typedef struct rf_config {
 	                                fewer than B samples; 0 (default): deliver it.
 	                                With world > 1 the last batch is global: the
 	                                rem = N % (world x B) samples left after the
-	                                full global batches; drop_last = 0 gives every
-	                                rank one more batch of rem / world samples (the
-	                                same size on every rank; none when that is 0)
-	                                and drops the last rem % world samples of the
-	                                epoch's order.
+	                                full global batches.  drop_last = 1 drops
+	                                them (the last rem of the epoch's order).
+	                                drop_last = 0 delivers every one of them,
+	                                and every rank the same number of batches
+	                                of the same sizes, so that no rank waits
+	                                alone in a collective: when rem > 0 every
+	                                rank gets one more batch of s = ceil(rem /
+	                                world) samples; with q = rem / world and
+	                                m = rem % world, rank r takes the q + (r <
+	                                m) samples at positions rq + min(r, m) of
+	                                the tail, and the ranks r >= m (none when m
+	                                = 0) end that batch with one pad: a repeat
+	                                of the rank's sample before it (of its last
+	                                batch when q = 0).  So the ranks together
+	                                deliver every sample of the epoch once, and
+	                                world - m of them once more when m > 0, as
+	                                PyTorch's DistributedSampler pads; world = 1
+	                                never pads.  A world above N gives every
+	                                rank one batch (ranks >= N: a pad).
 	                                An epoch with no batch for this rank (B,
-	                                or world x B, above the samples) is
-	                                logged as a warning at open: the stream
-	                                is empty */
+	                                or world x B, above the samples with
+	                                drop_last = 1; no samples) is logged as a
+	                                warning at open: the stream is empty */
 	/* Passes over the data; default 1; 0 = until closed.  The stream ends
 	 * after epoch `epoch + epochs - 1` of this config, whether or not it
 	 * resumes: a position (resume, rf_loader_state_load, rf_loader_rewind)
@@ -1261,7 +1275,7 @@ RF_API int rf_loader_state_save(rf_loader *ld, void *buf, size_t cap, size_t *le
  * epoch is RF_ESTATE).  The world size
  * may differ from the one at the save when world x batch_size is the same
  * (the epoch's last, partial global batch, kept with drop_last = 0, is then
- * shared out by the new world size: the few samples it leaves out differ);
+ * shared out and padded by the new world size);
  * a position saved after a batch closed early (var_bytes) lies inside a
  * batch: it resumes with one rank, the next batch holding the rest of that
  * batch's samples.  Batches already read ahead are discarded (the pipeline restarts), so call

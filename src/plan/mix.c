@@ -281,10 +281,21 @@ geom_compute(rf_mix *mix)
 	mix->base = mix->nfull * mix->G;
 	mix->nbatches = mix->nfull;
 	mix->tail_s = 0;
-	if (mp->tail == RF_PLAN_KEEP && (mix->E - mix->base) / mp->world > 0) {
-		mix->tail_s = (mix->E - mix->base) / mp->world;
+	if (mp->tail == RF_PLAN_KEEP && mix->E > mix->base) {
+		mix->tail_s = (mix->E - mix->base + mp->world - 1) / mp->world;
 		mix->nbatches++;
 	}
+}
+
+/* The kept tail: this rank's real draws, from *first (the plan's rule:
+ * rem / world a rank, one more for the first rem % world ranks). */
+static uint32_t
+keep_slice(const rf_mix *mix, uint64_t *first)
+{
+	uint64_t rem = mix->E - mix->base, w = mix->mp.world, r = mix->mp.rank;
+	uint64_t q = rem / w, m = rem % w;
+	*first = mix->base + r * q + (r < m ? r : m);
+	return (uint32_t)(q + (r < m));
 }
 
 static int
@@ -530,7 +541,7 @@ consumed(const rf_mix *mix, uint64_t k)
 {
 	if (k <= mix->nfull)
 		return k * mix->G;
-	return mix->base + mix->tail_s * mix->mp.world;
+	return mix->E; /* the kept tail delivers the rest */
 }
 
 uint64_t
@@ -570,14 +581,26 @@ rf_mix_batch(rf_mix *mix, uint64_t k, rf_mix_item *items, uint32_t cap, uint32_t
 	if (bs == 0)
 		return 0;
 	const rf_mix_params *mp = &mix->mp;
-	uint64_t a = mp->epoch * mix->E +
-		     (k < mix->nfull ? k * mix->G + (uint64_t)mp->rank * mp->batch
-				     : mix->base + (uint64_t)mp->rank * mix->tail_s);
+	uint64_t a = mp->epoch * mix->E, first = k * mix->G + (uint64_t)mp->rank * mp->batch;
+	uint32_t real = bs;
+	if (k >= mix->nfull)
+		real = keep_slice(mix, &first);
+	uint32_t pad_from = real;
+	if (real == 0) {
+		/* A rank with no draw in the kept tail repeats its last one:
+		 * of the previous global batch, or the epoch's last draw. */
+		first = mix->nfull > 0 ? (mix->nfull - 1) * mix->G + (uint64_t)mp->rank * mp->batch +
+						 mp->batch - 1
+				       : mix->E - 1;
+		real = 1;
+		pad_from = 0;
+	}
+	a += first;
 	/* Which source each position draws from, then each source's run of
 	 * its own order (consecutive draws) in one piece per source epoch. */
 	for (size_t s = 0; s < mix->S; s++)
 		mix->src[s].run_len = 0;
-	for (uint32_t i = 0; i < bs; i++) {
+	for (uint32_t i = 0; i < real; i++) {
 		rf_mix_at(mix, a + i, &mix->ssrc[i], &mix->sidx[i]);
 		struct mix_src *sr = &mix->src[mix->ssrc[i]];
 		if (sr->run_len++ == 0)
@@ -602,7 +625,7 @@ rf_mix_batch(rf_mix *mix, uint64_t k, rf_mix_item *items, uint32_t cap, uint32_t
 		}
 		off += sr->run_len;
 	}
-	for (uint32_t i = 0; i < bs; i++) {
+	for (uint32_t i = 0; i < real; i++) {
 		const struct mix_src *sr = &mix->src[mix->ssrc[i]];
 		rf_mix_item *it = &items[i];
 		uint64_t j = mix->sidx[i];
@@ -611,6 +634,13 @@ rf_mix_batch(rf_mix *mix, uint64_t k, rf_mix_item *items, uint32_t cap, uint32_t
 		it->flags = j % sr->n == 0 ? RF_MIX_ITEM_FIRST : 0;
 		it->pos = a + i;
 		it->item = mix->tmp[sr->run_off + (j - sr->run_first)];
+	}
+	/* Pads: the kept tail's, each a repeat of the draw before it. */
+	for (uint32_t i = pad_from; i < bs; i++) {
+		if (i > 0)
+			items[i] = items[i - 1];
+		items[i].flags = 0;
+		items[i].item.flags |= RF_PLAN_ITEM_PAD;
 	}
 	return 0;
 }

@@ -81,8 +81,12 @@
  *    Within an epoch, batches are cut exactly as the plan cuts an epoch of E
  *    samples (plan.h, "Sharding"): global batch k is [e E + k G, e E + (k +
  *    1) G), G = world x batch, rank r takes [.. + r B, .. + r B + B); tails
- *    RF_PLAN_DROP and RF_PLAN_KEEP as there (RF_PLAN_PAD is refused).  The
- *    positions of a dropped tail are skipped: their samples are not
+ *    RF_PLAN_DROP and RF_PLAN_KEEP as there (RF_PLAN_PAD is refused): a kept
+ *    tail gives every rank ceil(rem / world) draws, the first rem % world
+ *    ranks one more real draw than the others, whose last item is a pad
+ *    (RF_PLAN_ITEM_PAD in item.flags, RF_MIX_ITEM_FIRST cleared) repeating
+ *    the rank's draw before it (the epoch's last draw for a rank with none).
+ *    The positions of a dropped tail are skipped: their samples are not
  *    delivered and the sources move past them, so the next epoch starts at e
  *    E + E whatever the world size.
  *

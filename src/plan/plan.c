@@ -133,7 +133,7 @@ rf_plan_epoch_batches(uint64_t n, uint32_t world, uint32_t batch, enum rf_plan_t
 	uint64_t nbatches = n / G;
 	if (tail == RF_PLAN_PAD && rem > 0)
 		nbatches++;
-	else if (tail == RF_PLAN_KEEP && rem / world > 0)
+	else if (tail == RF_PLAN_KEEP && rem > 0)
 		nbatches++;
 	return nbatches;
 }
@@ -147,7 +147,18 @@ geom_compute(struct rf_plan_geom *g, uint64_t n, const rf_plan_params *pp)
 	g->nbatches = rf_plan_epoch_batches(n, pp->world, pp->batch, pp->tail);
 	g->tail_s = 0;
 	if (pp->tail == RF_PLAN_KEEP && g->nbatches > g->nfull)
-		g->tail_s = (n - g->base) / pp->world;
+		g->tail_s = (n - g->base + pp->world - 1) / pp->world;
+}
+
+/* RF_PLAN_KEEP: rank r's real samples in the tail batch, the positions
+ * [*lo, *lo + return): rem / world of them, one more for the first
+ * rem % world ranks; the rest of its tail_s are pads. */
+static uint64_t
+keep_slice(const struct rf_plan_geom *g, uint64_t n, uint32_t world, uint32_t rank, uint64_t *lo)
+{
+	uint64_t rem = n - g->base, q = rem / world, m = rem % world;
+	*lo = g->base + rank * q + (rank < m ? rank : m);
+	return q + (rank < m);
 }
 
 /* Index i of the sorted array a[0..len) with a[i] <= x < a[i+1]: the last
@@ -190,13 +201,13 @@ rank_touches(const rf_plan *plan, const rf_plan_params *pp, const struct rf_plan
 		if (pp->tail == RF_PLAN_PAD) {
 			lo = g->base + off;
 			hi = lo + B < plan->n ? lo + B : plan->n;
-			/* A rank with no real sample at all pads with P(N - 1). */
-			if (g->nfull == 0 && lo >= plan->n && a <= plan->n - 1 && plan->n - 1 < b)
-				return 1;
 		} else {
-			lo = g->base + (uint64_t)pp->rank * g->tail_s;
-			hi = lo + g->tail_s;
+			hi = keep_slice(g, plan->n, pp->world, pp->rank, &lo);
+			hi += lo;
 		}
+		/* A rank with no real sample at all pads with P(N - 1). */
+		if (g->nfull == 0 && lo >= hi && a <= plan->n - 1 && plan->n - 1 < b)
+			return 1;
 		if (lo < hi && lo < b && a < hi)
 			return 1;
 	}
@@ -480,7 +491,7 @@ rf_plan_dropped(const rf_plan *plan)
 	uint64_t rem = plan->n - g->base;
 	switch (plan->pp.tail) {
 	case RF_PLAN_PAD: return 0;
-	case RF_PLAN_KEEP: return rem - g->tail_s * plan->pp.world;
+	case RF_PLAN_KEEP: return 0;
 	default: return rem;
 	}
 }
@@ -491,9 +502,7 @@ rf_plan_consumed(const rf_plan *plan, uint64_t k)
 	const struct rf_plan_geom *g = &plan->ep.geom;
 	if (k <= g->nfull)
 		return k * g->G;
-	if (plan->pp.tail == RF_PLAN_PAD)
-		return plan->n;
-	return g->base + g->tail_s * plan->pp.world;
+	return plan->n; /* the tail batch (pad or keep) delivers the rest */
 }
 
 /* The chunk holding dataset sample s < N: the bucket table narrows the
@@ -757,15 +766,19 @@ rf_plan_batch(const rf_plan *plan, uint64_t k, rf_plan_item *items, uint32_t cap
 	if (bs == 0)
 		return 0;
 	uint64_t first;
-	if (k < g->nfull)
+	uint32_t real;
+	if (k < g->nfull) {
 		first = k * g->G + (uint64_t)pp->rank * pp->batch;
-	else if (pp->tail == RF_PLAN_KEEP)
-		first = g->base + (uint64_t)pp->rank * g->tail_s;
-	else
+		real = bs;
+	} else if (pp->tail == RF_PLAN_KEEP) {
+		real = (uint32_t)keep_slice(g, plan->n, pp->world, pp->rank, &first);
+	} else {
 		first = g->base + (uint64_t)pp->rank * pp->batch;
-	uint32_t real = first >= plan->n ? 0 : (plan->n - first < bs ? (uint32_t)(plan->n - first) : bs);
+		real = first >= plan->n ? 0 : (plan->n - first < bs ? (uint32_t)(plan->n - first) : bs);
+	}
 	fill_items(plan, first, real, items);
-	/* Pads (RF_PLAN_PAD tail): each repeats the rank's own last real
+	/* Pads (the tail of RF_PLAN_PAD, and of RF_PLAN_KEEP on the ranks past
+	 * the first rem % world): each repeats the rank's own last real
 	 * sample: the item before it when the rank has one in this batch, or
 	 * its last sample of the previous global batch, or P(N - 1) when it has
 	 * none at all. */

@@ -59,11 +59,16 @@
  *      sample in the epoch.  Pads carry RF_PLAN_ITEM_PAD.  Nothing is dropped.
  *      (Repeating a sample the rank has just used keeps its chunk resident, so
  *      padding never breaks the window bound.)
- *    - RF_PLAN_KEEP: when s = rem / world > 0, one more, smaller batch of s
- *      samples for every rank: rank r takes [base + rs, base + rs + s).  The
- *      last rem % world samples of the global order are dropped (none when
- *      world = 1: the usual "keep the last partial batch").  rf_config's
- *      drop_last = 1 maps to RF_PLAN_DROP, drop_last = 0 to RF_PLAN_KEEP.
+ *    - RF_PLAN_KEEP: when rem > 0, one more, smaller batch of s = ceil(rem /
+ *      world) samples for every rank.  With q = rem / world and m = rem %
+ *      world, rank r's real samples are the q + (r < m) positions from base +
+ *      rq + min(r, m): the first m ranks take q + 1, the others q and one pad
+ *      (RF_PLAN_ITEM_PAD, the same repeat as RF_PLAN_PAD's), so every rank's
+ *      tail batch has s samples, at most one of them a pad, world - m pads
+ *      in all when m > 0.  Nothing is dropped; with world = 1 or m = 0 there
+ *      is no pad (world = 1: the usual "keep the last partial batch").
+ *      rf_config's drop_last = 1 maps to RF_PLAN_DROP, drop_last = 0 to
+ *      RF_PLAN_KEEP.
  *
  * 3. Resume.  A position is the number of global positions consumed: k*G after
  *    k batches (the tail batch ends the epoch).  The state blob (below) holds
@@ -78,7 +83,7 @@
  *    batches are then split w' ways, so the ranks of the new job together
  *    receive exactly the samples of the full global batches the old job had
  *    not consumed; a last, partial global batch (tail KEEP) is shared out w'
- *    ways, so the up to w' - 1 samples it drops are not those w would have.
+ *    ways, padded as above for w'.
  *
  * ---------------------------------------------------------- I/O planning
  *
@@ -260,7 +265,8 @@ enum rf_plan_mode {
 enum rf_plan_tail {
 	RF_PLAN_DROP = 0, /* drop the last partial global batch (default) */
 	RF_PLAN_PAD = 1,  /* pad it to a full batch by repeats */
-	RF_PLAN_KEEP = 2, /* keep it as a smaller batch, equal on every rank */
+	RF_PLAN_KEEP = 2, /* keep it as a smaller batch, equal on every rank
+	                     (at most one pad a rank) */
 };
 
 /* Mode and tail policy names ("none", "chunks", "window", "full"; "drop",
@@ -358,7 +364,7 @@ int rf_plan_global(const rf_plan *plan, uint64_t pos, uint64_t *sample);
 int rf_plan_locate(const rf_plan *plan, uint64_t sample, uint64_t *chunk, uint32_t *offset);
 
 #define RF_PLAN_NO_READ UINT64_MAX
-#define RF_PLAN_ITEM_PAD 1u   /* a repeat added by RF_PLAN_PAD */
+#define RF_PLAN_ITEM_PAD 1u   /* a repeat added by RF_PLAN_PAD or RF_PLAN_KEEP */
 
 /* One sample as delivered to this rank. */
 typedef struct rf_plan_item {

@@ -647,6 +647,7 @@ static const char loader_doc_args[] =
 	"                  512 MiB the process's Loaders left at 0 share.\n"
 	"  drop_last       drop an epoch's last, partial batch (default True).  A\n"
 	"                  loader with no batch per epoch raises ValueError.\n"
+	"                  False: every sample, a few ranks repeating one.\n"
 	"  window          decoded chunks in the 'window' shuffle; 0: the dataset's\n"
 	"                  default (about 128 MiB of chunks, 2 to 1024).\n"
 	"  pinning         'ring' (a pinned ring, the default) or 'transient'.\n"

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Description: a loader whose epochs have no batch for its rank (batch_size
- * above the samples with drop_last, or a world larger than the data) opens,
- * streams nothing, and says so in a warning at open naming the samples, the
- * batch size and the world; a loader with batches logs no such warning.
+ * above the samples with drop_last, or a global batch larger than the data
+ * with drop_last) opens, streams nothing, and says so in a warning at open
+ * naming the samples, the batch size and the world; a loader with batches
+ * logs no such warning.  With the tail kept every rank has a batch, even in
+ * a world larger than the data (the ranks past it repeat the last sample).
  */
 #include "lt.h"
 
@@ -81,9 +83,15 @@ main(void)
 	/* Enough for one batch on one rank, none on each of two. */
 	LT_CHECK(run(dir, 32, 1, 1, 2) == 0);
 	expect_warning("world 2", "50 samples", "batch_size 32", "world 2");
-	/* A world above the samples: nothing even with the tail kept. */
-	LT_CHECK(run(dir, 1, 0, 3, 64) == 0);
+	/* A world above the samples: nothing with the tail dropped, one batch
+	 * on every rank with it kept (rank 60 has a pad, not an empty
+	 * epoch). */
+	LT_CHECK(run(dir, 1, 1, 3, 64) == 0);
 	expect_warning("world 64", "50 samples", "batch_size 1", "world 64");
+	LT_CHECK(run(dir, 1, 0, 3, 64) == 1);
+	LT_CHECK(nwarn == 0);
+	LT_CHECK(run(dir, 1, 0, 60, 64) == 1);
+	LT_CHECK(nwarn == 0);
 	/* Batches: no warning. */
 	LT_CHECK(run(dir, 64, 0, 0, 1) == 1);
 	LT_CHECK(nwarn == 0);

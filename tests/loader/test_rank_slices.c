@@ -5,11 +5,15 @@
  * with batches of G = world x B samples receives; rank r of `world` then
  * gets, as its batch k, the slice [rB, rB + B) of global batch k, for every
  * full global batch; with drop_last = 0 the last, partial global batch of
- * rem samples gives every rank s = rem / world of them, rank r the slice
- * [rs, rs + s) (none when s = 0); with drop_last = 1 nothing more.  Every
+ * rem samples gives every rank one more batch of ceil(rem / world): with
+ * q = rem / world and m = rem % world, rank r takes the q + (r < m)
+ * samples from rq + min(r, m), and a rank with q samples repeats its last
+ * one, so that every sample of the epoch is delivered exactly once apart
+ * from those world - m repeats; with drop_last = 1 nothing more.  Every
  * delivered row is checked, every field; batch.first_sample is the slice's
- * position.  File order, chunk and full shuffling; worlds 2, 3, 4 and 7;
- * B = 4 and 5; N = 251 samples in small chunks, so ranks skip chunks.
+ * position.  File order, chunk, window and full shuffling; worlds 2, 3, 4
+ * and 7; B = 4 and 5; N = 251 samples in small chunks, so ranks skip
+ * chunks.
  */
 #include "lt.h"
 
@@ -77,20 +81,30 @@ static void
 check_world(enum rf_shuffle mode, uint32_t world, uint32_t B, int drop_last)
 {
 	uint32_t G = world * B;
-	uint64_t nfull = N / G, rem = N % G, s = rem / world;
+	uint64_t nfull = N / G, rem = N % G, q = rem / world, m = rem % world;
+	uint64_t s = q + (m > 0);
 	/* The global order: one rank, batches of G, the tail kept. */
 	stream(mode, 0, 1, G, 0, &glob);
 	LT_CHECK(glob.nb == nfull + (rem > 0));
+	static uint32_t times[N];
+	memset(times, 0, sizeof(times));
 	for (uint32_t r = 0; r < world; r++) {
 		stream(mode, r, world, B, drop_last, &mine);
-		uint64_t want_nb = nfull + (!drop_last && s > 0);
+		uint64_t want_nb = nfull + (!drop_last && rem > 0);
 		int bad = mine.nb != want_nb;
 		for (uint64_t k = 0; k < mine.nb && k < want_nb && !bad; k++) {
-			uint64_t size = k < nfull ? B : s, off = k < nfull ? (uint64_t)r * B : r * s;
+			uint64_t size = k < nfull ? B : s, real = k < nfull ? B : q + (r < m);
+			uint64_t off = k < nfull ? (uint64_t)r * B : r * q + (r < m ? r : m);
 			bad |= mine.size[k] != size;
-			bad |= mine.first[k] != k * G + off;
-			for (uint64_t i = 0; i < size && !bad; i++)
+			if (real > 0)
+				bad |= mine.first[k] != k * G + off;
+			for (uint64_t i = 0; i < real && !bad; i++) {
 				bad |= mine.s[k][i] != glob.s[k][off + i];
+				times[mine.s[k][i]]++;
+			}
+			/* The pad repeats the rank's last real sample. */
+			for (uint64_t i = real; i < size && !bad; i++)
+				bad |= mine.s[k][i] != (i > 0 ? mine.s[k][i - 1] : mine.s[k - 1][B - 1]);
 		}
 		if (bad) {
 			fprintf(stderr, "shuffle %d, rank %u of %u, B %u, drop_last %d: %llu batches "
@@ -98,6 +112,23 @@ check_world(enum rf_shuffle mode, uint32_t world, uint32_t B, int drop_last)
 				r, world, B, drop_last, (unsigned long long)mine.nb,
 				(unsigned long long)want_nb);
 			lt_failures++;
+		}
+	}
+	/* The ranks together: every sample once, or none past the full global
+	 * batches with drop_last. */
+	for (uint64_t i = 0; i < N; i++) {
+		uint32_t want = 1;
+		if (drop_last) {
+			/* The samples the global order puts in its tail. */
+			for (uint64_t j = 0; j < rem && want; j++)
+				want = glob.s[nfull][j] != i;
+		}
+		if (times[i] != want) {
+			fprintf(stderr, "shuffle %d, world %u, B %u, drop_last %d: sample %llu "
+				"delivered %u times, want %u\n", (int)mode, world, B, drop_last,
+				(unsigned long long)i, times[i], want);
+			lt_failures++;
+			break;
 		}
 	}
 }
@@ -108,9 +139,10 @@ main(void)
 	snprintf(dir, sizeof(dir), "%s", lt_tmpdir("ranks"));
 	if (lt_pack(dir, "d", N, 0, 300, 0, 0) < 0)
 		return 1;
-	enum rf_shuffle modes[] = {RF_SHUFFLE_NONE, RF_SHUFFLE_CHUNKS, RF_SHUFFLE_FULL};
+	enum rf_shuffle modes[] = {RF_SHUFFLE_NONE, RF_SHUFFLE_CHUNKS, RF_SHUFFLE_WINDOW,
+				   RF_SHUFFLE_FULL};
 	uint32_t worlds[] = {2, 3, 4, 7};
-	for (size_t m = 0; m < 3; m++)
+	for (size_t m = 0; m < 4; m++)
 		for (size_t w = 0; w < 4; w++)
 			for (uint32_t B = 4; B <= 5; B++)
 				for (int drop = 0; drop <= 1; drop++)

@@ -287,6 +287,9 @@ test_stream(const struct mix_case *c)
 		int any;
 	} rs[64][MAXS];
 	memset(rs, 0, sizeof rs);
+	/* Each rank's last real item: what a kept tail's pad repeats. */
+	rf_mix_item last[64];
+	memset(last, 0, sizeof last);
 	uint64_t nbat = 0;
 	for (uint64_t e = 2; e < 4; e++) {
 		for (uint32_t r = 0; r < c->world; r++)
@@ -297,6 +300,11 @@ test_stream(const struct mix_case *c)
 			CHECK_CONT_MSG(start == e * E + (k < E / G ? k * G : (E / G) * G), "%s: position of "
 			      "batch %llu", c->name, (unsigned long long)k);
 			memset(hit, 0, G);
+			/* A kept tail ends the epoch: no draw is left out. */
+			if (k == nb - 1 && c->tail == RF_PLAN_KEEP)
+				CHECK_CONT_MSG(end == (e + 1) * E, "%s: epoch %llu ends at %llu, not %llu",
+				      c->name, (unsigned long long)e, (unsigned long long)end,
+				      (unsigned long long)((e + 1) * E));
 			for (uint32_t r = 0; r < c->world; r++) {
 				uint32_t n = 0;
 				CHECK_CONT_MSG(rf_mix_batch(m[r], k, buf, c->batch, &n) == 0, "batch");
@@ -304,16 +312,38 @@ test_stream(const struct mix_case *c)
 				      c->name, n);
 				/* A rank's slice is a run of positions: within 2 D_s
 				 * of p_s x its size too. */
-				uint32_t per[MAXS] = {0};
-				for (uint32_t i = 0; i < n; i++)
+				uint32_t per[MAXS] = {0}, real = 0;
+				for (uint32_t i = 0; i < n; i++) {
+					if (buf[i].item.flags & RF_PLAN_ITEM_PAD)
+						continue;
 					per[buf[i].source < MAXS ? buf[i].source : 0]++;
+					real++;
+				}
+				/* A kept tail gives each rank ceil(rem / world) items,
+				 * the ranks past the first rem % world a pad. */
+				uint64_t rem = (e + 1) * E - start, w = c->world;
+				if (k >= E / G && c->tail == RF_PLAN_KEEP)
+					CHECK_CONT_MSG(n == (rem + w - 1) / w &&
+						      real == rem / w + (r < rem % w), "%s: rank %u tail "
+						      "of %u with %u real, %llu in all", c->name, r, n, real,
+						      (unsigned long long)rem);
 				for (size_t s = 0; s < c->nsrc; s++)
-					CHECK_CONT_MSG(fabs(per[s] - rf_mix_share(m[r], s) * n) <=
+					CHECK_CONT_MSG(fabs(per[s] - rf_mix_share(m[r], s) * real) <=
 						      2 * rf_mix_bound(m[r], s) + 1e-9,
 					      "%s: rank %u batch %llu: %u of source %zu", c->name, r,
 					      (unsigned long long)k, per[s], s);
 				for (uint32_t i = 0; i < n; i++) {
 					const rf_mix_item *it = &buf[i];
+					if (it->item.flags & RF_PLAN_ITEM_PAD) {
+						CHECK_CONT_MSG(i == n - 1 && it->flags == 0 &&
+							      it->source == last[r].source &&
+							      it->item.sample == last[r].item.sample &&
+							      it->pos == last[r].pos, "%s: rank %u: pad at %u "
+							      "is not a repeat of the rank's last item", c->name,
+							      r, i);
+						continue;
+					}
+					last[r] = *it;
 					CHECK_CONT_MSG(it->pos >= start && it->pos < end, "%s: pos %llu outside "
 					      "[%llu, %llu)", c->name, (unsigned long long)it->pos,
 					      (unsigned long long)start, (unsigned long long)end);

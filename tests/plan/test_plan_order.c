@@ -5,8 +5,9 @@
  * a permutation of [0, N); the same seed and epoch give the same order and
  * another seed or epoch another one; the ranks' shares are disjoint, equal in
  * batch count, cover exactly the samples plan.h says they cover, and take the
- * documented slice of each global batch; pads repeat the documented sample;
- * the read sequence names every item's chunk, and the decoded-chunk window
+ * documented slice of each global batch (a kept tail loses no sample: the
+ * ranks past the first rem % world take one pad); pads repeat the documented
+ * sample; the read sequence names every item's chunk, and the decoded-chunk window
  * the items need never exceeds W (1 for none and chunks).
  */
 #include <errno.h>
@@ -95,14 +96,17 @@ check_case(const struct plan_case *c, enum rf_plan_mode mode, enum rf_plan_tail 
 
 	/* 3. Sharding. */
 	uint64_t nfull = N / G, base = nfull * G, rem = N - base;
+	/* KEEP: the tail of rem samples is shared out q = rem / world a rank,
+	 * one more for the first m = rem % world ranks; the others pad to
+	 * ceil(rem / world), so nothing is dropped and every rank has the same
+	 * batches of the same sizes. */
 	uint64_t expect_batches = nfull, covered = base, tail_s = 0;
-	if (tail == RF_PLAN_PAD && rem) {
+	uint64_t tail_q = rem / c->world, tail_m = rem % c->world;
+	if (tail != RF_PLAN_DROP && rem) {
 		expect_batches++;
 		covered = N;
-	} else if (tail == RF_PLAN_KEEP && rem / c->world) {
-		tail_s = rem / c->world;
-		expect_batches++;
-		covered = base + tail_s * c->world;
+		if (tail == RF_PLAN_KEEP)
+			tail_s = tail_q + (tail_m > 0);
 	}
 	CHECK_CONT_MSG(rf_plan_batches(p0) == expect_batches, "%s: %llu batches, expected %llu", name,
 	      (unsigned long long)rf_plan_batches(p0), (unsigned long long)expect_batches);
@@ -157,7 +161,9 @@ check_case(const struct plan_case *c, enum rf_plan_mode mode, enum rf_plan_tail 
 				if (k < nfull)
 					pos = k * G + (uint64_t)r * c->batch + i;
 				else if (tail == RF_PLAN_KEEP)
-					pos = base + r * tail_s + i;
+					pos = i < tail_q + (r < tail_m)
+						      ? base + r * tail_q + (r < tail_m ? r : tail_m) + i
+						      : N; /* a pad */
 				else
 					pos = base + (uint64_t)r * c->batch + i;
 				if (pos < N) {
@@ -172,7 +178,7 @@ check_case(const struct plan_case *c, enum rf_plan_mode mode, enum rf_plan_tail 
 					last_real = it->sample;
 				} else {
 					pads++;
-					CHECK_CONT_MSG(tail == RF_PLAN_PAD, "%s: position past N without padding", name);
+					CHECK_CONT_MSG(tail != RF_PLAN_DROP, "%s: position past N without padding", name);
 					CHECK_CONT_MSG(it->flags & RF_PLAN_ITEM_PAD, "%s: pad not flagged", name);
 					uint64_t want = last_real != UINT64_MAX ? last_real : order[N - 1];
 					CHECK_CONT_MSG(it->sample == want, "%s: pad repeats %llu, expected %llu", name,
@@ -223,6 +229,9 @@ check_case(const struct plan_case *c, enum rf_plan_mode mode, enum rf_plan_tail 
 	if (tail == RF_PLAN_PAD)
 		CHECK_CONT_MSG(pads == expect_batches * G - N || (rem == 0 && pads == 0), "%s: %llu pads", name,
 		      (unsigned long long)pads);
+	if (tail == RF_PLAN_KEEP)
+		CHECK_CONT_MSG(pads == (tail_m ? c->world - tail_m : 0), "%s: %llu pads, expected %llu", name,
+		      (unsigned long long)pads, (unsigned long long)(tail_m ? c->world - tail_m : 0));
 	free(owner);
 	free(seen);
 	free(order);

@@ -5,8 +5,9 @@
 # restarts; state_dict/load_state_dict resume exactly at the next batch,
 # within an epoch and at its end, and refuse a state of another loader;
 # shuffled (chunks) and sharded orders match the C loader rank by rank and
-# the ranks cover disjoint samples; a shuffled state resumes, also into a
-# job of another world size with the same global batch; full shuffling
+# the ranks cover disjoint samples (all of them with drop_last off); a
+# shuffled state resumes, also into a job of another world size with the
+# same global batch; full shuffling
 # matches the C loader, sharded, and resumes into another world size; a
 # window and a full pass deliver distinct samples; map=True gives the same
 # batches.
@@ -104,11 +105,14 @@ for bad in (dict(batch_size=32), dict(seed=1)):
     ld.close()
 
 # Shuffled and sharded orders: the same batches as the C loader, pass by
-# pass; the ranks together cover disjoint samples.
+# pass; the ranks together cover disjoint samples, and with drop_last=False
+# every sample: the ranks past the first (N % (world x B)) % world end their
+# kept tail on a repeat of their sample before it.
 for shuffle, seed, world, drop_last in (("chunks", 1, 1, True), ("chunks", 2, 3, True),
                                         ("chunks", 2, 3, False), ("none", 0, 4, False),
                                         ("full", 4, 1, False), ("full", 5, 3, True)):
     union = []
+    m = N % (B * world) % world
     for rank in range(world):
         want = c_order(B, drop_last, 2, shuffle, seed, 3, rank, world)
         ld = ringfeed.Loader(p, B, shuffle=shuffle, seed=seed, epoch=3, rank=rank,
@@ -117,11 +121,18 @@ for shuffle, seed, world, drop_last in (("chunks", 1, 1, True), ("chunks", 2, 3,
         check(got == want, "%s seed %d rank %d/%d drop_last %s differs from C" % (
             shuffle, seed, rank, world, drop_last))
         check(len(got[0]) == len(ld), "len %d vs %d batches" % (len(ld), len(got[0])))
-        union += [v for b in got[0] for v in b]
+        mine = [v for b in got[0] for v in b]
+        if not drop_last and m and rank >= m:
+            check(mine[-1] == mine[-2], "rank %d/%d: the tail's pad is no repeat" % (rank, world))
+            mine = mine[:-1]
+        union += mine
         if shuffle != "none":
             check(got[0] != got[1], "two epochs in the same order")
         ld.close()
     check(len(set(union)) == len(union), "ranks overlap")
+    if not drop_last:
+        check(sorted(union) == list(range(N)), "%s world %d: %d of %d samples delivered" % (
+            shuffle, world, len(set(union)), N))
 
 # Resume in a shuffled order, also with another world of the same global batch.
 want = c_order(32, True, 2, "chunks", 9, 0, 0, 2)
