@@ -688,12 +688,7 @@ typedef struct rf_config {
 
 	uint32_t io_depth;           /* reads in flight, at most RF_IO_DEPTH_MAX
 	                                (more is that) (map: unused); 0 (default):
-	                                32, but for whole chunks read through the
-	                                page cache from a device that reads far
-	                                ahead (read_ahead_kb), as many as keep 16
-	                                MiB of its readahead coming, at least 2
-	                                (more in flight read a cold first epoch up
-	                                to a quarter slower) */
+	                                the library's choice, 32 */
 	int direct;                  /* 1: O_DIRECT reads that bypass the page cache;
 	                                0: buffered; -1 (default): O_DIRECT unless the
 	                                dataset's stored bytes are at most a quarter of

@@ -7,12 +7,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -407,41 +404,6 @@ rf_io_engine(const rf_io *io)
 	if (io->http) /* the name is built in the reader's own buffer */
 		return rf_io_remote_engine((rf_io *)io);
 	return io->engine;
-}
-
-static uint64_t
-sysfs_kb(const char *path)
-{
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return 0;
-	unsigned long long kb = 0;
-	if (fscanf(f, "%llu", &kb) != 1)
-		kb = 0;
-	fclose(f);
-	return (uint64_t)kb;
-}
-
-uint64_t
-rf_io_readahead_bytes(const char *path)
-{
-#if RF_TEST_HOOKS
-	uint64_t hook = env_u64("RINGFEED_READAHEAD_KB", UINT64_MAX);
-	if (hook != UINT64_MAX)
-		return hook << 10;
-#endif
-	struct stat st;
-	if (!path || stat(path, &st) != 0 || major(st.st_dev) == 0)
-		return 0;
-	char p[96];
-	unsigned ma = major(st.st_dev), mi = minor(st.st_dev);
-	snprintf(p, sizeof p, "/sys/dev/block/%u:%u/queue/read_ahead_kb", ma, mi);
-	uint64_t kb = sysfs_kb(p);
-	if (!kb) { /* a partition: its disk's queue */
-		snprintf(p, sizeof p, "/sys/dev/block/%u:%u/../queue/read_ahead_kb", ma, mi);
-		kb = sysfs_kb(p);
-	}
-	return kb << 10;
 }
 
 int

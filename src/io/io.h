@@ -133,10 +133,4 @@ int rf_io_direct(const rf_io *io);
  * need 4096-aligned buffers, offsets and lengths. */
 int rf_io_file_direct(const rf_io *io, int file);
 
-/* The page cache's readahead for local file `path`, in bytes: its block
- * device's read_ahead_kb (sysfs, the whole disk's for a partition); 0 when
- * unknown (no block device: a network or in-memory file system).  The test
- * hook RINGFEED_READAHEAD_KB sets it. */
-uint64_t rf_io_readahead_bytes(const char *path);
-
 #endif

@@ -242,8 +242,6 @@ struct rf_loader {
 	struct {
 		uint32_t depth;          /* device buffers */
 		uint32_t io_depth;       /* reads in flight asked for */
-		uint32_t read_cap;       /* at most that many in flight, 0: no cap
-		                            (choose_io_depth in settings.c) */
 		uint32_t decode_threads; /* workers (0 in full mode: none run) */
 		int direct;              /* 1: O_DIRECT, 0: buffered */
 		enum rf_shuffle shuffle; /* the config's, or the resume blob's */
@@ -478,11 +476,6 @@ struct rf_loader {
 
 /* Completions taken from the reader engine at a time (reader, full). */
 #define RF_LD_REAP_MAX 64
-
-/* Bytes the page cache's readahead should keep coming for chunk reads
- * through it when the caller left io_depth at 0 (choose_io_depth in
- * settings.c). */
-#define RF_LD_READAHEAD_TARGET ((uint64_t)16 << 20)
 
 /* Wake-ups deferred to unlock_wake (sync.c). */
 enum { WAKE_CONS = 1u << 0, WAKE_STAGE = 1u << 1, WAKE_COPY = 1u << 2 };

@@ -307,8 +307,6 @@ rf_memplan_compute(const struct rf_memplan_in *in, struct rf_memplan *out, rf_di
 			mp.in_place = 0;
 	} else {
 		mp.qd = in->io_depth < mp.n_read ? in->io_depth : mp.n_read;
-		if (in->read_cap && mp.qd > in->read_cap)
-			mp.qd = in->read_cap;
 	}
 	/*
 	 * Map mode: a read is a chunk faulted in where it lies in its shard's
@@ -373,11 +371,6 @@ rf_memplan_describe(const struct rf_memplan_in *in, const struct rf_memplan *mp,
 			 "memory plan: pinned %s = %u slots of %" PRIu64 " bytes (%u read, %u staging); "
 			 "device %s = %u x %" PRIu64 " bytes", a, mp->nslots, mp->slot_bytes,
 			 mp->n_read, mp->n_stage, b, in->depth, bb);
-	if (in->read_cap && mp->qd == in->read_cap && !in->map && !in->full) {
-		size_t len = strlen(buf);
-		snprintf(buf + len, cap > len ? cap - len : 0, "; %u reads in flight (the page "
-			 "cache reads ahead of them)", mp->qd);
-	}
 	if (in->host_memory && !mp->in_place) {
 		/* Why a host device gets copies (and no batches in place). */
 		size_t len = strlen(buf);

@@ -37,9 +37,6 @@ struct rf_memplan_in {
 	uint32_t batch_size;     /* for messages */
 	uint32_t depth;          /* device buffers, resolved (1..RF_DEPTH_MAX) */
 	uint32_t io_depth;       /* reads in flight asked for, resolved */
-	uint32_t read_cap;       /* reads in flight at most, below io_depth,
-	                            which still counts the read slots (0: no cap):
-	                            chunks read through the page cache */
 	uint32_t window;         /* W in force (window shuffling), else 0 */
 	int mix;                 /* a mixture: `window` counts the chunks its
 	                            sources hold together, not one W */

@@ -25,7 +25,7 @@ rf_config_init(rf_config *cfg)
 	cfg->depth = 2;
 	cfg->pinned_bytes = 0; /* the process's default budget */
 	cfg->pinning = RF_PINNING_RING;
-	cfg->io_depth = 0; /* the library's choice: 32, or 2 (choose_io_depth, settings.c) */
+	cfg->io_depth = 0; /* the library's choice: 32 (settings.c) */
 	cfg->direct = -1;
 	cfg->decode_threads = 0; /* auto: see decode_threads_auto (settings.c) */
 	cfg->verify = 1;

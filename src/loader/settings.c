@@ -240,50 +240,6 @@ choose_seq_map(rf_loader *ld)
 	       "decode workers (the dataset fits in the page cache, %ld CPUs)", usable_cpus());
 }
 
-/*
- * io_depth = 0 (the default) is 32 reads in flight, but fewer for whole
- * chunks read through the page cache from a device that reads far ahead.
- * The kernel reads ahead of a buffered read on its own (read_ahead_kb):
- * about twice the readahead per read in file order (the window, and the
- * next one started asynchronously), a chunk's bytes at most in chunk
- * order.  Reads in flight are as many as keep RF_LD_READAHEAD_TARGET
- * bytes coming, at least 2, and 32 when that takes more (or the readahead
- * is unknown).  More than that were slower, not faster: on a virtual disk
- * with 8 MiB readahead (2 in flight), cold first epochs, six runs each,
- * 4 MiB chunks 1.17-1.48 GB/s against 0.93-1.39 with 32, 18 MiB chunks
- * 1.44-1.63 against 0.81-1.71, chunk order 1.14-1.31 against 0.96-1.40;
- * with its readahead set to 128 KiB, 18 MiB chunks 1.21-1.32 with 2
- * against 1.60-1.61 with 32 (which this rule keeps there).  Hot passes
- * the same.  The read slots are counted from 32 still: reads run as far
- * ahead of the consumer.  O_DIRECT reads, a full shuffle's sample reads,
- * mixtures and remote shards keep 32: nothing reads ahead of them.  A
- * depth set by the caller is kept.
- */
-static void
-choose_io_depth(rf_loader *ld)
-{
-	if (ld->cfg.io_depth || ld->resolved.direct || ld->map.on || ld->full.on || ld->mix ||
-	    rf_ld_has_remote(ld) || !ld->nchunks)
-		return;
-	uint64_t ra = rf_io_readahead_bytes(rf_dataset_shard_path(ld->ds, 0));
-	if (!ra)
-		return;
-	uint64_t per = 2 * ra;
-	if (ld->resolved.shuffle != RF_SHUFFLE_NONE) {
-		uint64_t stored = 0;
-		for (uint64_t c = 0; c < ld->nchunks; c++)
-			stored += ld->chunks[c].stored_bytes;
-		if (stored / ld->nchunks < per)
-			per = stored / ld->nchunks ? stored / ld->nchunks : 1;
-	}
-	uint64_t q = (RF_LD_READAHEAD_TARGET + per - 1) / per;
-	if (q >= ld->resolved.io_depth)
-		return;
-	ld->resolved.read_cap = q < 2 ? 2 : (uint32_t)q;
-	rf_log(&ld->diag, RF_LOG_DEBUG, "reads: %u in flight (through the page cache, which "
-	       "reads %" PRIu64 " KiB ahead)", ld->resolved.read_cap, ra >> 10);
-}
-
 /* rf_config.tokens: *tok is the selected field to split into int32 inputs
  * and targets (UINT32_MAX: none), after the checks the header lists. */
 static int
@@ -366,7 +322,6 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		.batch_size = cfg->batch_size,
 		.depth = ld->resolved.depth,
 		.io_depth = ld->resolved.io_depth,
-		.read_cap = ld->resolved.read_cap,
 		.window = ld->mix ? rf_ld_mix_held_max(ld) : ld->full.window ? 0 : ld->resolved.window,
 		.mix = ld->mix != NULL,
 		.full = ld->full.on,
@@ -584,7 +539,6 @@ rf_ld_resolve_settings(rf_loader *ld)
 	choose_direct(ld);
 	choose_seq_map(ld);
 	rf_ld_window_choose_map(ld);
-	choose_io_depth(ld);
 	/* Full shuffling from memory: a dataset read through the page cache
 	 * (buffered, chosen above because it fits, or map asked for) is
 	 * copied sample by sample from the mapped shards: a read call per

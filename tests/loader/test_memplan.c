@@ -40,83 +40,75 @@ struct row {
 	uint64_t bspan;
 	unsigned nbounce;
 	uint64_t dev_bytes;
-	/* input, last so the rows above leave it 0: reads in flight at most */
-	uint32_t read_cap;
 };
 
 /* B = 32 x 784 bytes: a batch of 25088 bytes (98 x 256), 28672 aligned. */
 static const struct row rows[] = {
 	{"cuda, 64 MiB, 100 chunks of 1 MiB", 32, 784, MIB, 100, 64 * MIB, 2, 32, 0,
 	 0, 0, 1, 0, 0, 1, 8ull << 30,
-	 0, {0}, MIB, 64, 60, 4, 64, MIB, 32, 0, 0, 0, 2 * 25088, 0},
+	 0, {0}, MIB, 64, 60, 4, 64, MIB, 32, 0, 0, 0, 2 * 25088},
 	{"host: in place, no device buffers", 32, 784, MIB, 100, 64 * MIB, 2, 32, 0,
 	 0, 0, 1, 0, 1, 1, 8ull << 30,
-	 0, {0}, MIB, 64, 60, 4, 64, MIB, 32, 1, 0, 0, 0, 0},
+	 0, {0}, MIB, 64, 60, 4, 64, MIB, 32, 1, 0, 0, 0},
 	{"spare reads go to staging (10 chunks)", 32, 784, MIB, 10, 64 * MIB, 2, 32, 0,
 	 0, 0, 1, 0, 0, 1, 8ull << 30,
-	 0, {0}, MIB, 30, 14, 16, 30, MIB, 14, 0, 0, 0, 2 * 25088, 0},
+	 0, {0}, MIB, 30, 14, 16, 30, MIB, 14, 0, 0, 0, 2 * 25088},
 	{"host, ring too small to lend depth 8: copies", 32, 784, MIB, 100, 4 * MIB, 8, 32, 0,
 	 0, 0, 1, 0, 1, 1, 8ull << 30,
-	 0, {0}, MIB, 4, 2, 2, 4, MIB, 2, 0, 0, 0, 8 * 25088, 0},
+	 0, {0}, MIB, 4, 2, 2, 4, MIB, 2, 0, 0, 0, 8 * 25088},
 	{"slots capped at 4096", 32, 784, MIB, 100000, 8192 * MIB, 2, 32, 0,
 	 0, 0, 1, 0, 0, 0, 0,
-	 0, {0}, MIB, 4096, 4092, 4, 4096, MIB, 32, 0, 0, 0, 2 * 25088, 0},
+	 0, {0}, MIB, 4096, 4092, 4, 4096, MIB, 32, 0, 0, 0, 2 * 25088},
 	{"pinned_bytes below two slots", 32, 784, MIB, 100, MIB, 2, 32, 0,
 	 0, 0, 1, 0, 0, 1, 8ull << 30,
 	 RF_EMEMPLAN, {"pinned_bytes 1.00 MiB holds 1 slot(s) of 1048576 bytes",
-		       "24.5 KiB for batch_size 32", "raise pinned_bytes to at least 2.00 MiB"}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+		       "24.5 KiB for batch_size 32", "raise pinned_bytes to at least 2.00 MiB"}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 	{"window W = 20 in 16 MiB", 32, 784, MIB, 100, 16 * MIB, 2, 32, 20,
 	 0, 0, 1, 0, 0, 1, 8ull << 30,
 	 RF_EMEMPLAN, {"W = 20 chunks needs W + 2 = 22 read slots and a staging one, 23 slots "
 		       "of 1.00 MiB", "holds 16: raise pinned_bytes to 24117248 (23.00 MiB; "
 		       "27262976 (26.00 MiB) for 4 staging slots, full speed)",
-		       "set window to 13 or less on every rank"}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+		       "set window to 13 or less on every rank"}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 	/* The window's reads come first: the staging share gives way. */
 	{"window W = 13 in 16 MiB: one staging slot", 32, 784, MIB, 100, 16 * MIB, 2, 32, 13,
 	 0, 0, 1, 0, 0, 1, 8ull << 30,
-	 0, {0}, MIB, 16, 15, 1, 16, MIB, 15, 0, 0, 0, 2 * 25088, 0},
+	 0, {0}, MIB, 16, 15, 1, 16, MIB, 15, 0, 0, 0, 2 * 25088},
 	{"window W = 11 in 16 MiB: three staging slots", 32, 784, MIB, 100, 16 * MIB, 2, 32, 11,
 	 0, 0, 1, 0, 0, 1, 8ull << 30,
-	 0, {0}, MIB, 16, 13, 3, 16, MIB, 13, 0, 0, 0, 2 * 25088, 0},
+	 0, {0}, MIB, 16, 13, 3, 16, MIB, 13, 0, 0, 0, 2 * 25088},
 	/* Batch-sized slots (chunks of 4 KiB): the batch_size that fits. */
 	{"window W = 2, batches larger than chunks", 32, 784, 4096, 100, 4 * 28672, 2, 32, 2,
 	 0, 0, 1, 0, 0, 1, 8ull << 30,
 	 RF_EMEMPLAN, {"5 slots of 28.0 KiB (the larger of a batch, 24.5 KiB for batch_size 32, "
 		       "and the largest chunk read, 4.0 KiB)", "raise pinned_bytes to 143360",
 		       "lower batch_size to 26 or less, or set window to 1 or less"},
-	 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+	 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 	{"window W = 20 in 32 MiB", 32, 784, MIB, 100, 32 * MIB, 2, 32, 20,
 	 0, 0, 1, 0, 0, 1, 8ull << 30,
-	 0, {0}, MIB, 32, 28, 4, 32, MIB, 28, 0, 0, 0, 2 * 25088, 0},
+	 0, {0}, MIB, 32, 28, 4, 32, MIB, 28, 0, 0, 0, 2 * 25088},
 	{"device without the free memory", 32, 784, MIB, 100, 64 * MIB, 2, 32, 0,
 	 0, 0, 1, 0, 0, 1, 40000,
 	 RF_EMEMPLAN, {"device buffers need 49.0 KiB (depth 2 x batch 24.5 KiB for batch_size 32)",
-		       "test-device has only 39.1 KiB free", "lower batch_size or depth"}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+		       "test-device has only 39.1 KiB free", "lower batch_size or depth"}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 	{"device free memory unknown: not checked", 32, 784, MIB, 100, 64 * MIB, 2, 32, 0,
 	 0, 0, 1, 0, 0, 0, 40000,
-	 0, {0}, MIB, 64, 60, 4, 64, MIB, 32, 0, 0, 0, 2 * 25088, 0},
+	 0, {0}, MIB, 64, 60, 4, 64, MIB, 32, 0, 0, 0, 2 * 25088},
 	{"map: the ring is the staging slots, a batch each", 32, 784, MIB, 100, 64 * MIB, 2, 32,
 	 0, 0, 1, 0, 0, 0, 1, 8ull << 30,
-	 0, {0}, MIB, 64, 60, 4, 4, 28672, 32, 0, 0, 0, 2 * 25088, 0},
+	 0, {0}, MIB, 64, 60, 4, 4, 28672, 32, 0, 0, 0, 2 * 25088},
 	{"full, O_DIRECT, checksums: bounce areas", 32, 784, MIB, 100, MIB, 2, 32, 0,
 	 1, 0, 1, 1, 0, 1, 8ull << 30,
-	 0, {0}, 28672, 36, 0, 25, 36, 28672, 32, 0, 8192, 11, 2 * 25088, 0},
+	 0, {0}, 28672, 36, 0, 25, 36, 28672, 32, 0, 8192, 11, 2 * 25088},
 	{"full, buffered: no bounce", 32, 784, MIB, 100, MIB, 2, 32, 0,
 	 1, 0, 0, 1, 0, 1, 8ull << 30,
-	 0, {0}, 28672, 36, 0, 36, 36, 28672, 32, 0, 0, 0, 2 * 25088, 0},
+	 0, {0}, 28672, 36, 0, 36, 36, 28672, 32, 0, 0, 0, 2 * 25088},
 	{"full, two slots: no room for bounce areas", 32, 784, MIB, 100, 2 * 28672, 2, 32, 0,
 	 1, 0, 1, 1, 0, 1, 8ull << 30,
 	 RF_EMEMPLAN, {"pinned_bytes 57344 holds 2 slots of 28672 bytes",
-		       "shuffle full needs at least 3", 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-	{"buffered, 2 reads in flight: the read slots as at 32", 32, 784, MIB, 100, 64 * MIB, 2,
-	 32, 0, 0, 0, 0, 0, 0, 1, 8ull << 30,
-	 0, {0}, MIB, 64, 60, 4, 64, MIB, 2, 0, 0, 0, 2 * 25088, 2},
-	{"a cap above the depth: the depth", 32, 784, MIB, 10, 64 * MIB, 2, 8, 0,
-	 0, 0, 0, 0, 0, 1, 8ull << 30,
-	 0, {0}, MIB, 30, 14, 16, 30, MIB, 8, 0, 0, 0, 2 * 25088, 16},
+		       "shuffle full needs at least 3", 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 	{"a batch too large to size", 32, 0, MIB, 100, 64 * MIB, 2, 32, 0,
 	 0, 0, 1, 0, 0, 1, 8ull << 30,
-	 RF_EMEMPLAN, {"a batch of 32 samples is too large: lower batch_size", 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+	 RF_EMEMPLAN, {"a batch of 32 samples is too large: lower batch_size", 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static int failures;
@@ -168,7 +160,6 @@ run(const struct row *r)
 		.batch_size = r->B,
 		.depth = r->depth,
 		.io_depth = r->io_depth,
-		.read_cap = r->read_cap,
 		.window = r->window,
 		.full = r->full,
 		.map = r->map,
@@ -331,16 +322,10 @@ main(void)
 					.dev_desc = "test-device"};
 				rf_diag ld;
 				rf_diag_init(&ld, NULL, NULL);
-				struct rf_memplan lp, cp;
-				/* Capped reads in flight (buffered): the same slots. */
-				struct rf_memplan_in ci = li;
-				ci.direct = 0;
-				ci.read_cap = 2;
+				struct rf_memplan lp;
 				int ok = rf_memplan_compute(&li, &lp, &ld) == 0 &&
 					 lp.n_read == lean[i].n_read && lp.n_stage == lean[i].n_stage &&
-					 lp.in_place && lp.n_read >= lean[i].window + 2 &&
-					 rf_memplan_compute(&ci, &cp, &ld) == 0 && cp.n_read == lp.n_read &&
-					 cp.n_stage == lp.n_stage && cp.qd == 2;
+					 lp.in_place && lp.n_read >= lean[i].window + 2;
 				if (!ok) {
 					fprintf(stderr, "lean %zu (%" PRIu64 " MiB): read %u stage %u (%s)\n",
 						i, budget >> 20, lp.n_read, lp.n_stage, ld.msg);
@@ -365,19 +350,6 @@ main(void)
 				   "4 staging); device 49.0 KiB = 2 x 25088 bytes";
 		if (strcmp(line, want)) {
 			fprintf(stderr, "describe: \"%s\"\n   want \"%s\"\n", line, want);
-			failures++;
-		}
-	} else {
-		failures++;
-	}
-	/* Reads in flight capped: said in the line. */
-	in.direct = 0;
-	in.read_cap = 2;
-	if (rf_memplan_compute(&in, &mp, &d) == 0) {
-		rf_memplan_describe(&in, &mp, line, sizeof line);
-		if (!strstr(line, "(60 read, 4 staging); device 49.0 KiB = 2 x 25088 bytes; 2 reads in "
-			    "flight (the page cache reads ahead of them)")) {
-			fprintf(stderr, "describe, capped: \"%s\"\n", line);
 			failures++;
 		}
 	} else {
