@@ -280,6 +280,14 @@ loader_take(LoaderObject *self)
 			return rfpy_raise(rc, NULL, rf_loader_errmsg(c->ld));
 		}
 	}
+	/* A signal that came during the waits above (Ctrl-C in the last slice
+	 * of a wait) would raise as this call returns, and the batch returned
+	 * would be lost to the caller: raise now and keep the batch for the
+	 * next call, which hands it out in its turn. */
+	if (PyErr_CheckSignals() < 0) {
+		c->stash = b;
+		return NULL;
+	}
 	self->in_epoch++;
 	self->fresh = 0;
 	return make_batch_dict(self, b);
