@@ -320,6 +320,23 @@ loader_len(LoaderObject *self)
 	return (Py_ssize_t)self->nbatches;
 }
 
+/* loader[i]: no such thing, said so that a DataLoader given the Loader
+ * itself (a map-style dataset to it, indexed in its workers) explains what
+ * to do instead. */
+static PyObject *
+loader_getitem(LoaderObject *self, PyObject *key)
+{
+	(void)self;
+	(void)key;
+	PyErr_SetString(PyExc_TypeError,
+			"ringfeed.Loader is iterated, not indexed: it yields whole batches. "
+			"Iterate it directly; a torch DataLoader must not be given it as its "
+			"dataset. With DataLoader workers, open a Loader in each worker (an "
+			"IterableDataset taking its share by rank and world: docs/python.md, "
+			"\"Processes and DataLoader workers\")");
+	return NULL;
+}
+
 static PyObject *
 loader_close(LoaderObject *self, PyObject *unused)
 {
@@ -696,6 +713,7 @@ static PyType_Slot loader_slots[] = {
 	{Py_tp_methods, loader_methods},
 	{Py_tp_getset, loader_getset},
 	{Py_sq_length, RFPY_FN(loader_len)},
+	{Py_mp_subscript, RFPY_FN(loader_getitem)},
 	{Py_tp_iter, RFPY_FN(loader_iter)},
 	{Py_tp_init, RFPY_FN(rfpy_loader_init_args)},
 	{Py_tp_new, RFPY_FN(PyType_GenericNew)},

@@ -7,7 +7,9 @@
 # epoch over, not to go on from where the skip stopped; negative or too large
 # integers raise OverflowError (they used to wrap); a dl_device that is not
 # a tuple raises TypeError; ds[i] from several threads at once, with a close
-# racing them, reads right values or raises "closed".
+# racing them, reads right values or raises "closed"; loader[i] (what a
+# DataLoader given the Loader as its dataset does) raises TypeError naming
+# the recipe for DataLoader workers.
 import os
 import threading
 
@@ -200,3 +202,14 @@ try:
 except ValueError:
     pass
 print("ok")
+
+# A Loader is iterated, not indexed: a DataLoader given it as its dataset
+# indexes it, and is told what to do instead.
+ld = ringfeed.Loader(p, B, **opts)
+try:
+    ld[0]
+    check(False, "loader[0] accepted")
+except TypeError as e:
+    check("Processes and DataLoader workers" in str(e), "loader[0]: %s" % e)
+check(sum(1 for _ in ld) == len(ld), "the loader still iterates")
+ld.close()

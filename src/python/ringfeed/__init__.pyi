@@ -4,7 +4,7 @@
 # checks that the two agree.
 import os
 from types import TracebackType
-from typing import Any, Dict, Iterable, Iterator, List, Literal, Mapping, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Dict, Iterable, Iterator, List, Literal, Mapping, NoReturn, Optional, Sequence, Tuple, Union, overload
 
 _Path = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 _Paths = Union[_Path, Sequence[_Path]]
@@ -115,6 +115,7 @@ class Loader:
     # With tensors="torch", the values are torch tensors (pairs of them).
     def __iter__(self) -> Iterator[Dict[str, Any]]: ...
     def __len__(self) -> int: ...
+    def __getitem__(self, key: object) -> NoReturn: ...  # TypeError: iterate it
     def __enter__(self) -> "Loader": ...
     def __exit__(self, exc_type: Optional[type], exc: Optional[BaseException],
                  tb: Optional[TracebackType]) -> bool: ...
