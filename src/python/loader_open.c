@@ -53,8 +53,9 @@ rfpy_loader_open_core(LoaderObject *self, uint64_t epoch, const void *resume, si
 	self->busy = 0;
 	if (rc < 0) {
 		PyMem_Free(c);
-		if (rc == RF_EMEMPLAN) {
-			/* The library's figures count the spare buffer. */
+		if (rc == RF_EMEMPLAN && strstr(msg, "depth")) {
+			/* The library's figures count the spare buffer (said where
+			 * the message speaks of depth, not of the pinned slots). */
 			size_t n = strlen(msg);
 			snprintf(msg + n, sizeof(msg) - n,
 				 " (the Python loader opens depth + %d = %u device buffers: "
