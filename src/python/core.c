@@ -69,6 +69,12 @@ rfpy_core_retire(struct core *c)
 {
 	if (!c)
 		return;
+	if (c->kept) {
+		/* Its batch goes back (held drops) before c is retired. */
+		PyObject *k = c->kept;
+		c->kept = NULL;
+		Py_DECREF(k);
+	}
 	c->retired = 1;
 	if (c->stash) {
 		const rf_batch *b = c->stash;

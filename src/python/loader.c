@@ -231,6 +231,13 @@ loader_take(LoaderObject *self)
 		return NULL;
 	}
 	struct core *c = self->core;
+	if (c->kept) {
+		PyObject *d = c->kept;
+		c->kept = NULL;
+		self->in_epoch++;
+		self->fresh = 0;
+		return d;
+	}
 	if (c->stash) {
 		b = c->stash;
 		c->stash = NULL;
@@ -288,9 +295,17 @@ loader_take(LoaderObject *self)
 		c->stash = b;
 		return NULL;
 	}
+	PyObject *d = make_batch_dict(self, b);
+	if (!d)
+		return NULL;
+	/* And one that came while the dict was made: keep the dict. */
+	if (PyErr_CheckSignals() < 0) {
+		c->kept = d;
+		return NULL;
+	}
 	self->in_epoch++;
 	self->fresh = 0;
-	return make_batch_dict(self, b);
+	return d;
 }
 
 static PyObject *
@@ -516,7 +531,8 @@ loader_get_held(LoaderObject *self, void *unused)
 	/* The consumer's batches: the stash is the loader's own. */
 	if (!self->core)
 		return PyLong_FromLong(0);
-	return PyLong_FromUnsignedLong(self->core->held - (self->core->stash ? 1 : 0));
+	return PyLong_FromUnsignedLong(self->core->held - (self->core->stash ? 1 : 0) -
+				       (self->core->kept ? 1 : 0));
 }
 
 static PyObject *
@@ -567,7 +583,8 @@ loader_repr(LoaderObject *self)
 		(unsigned long long)self->samples,
 		self->cfg.batch_size, (unsigned long long)self->nbatches,
 		(unsigned long long)self->epoch, dev, self->cfg.depth,
-		self->core->held - (self->core->stash ? 1u : 0u), self->rank, self->world,
+		self->core->held - (self->core->stash ? 1u : 0u) - (self->core->kept ? 1u : 0u),
+		self->rank, self->world,
 		src) : NULL;
 	Py_XDECREF(src);
 	Py_XDECREF(dev);

@@ -32,7 +32,10 @@ struct core {
 	rf_loader *ld;
 	uint32_t held;           /* batches taken and not yet released (stash included) */
 	int retired;             /* the Loader let go: close when held reaches 0 */
-	const rf_batch *stash;   /* first batch of the next epoch, taken early */
+	const rf_batch *stash;   /* first batch of the next epoch, taken early; or
+	                            one whose next() a signal interrupted */
+	PyObject *kept;          /* a batch's dict made, then a signal came:
+	                            the next next() returns it (GIL) */
 	DLDevice device;
 	int have_epoch0;         /* c_epoch0 is known */
 	uint64_t c_epoch0;       /* rf_batch.epoch of the first batch taken */

@@ -40,7 +40,7 @@ rfpy_loader_state_dict(LoaderObject *self, PyObject *unused)
 	 * by the library but not yet to the caller: the library's position is
 	 * one batch past the caller's.  Without a blob, a load skips the
 	 * batches the caller had (in_epoch) instead. */
-	if (self->in_epoch > 0 && !self->core->stash) {
+	if (self->in_epoch > 0 && !self->core->stash && !self->core->kept) {
 		unsigned char buf[RF_STATE_MAX];
 		size_t len = 0;
 		int rc = rf_loader_state_save(self->core->ld, buf, sizeof(buf), &len);
