@@ -249,6 +249,19 @@ lt_row_ok(const rf_batch *b, uint32_t i, uint64_t g)
 	return 1;
 }
 
+/* rf_loader_open on cfg, a failed check (with the open error) when it
+ * fails: the loader, or NULL. */
+static inline rf_loader *
+lt_open(const rf_config *cfg)
+{
+	rf_loader *ld = NULL;
+	int rc = rf_loader_open(&ld, cfg);
+	LT_CHECK(rc == 0);
+	if (rc < 0)
+		fprintf(stderr, "open: %s\n", rf_loader_last_open_error());
+	return rc == 0 ? ld : NULL;
+}
+
 /* Open a loader on cfg and take every batch to the end: each row checked
  * (lt_row_ok) and its sample kept in out (at most cap), each batch released;
  * *st (when not NULL) gets rf_loader_stats before the close.  Returns the
@@ -260,13 +273,12 @@ lt_stream_rows(const rf_config *cfg, uint64_t *out, size_t cap, rf_stats *st)
 		memset(st, 0, sizeof(*st));
 		st->size = sizeof(*st);
 	}
-	rf_loader *ld = NULL;
-	int rc = rf_loader_open(&ld, cfg);
-	LT_CHECK(rc == 0);
-	if (rc)
+	rf_loader *ld = lt_open(cfg);
+	if (!ld)
 		return 0;
 	size_t n = 0;
 	const rf_batch *b;
+	int rc;
 	while ((rc = rf_loader_next(ld, &b)) == 0 && b) {
 		for (uint32_t i = 0; i < b->samples; i++) {
 			uint64_t g = lt_row_sample(b, i);

@@ -30,13 +30,8 @@ open_full(uint32_t batch, uint64_t epochs, const char *delay_ms)
 	/* The full thread and the consumer's alone. */
 	setenv("RINGFEED_FULL_FILLERS", "0", 1);
 	setenv("RINGFEED_FULL_FILL_DELAY_MS", delay_ms, 1);
-	rf_loader *ld = NULL;
 	/* Read by the full thread as it starts: left set. */
-	int rc = rf_loader_open(&ld, &cfg);
-	LT_CHECK(rc == 0);
-	if (rc < 0)
-		fprintf(stderr, "open: %s\n", rf_loader_last_open_error());
-	return rc == 0 ? ld : NULL;
+	return lt_open(&cfg);
 }
 
 /* b is batch k of the plan's epoch e: its first sample and every row. */

@@ -25,12 +25,7 @@ open_one(const char *name, enum rf_shuffle shuffle, int map)
 	cfg.map = map;
 	cfg.verify = 1;
 	cfg.pinned_bytes = 1 << 20;
-	rf_loader *ld = NULL;
-	int rc = rf_loader_open(&ld, &cfg);
-	LT_CHECK(rc == 0);
-	if (rc < 0)
-		fprintf(stderr, "open: %s\n", rf_loader_last_open_error());
-	return rc == 0 ? ld : NULL;
+	return lt_open(&cfg);
 }
 
 /* Every way of asking for a batch says the stream has ended, with code. */
