@@ -699,8 +699,10 @@ typedef struct rf_config {
 	 * reported in rf_stats.decode_threads: uncompressed, 1 below 4 CPUs
 	 * and one per two CPUs from 4, at most 8 (the workers check and copy
 	 * their chunks into the batches together, at memory speed; on 2 CPUs
-	 * a second worker only takes a core from the consumer); compressed,
-	 * one per CPU, at most 8.  Above RF_DECODE_THREADS_MAX: lowered to it.
+	 * a second worker only takes a core from the consumer), except shuffle
+	 * window over read slots (O_DIRECT or remote shards), 2 from 2 CPUs:
+	 * its gather is one thread in turn, and the second checks the next
+	 * chunk meanwhile; compressed, one per CPU, at most 8.  Above RF_DECODE_THREADS_MAX: lowered to it.
 	 * Shuffle full (and window) from memory decodes nothing: as many
 	 * threads copy samples from the maps into batches, the full thread
 	 * and decode_threads - 1 more (none on 2 CPUs, where the consumer's

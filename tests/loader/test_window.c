@@ -137,6 +137,34 @@ test_ranks(uint64_t n)
 	free(hit);
 }
 
+/* Window shuffling over O_DIRECT reads, decode_threads left to the
+ * library: two workers where two CPUs may run them (one checks the next
+ * chunk while the other gathers), and the caller's count kept. */
+static void
+test_window_workers(void)
+{
+	static const struct knobs knob[] = {
+		{240 << 10, 2, 0, 0, 1, "default"},
+		{240 << 10, 2, 1, 0, 1, "one asked for"},
+	};
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	for (size_t i = 0; i < 2; i++) {
+		rf_loader *ld;
+		int rc = open_loader(&ld, RF_SHUFFLE_WINDOW, 0, 7, 0, 1, 16, 1, 0, &knob[i]);
+		LT_CHECK(rc == 0);
+		if (rc < 0)
+			continue;
+		rf_stats st = stats_of(ld);
+		if (strcmp(st.io_engine, "io_uring") == 0 && st.io_direct) {
+			if (knob[i].threads)
+				LT_CHECK(st.decode_threads == knob[i].threads);
+			else if (ncpu >= 2)
+				LT_CHECK(st.decode_threads >= 2);
+		}
+		rf_loader_close(&ld);
+	}
+}
+
 static void
 test_memplan(void)
 {
@@ -316,6 +344,7 @@ main(int argc, char **argv)
 	rf_dataset_close(&ds);
 
 	test_ranks(n);
+	test_window_workers();
 	/* The window that holds chunks (test_window_mem.c: from memory,
 	 * where nothing is held). */
 	setenv("RINGFEED_WINDOW_HOLD", "1", 1);
