@@ -190,15 +190,91 @@ fill_flush_if_full_locked(rf_loader *ld)
 	return rc;
 }
 
-/* The window and mixtures hold chunks past their turn and gather from
- * several: they keep the copies in the turn, as one worker does.  So do
- * batches in place: they are staged in the turn, and a copied batch before
- * them, staged later by its last copier, would be handed out after them. */
+/*
+ * The window holds chunks past their turn and gathers from several: its
+ * copies may leave the turn only where every chunk stays in its read slot
+ * as read (uncompressed, no map, no image step) and nothing is checked in
+ * the batch in the turn (window.sums) or substituted (on_error skip).  A
+ * chunk let go in a turn then keeps its slot until that turn's copies are
+ * made (rf_ld_fill_unref_later).
+ */
+static int
+window_fill_ok(const rf_loader *ld)
+{
+	if (!ld->window.on || ld->mix || ld->map.on || ld->image || ld->window.sums ||
+	    ld->skip.on)
+		return 0;
+	for (uint64_t c = 0; c < ld->nchunks; c++)
+		if (ld->chunks[c].codec != RF_CODEC_NONE)
+			return 0;
+	return 1;
+}
+
+/* Mixtures hold chunks past their turn and gather from several: they keep
+ * the copies in the turn, as one worker does; so does the window, but
+ * where window_fill_ok.  So do batches in place: they are staged in the
+ * turn, and a copied batch before them, staged later by its last copier,
+ * would be handed out after them. */
 static void
 fill_choose(rf_loader *ld)
 {
-	ld->gather.defer = ld->nworkers > 1 && !ld->window.on && !ld->mix && ld->gather.fq &&
-			   !ld->gather.inplace_ok;
+	ld->gather.defer = ld->nworkers > 1 && (!ld->window.on || window_fill_ok(ld)) &&
+			   !ld->mix && ld->gather.fq && !ld->gather.inplace_ok;
+}
+
+/*
+ * The window's parallel fill: a turn's noted copies read chunks it let go
+ * of (rf_ld_window_entry_release) and chunks still held when it ends,
+ * which a later turn may let go of while these copies are made.  So the
+ * slots of the first are returned only after the copies (fill_unref_now),
+ * and the second get a reference more at the turn's end (fill_pin_locked),
+ * dropped then too.  A turn lets go of at most the chunks held at its start
+ * and the one it holds (window.cap + 1) and ends holding at most
+ * window.cap; past that (never) the stream fails rather than return a slot
+ * too early.
+ */
+void
+rf_ld_fill_unref_later(rf_loader *ld, unsigned slot)
+{
+	struct worker *w = &ld->workers[ld->gather.sink_worker];
+	if (w->nunref < w->unref_cap) {
+		w->unref[w->nunref++] = slot;
+		return;
+	}
+	pthread_mutex_lock(&ld->mu);
+	rf_ld_fail_locked(ld, -EOVERFLOW, "loader: window: more chunks let go in one turn "
+			  "than the window holds");
+	pthread_mutex_unlock(&ld->mu);
+}
+
+/* The end of worker w's turn (mu held): the chunks the window holds stay
+ * in their slots until w's noted copies are made. */
+static void
+fill_pin_locked(rf_loader *ld, struct worker *w)
+{
+	if (!ld->window.on || w->sink.n == 0)
+		return;
+	for (uint64_t e = ld->window.lo; e < ld->window.hi; e++) {
+		const struct wentry *we = &ld->window.tab[e % ld->window.cap];
+		if (!we->used || we->slot < 0)
+			continue;
+		if (w->nunref == w->unref_cap) {
+			rf_ld_fail_locked(ld, -EOVERFLOW, "loader: window: more chunks held "
+					  "than the window's");
+			return;
+		}
+		ld->slot_refs[we->slot]++;
+		w->unref[w->nunref++] = (unsigned)we->slot;
+	}
+}
+
+/* The copies of worker w's turn are made: its window's slots go back. */
+static void
+fill_unref_now(rf_loader *ld, struct worker *w)
+{
+	for (uint32_t i = 0; i < w->nunref; i++)
+		rf_ld_read_slot_unref(ld, w->unref[i]);
+	w->nunref = 0;
 }
 
 int
@@ -217,6 +293,13 @@ rf_ld_fill_setup(rf_loader *ld)
 	pthread_cond_init(&ld->gather.fill_cv, NULL);
 	ld->gather.fill_cv_init = 1;
 	fill_choose(ld);
+	for (unsigned i = 0; ld->gather.defer && ld->window.on && i < ld->nworkers; i++) {
+		struct worker *w = &ld->workers[i];
+		w->unref_cap = 2 * ld->window.cap + 1;
+		w->unref = calloc(w->unref_cap, sizeof(*w->unref));
+		if (!w->unref)
+			return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
+	}
 	return 0;
 }
 
@@ -230,8 +313,9 @@ rf_ld_fill_reset(rf_loader *ld)
 		memset(ld->gather.pending, 0, ld->mem.nslots * sizeof(*ld->gather.pending));
 	if (ld->gather.writers)
 		memset(ld->gather.writers, 0, ld->mem.nslots * sizeof(*ld->gather.writers));
+	/* The slots' references were reset with them. */
 	for (unsigned i = 0; ld->workers && i < ld->nworkers; i++)
-		ld->workers[i].sink.n = 0;
+		ld->workers[i].sink.n = ld->workers[i].nunref = 0;
 	fill_choose(ld);
 }
 
@@ -252,6 +336,9 @@ rf_ld_fill_free(rf_loader *ld)
 		rf_copy_sink_free(&ld->workers[i].sink);
 		XXH3_freeState(ld->workers[i].xxh);
 		ld->workers[i].xxh = NULL;
+		free(ld->workers[i].unref);
+		ld->workers[i].unref = NULL;
+		ld->workers[i].unref_cap = ld->workers[i].nunref = 0;
 	}
 }
 
@@ -314,6 +401,7 @@ rf_ld_fill_turn_end(rf_loader *ld, struct worker *w, uint64_t seq, int rc)
 	rf_copy_sink *s = &w->sink;
 	pthread_mutex_lock(&ld->mu);
 	count_sink_locked(ld);
+	fill_pin_locked(ld, w);
 	ld->gather.sink = NULL;
 	ld->gather.asmb.sink = NULL;
 	w->turn_passed = rc == 0;
@@ -333,6 +421,7 @@ rf_ld_fill_turn_end(rf_loader *ld, struct worker *w, uint64_t seq, int rc)
 	int first = s->n ? s->ops[0].tag : -1;
 	if (!w->fill_bad)
 		fill_release(ld, s);
+	fill_unref_now(ld, w);
 	if (rc < 0 && rc != -ECANCELED) {
 		/* Staged in order up to this step's first batch, which never is
 		 * when its chunk failed the check (its count stays); then the

@@ -181,6 +181,10 @@ struct worker {
 	} verify_later;
 	int fill_bad;
 	int turn_passed;    /* its step's turn went on before its copies */
+	/* The window's parallel fill: read slots of chunks let go in its turn,
+	 * whose bytes its noted copies still read; returned after them. */
+	unsigned *unref;
+	uint32_t nunref, unref_cap;
 	XXH3_state_t *xxh;  /* for those checks, made at the first */
 	rf_diag diag;
 	struct rf_ld_image_worker *img; /* rf_config.images (image.c), else NULL */
@@ -515,6 +519,7 @@ void rf_ld_wake_locked(rf_loader *ld, unsigned which);
 void rf_ld_unlock_wake(rf_loader *ld);
 void rf_ld_sq_push_locked(rf_loader *ld, const struct staged *s);
 void rf_ld_fail_locked(rf_loader *ld, int code, const char *msg);
+void rf_ld_fill_unref_later(rf_loader *ld, unsigned slot);
 void rf_ld_maybe_end_locked(rf_loader *ld);
 unsigned rf_ld_copied_held(const rf_loader *ld);
 unsigned rf_ld_ring_used(const rf_loader *ld);

@@ -11,7 +11,9 @@ rf_ld_window_entry_release(rf_loader *ld, struct wentry *we)
 {
 	if (!we->used)
 		return;
-	if (we->slot >= 0)
+	if (we->slot >= 0 && ld->gather.sink && !ld->mix)
+		rf_ld_fill_unref_later(ld, (unsigned)we->slot);
+	else if (we->slot >= 0)
 		rf_ld_read_slot_unref(ld, (unsigned)we->slot);
 	if (we->raw) {
 		if (ld->window.pool_n < ld->window.pool_cap)
