@@ -284,6 +284,13 @@ struct sums_res {
 	const uint8_t **tab;    /* per chunk: its table in buf, or NULL */
 };
 
+/* The mode a message names: window shuffling from memory runs here too. */
+static const char *
+full_mode(const rf_loader *ld)
+{
+	return ld->full.window ? "shuffle window" : "shuffle full";
+}
+
 static void
 full_sums_load(rf_loader *ld, struct sums_res *r)
 {
@@ -320,8 +327,8 @@ full_sums_load(rf_loader *ld, struct sums_res *r)
 		if (rc == 0) {
 			r->tab[c] = r->buf + at;
 		} else if (bad++ == 0) {
-			rf_log(&ld->diag, RF_LOG_WARN, "shuffle full: %s; the rows of such tables "
-			       "are read beside their samples and checked there",
+			rf_log(&ld->diag, RF_LOG_WARN, "%s: %s; the rows of such tables "
+			       "are read beside their samples and checked there", full_mode(ld),
 			       rc == RF_ECHECKSUM || fd >= 0 ? d.msg : "a shard cannot be opened");
 		}
 		at += rf_fmt_sums_bytes(ci->samples, nf);
@@ -858,8 +865,8 @@ full_main_mem(rf_loader *ld, rf_plan_item *items, const struct sums_res *sr, cha
 	}
 	pthread_mutex_lock(&ld->mu);
 	if (rc < 0) {
-		rf_log(&ld->diag, RF_LOG_WARN, "shuffle full: cannot map the shards (%s): reading "
-		       "each sample instead", rf_strerror(rc));
+		rf_log(&ld->diag, RF_LOG_WARN, "%s: cannot map the shards (%s): reading "
+		       "each sample instead", full_mode(ld), rf_strerror(rc));
 		/* rf_stats.io_engine said mmap from the open (read under mu). */
 		snprintf(ld->stats.io_engine, sizeof(ld->stats.io_engine), "%s", rf_io_engine(ld->io));
 		rf_io_map_close(&m);
@@ -984,9 +991,9 @@ full_main_mem(rf_loader *ld, rf_plan_item *items, const struct sums_res *sr, cha
 		pthread_cond_wait(&ld->stage_cv, &ld->mu);
 	}
 	fm.twait = 0;
-	rf_log(&ld->diag, RF_LOG_INFO, "shuffle full from memory: %" PRIu64 " of %" PRIu64
-	       " batches filled on the consumer's thread; %u more threads filling", fm.helped,
-	       fm.staged, nstarted);
+	rf_log(&ld->diag, RF_LOG_INFO, "%s from memory: %" PRIu64 " of %" PRIu64
+	       " batches filled on the consumer's thread; %u more threads filling", full_mode(ld),
+	       fm.helped, fm.staged, nstarted);
 	pthread_mutex_unlock(&ld->mu);
 	rf_io_map_close(&m);
 	pthread_mutex_lock(&ld->mu);
