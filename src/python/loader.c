@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ----------------------------------------------------------- loader */
 
@@ -55,8 +56,38 @@ now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* close() from another thread while this one waited for a batch
+ * (loader_close): between two slices of the wait, this thread leaves the
+ * loader closed, the batch just taken (b, or NULL) kept with the others,
+ * and hands it to the closer, which stops it (or stops it itself when the
+ * closer gave up waiting).  Returns 1 with RuntimeError set, as when a
+ * signal handler closes the loader meanwhile. */
+static int
+close_requested(LoaderObject *self, const rf_batch *b)
+{
+	struct core *c = self->core;
+
+	if (b && !c->stash) {
+		c->held++; /* a stashed batch is held; the retirement returns it */
+		c->stash = b;
+	} else if (b) {
+		rf_loader_release(c->ld, b, NULL);
+	}
+	self->core = NULL;
+	self->closed = 1;
+	if (self->close_req == 1)
+		self->close_core = c;
+	else
+		rfpy_core_retire(c);
+	self->close_req = 0;
+	PyErr_SetString(PyExc_RuntimeError, "the loader was closed (by another thread) while "
+			"waiting for its next batch");
+	return 1;
+}
+
 /* The next batch of the C loader: returns its code; 1 when a signal handler
- * raised (KeyboardInterrupt), with the exception set.  Waits without the GIL
+ * raised (KeyboardInterrupt) or another thread closed the loader, with the
+ * exception set.  Waits without the GIL
  * in slices of 20 ms (rf_loader_next_timeout), so Ctrl-C is seen within
  * about 20 ms; the wait itself is the loader's condition wait, so a batch
  * that becomes ready wakes the consumer at once and the wait burns no CPU
@@ -72,11 +103,13 @@ wait_next(LoaderObject *self, const rf_batch **out)
 	uint64_t gen = self->gen;
 	for (;;) {
 		/* The library counts this wait as stall time. */
-		self->busy = 1;
+		self->busy = self->waiting = 1;
 		Py_BEGIN_ALLOW_THREADS
 		rc = rf_loader_next_timeout(c->ld, out, 20000000u);
 		Py_END_ALLOW_THREADS
-		self->busy = 0;
+		self->busy = self->waiting = 0;
+		if (self->close_req)
+			return close_requested(self, rc == 0 ? *out : NULL);
 		if (rc != -EAGAIN)
 			break;
 		/* Not busy meanwhile: a handler may use the loader (save
@@ -357,6 +390,26 @@ loader_close(LoaderObject *self, PyObject *unused)
 {
 	/* In a child of fork(), busy is the parent's thread's. */
 	if (self->busy && !(self->core && rfpy_core_forked(self->core))) {
+		/* Another thread waits for a batch without the GIL: it leaves
+		 * the wait after its slice (20 ms at most), its next() raising
+		 * RuntimeError, and hands the loader over (close_requested);
+		 * this stops it and returns. */
+		if (self->waiting) {
+			self->close_req = 1;
+			while (self->close_req) {
+				Py_BEGIN_ALLOW_THREADS
+				usleep(1000);
+				Py_END_ALLOW_THREADS
+				if (PyErr_CheckSignals() < 0) {
+					self->close_req = 2; /* it stops the loader itself */
+					return NULL;
+				}
+			}
+			struct core *c = self->close_core;
+			self->close_core = NULL;
+			rfpy_core_retire(c);
+			Py_RETURN_NONE;
+		}
 		PyErr_SetString(PyExc_RuntimeError, "the loader is in use by another thread");
 		return NULL;
 	}
@@ -595,7 +648,10 @@ static PyMethodDef loader_methods[] = {
 	{"close", (PyCFunction)loader_close, METH_NOARGS,
 	 "close($self, /)\n--\n\n"
 	 "Stop the loader.  Its threads and buffers are freed now, or, when arrays of\n"
-	 "some batches are still alive, as soon as the last of them is released."},
+	 "some batches are still alive, as soon as the last of them is released.\n"
+	 "From another thread while the consumer waits in next() for a batch: that\n"
+	 "wait ends within about 20 ms with RuntimeError, and close() returns once the\n"
+	 "loader is closed."},
 	{"set_epoch", (PyCFunction)loader_set_epoch, METH_O,
 	 "set_epoch($self, epoch, /)\n--\n\n"
 	 "The next pass iterates epoch `epoch` (the order depends on it when\n"

@@ -85,6 +85,12 @@ typedef struct {
 	PyObject_HEAD
 	struct core *core;       /* NULL when closed */
 	int busy;                /* a call runs without the GIL */
+	int waiting;             /* ... and it is next()'s wait for a batch */
+	int close_req;           /* close() from another thread during that wait:
+	                            1 while it waits for the waiting thread to
+	                            leave (wait_next), 2 when it gave up */
+	struct core *close_core; /* what the waiting thread left: the closer's to
+	                            retire */
 	int closed;
 	rf_config cfg;
 	PyObject *keep;          /* bytes objects owning the strings in cfg */
