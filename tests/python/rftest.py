@@ -138,6 +138,23 @@ class Emulator:
 
 # ------------------------------------------------------------ resources
 
+def slow_full_loader(delay_ms, n=640):
+    """A shuffle="full" loader from memory on the CPU over a dataset of n
+    samples, batches of 16, whose loader thread takes delay_ms a batch
+    (RINGFEED_FULL_FILL_DELAY_MS, no filler threads): the consumer's own
+    thread fills batches and waits for their turn behind it."""
+    import ringfeed
+
+    p = os.path.join(tmpdir(), "small.rfs")
+    small_dataset(p, n=n)
+    os.environ["RINGFEED_FULL_FILLERS"] = "0"
+    os.environ["RINGFEED_FULL_FILL_DELAY_MS"] = str(delay_ms)
+    ld = ringfeed.Loader(p, 16, fields=["x", "y"], shuffle="full", map=True, device="cpu",
+                         decode_threads=1)
+    check(ld.stats()["io_engine"] == "mmap", "read through the maps: %r" % ld.stats()["io_engine"])
+    return p, ld
+
+
 def rss_kib():
     with open("/proc/self/status") as f:
         for line in f:

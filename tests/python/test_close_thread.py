@@ -11,16 +11,9 @@ import time
 
 import numpy as np
 import ringfeed
-from rftest import check, small_dataset, tmpdir
+from rftest import check, slow_full_loader
 
-d = tmpdir()
-p = os.path.join(d, "small.rfs")
-small_dataset(p, n=640)
-
-os.environ["RINGFEED_FULL_FILLERS"] = "0"
-os.environ["RINGFEED_FULL_FILL_DELAY_MS"] = "2500"
-ld = ringfeed.Loader(p, 16, fields=["x", "y"], shuffle="full", map=True, device="cpu",
-                     decode_threads=1)
+p, ld = slow_full_loader(2500)
 closed = []
 
 
