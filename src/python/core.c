@@ -60,7 +60,7 @@ rfpy_core_release(struct core *c, const rf_batch *b, void *stream)
 		PyErr_WriteUnraisable(NULL);
 	}
 	c->held--;
-	if (c->retired && c->held == 0)
+	if (c->retired && c->held == 0 && !c->stopping)
 		rfpy_core_close_now(c);
 }
 
@@ -93,9 +93,15 @@ rfpy_core_retire(struct core *c)
 	 * none is left inside a library at interpreter exit. */
 	if (!rfpy_core_forked(c)) {
 		rf_loader *ld = c->ld;
+		c->stopping = 1;
 		Py_BEGIN_ALLOW_THREADS
 		rf_loader_stop(ld);
 		Py_END_ALLOW_THREADS
+		c->stopping = 0;
+		/* Another thread may have dropped the last batch meanwhile (a
+		 * loader closed by one thread while another iterates). */
+		if (c->held == 0)
+			rfpy_core_close_now(c);
 	}
 }
 

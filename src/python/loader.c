@@ -58,20 +58,22 @@ now_s(void)
 
 /* close() from another thread while this one waited for a batch
  * (loader_close): between two slices of the wait, this thread leaves the
- * loader closed, the batch just taken (b, or NULL) kept with the others,
- * and hands it to the closer, which stops it (or stops it itself when the
- * closer gave up waiting).  Returns 1 with RuntimeError set, as when a
- * signal handler closes the loader meanwhile. */
+ * loader closed, the batch just taken (b, or NULL; counted in held or not)
+ * kept with the others, and hands it to the closer, which stops it (or
+ * stops it itself when the closer gave up waiting).  Returns 1 with
+ * RuntimeError set, as when a signal handler closes the loader meanwhile. */
 static int
-close_requested(LoaderObject *self, const rf_batch *b)
+close_requested(LoaderObject *self, const rf_batch *b, int counted)
 {
 	struct core *c = self->core;
 
+	if (b && !counted)
+		c->held++;
 	if (b && !c->stash) {
-		c->held++; /* a stashed batch is held; the retirement returns it */
-		c->stash = b;
+		c->stash = b; /* held; the retirement returns it */
 	} else if (b) {
 		rf_loader_release(c->ld, b, NULL);
+		c->held--;
 	}
 	self->core = NULL;
 	self->closed = 1;
@@ -109,7 +111,7 @@ wait_next(LoaderObject *self, const rf_batch **out)
 		Py_END_ALLOW_THREADS
 		self->busy = self->waiting = 0;
 		if (self->close_req)
-			return close_requested(self, rc == 0 ? *out : NULL);
+			return close_requested(self, rc == 0 ? *out : NULL, 0);
 		if (rc != -EAGAIN)
 			break;
 		/* Not busy meanwhile: a handler may use the loader (save
@@ -309,12 +311,16 @@ loader_take(LoaderObject *self)
 		/* Host memory: make sure the bytes are in place before anyone
 		 * reads them through the buffer protocol or a CPU tensor. */
 		double t0 = now_s();
-		self->busy = 1;
+		self->busy = self->waiting = 1;
 		Py_BEGIN_ALLOW_THREADS
 		rc = rf_batch_wait(b, NULL);
 		Py_END_ALLOW_THREADS
-		self->busy = 0;
+		self->busy = self->waiting = 0;
 		c->wait_ns += (uint64_t)((now_s() - t0) * 1e9);
+		if (self->close_req) {
+			close_requested(self, b, 1);
+			return NULL;
+		}
 		if (rc < 0) {
 			rfpy_core_release(c, b, NULL);
 			return rfpy_raise(rc, NULL, rf_loader_errmsg(c->ld));
@@ -400,7 +406,9 @@ loader_close(LoaderObject *self, PyObject *unused)
 				Py_BEGIN_ALLOW_THREADS
 				usleep(1000);
 				Py_END_ALLOW_THREADS
-				if (PyErr_CheckSignals() < 0) {
+				/* Handed over meanwhile: stop it first (a signal
+				 * raises after this returns). */
+				if (self->close_req && PyErr_CheckSignals() < 0) {
 					self->close_req = 2; /* it stops the loader itself */
 					return NULL;
 				}
@@ -647,8 +655,9 @@ loader_repr(LoaderObject *self)
 static PyMethodDef loader_methods[] = {
 	{"close", (PyCFunction)loader_close, METH_NOARGS,
 	 "close($self, /)\n--\n\n"
-	 "Stop the loader.  Its threads and buffers are freed now, or, when arrays of\n"
-	 "some batches are still alive, as soon as the last of them is released.\n"
+	 "Stop the loader.  Its threads stop now; its buffers are freed now, or, when\n"
+	 "arrays of some batches are still alive, as soon as the last of them is\n"
+	 "released (those arrays stay valid until then).\n"
 	 "From another thread while the consumer waits in next() for a batch: that\n"
 	 "wait ends within about 20 ms with RuntimeError, and close() returns once the\n"
 	 "loader is closed."},

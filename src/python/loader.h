@@ -32,6 +32,9 @@ struct core {
 	rf_loader *ld;
 	uint32_t held;           /* batches taken and not yet released (stash included) */
 	int retired;             /* the Loader let go: close when held reaches 0 */
+	int stopping;            /* rfpy_core_retire is in rf_loader_stop, without
+	                            the GIL: a last release meanwhile leaves the
+	                            close to it */
 	const rf_batch *stash;   /* first batch of the next epoch, taken early; or
 	                            one whose next() a signal interrupted */
 	PyObject *kept;          /* a batch's dict made, then a signal came:

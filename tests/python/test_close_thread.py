@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 import ringfeed
-from rftest import check, slow_full_loader
+from rftest import check, slow_full_loader, small_dataset, threads
 
 p, ld = slow_full_loader(2500)
 closed = []
@@ -67,4 +67,63 @@ try:
 except ValueError:
     pass
 del os.environ["RINGFEED_FULL_FILL_DELAY_MS"]
+
+# A `with` block closes the loader while another thread iterates it and
+# drops each batch after a little work: the last batch may go back while
+# close() stops the loader (the GIL let go), which must leave the close to
+# close() (it once closed the loader twice: a crash or a hang in a join).
+# Whatever the moment, the consumer ends its pass or gets an error that
+# says the loader is closed.
+base = threads()
+for rep in range(30):
+    out = []
+    with ringfeed.Loader(p, 8, fields=["x", "y"], shuffle="window", device="cpu",
+                         decode_threads=2) as lo:
+        def consume():
+            try:
+                for b in lo:
+                    time.sleep(0.002)
+                    del b
+                out.append("ended")
+            except (RuntimeError, ValueError) as e:
+                out.append(str(e))
+        th = threading.Thread(target=consume)
+        th.start()
+        time.sleep(0.002 * (rep % 10))
+    th.join(10)
+    check(not th.is_alive(), "rep %d: the consumer still runs 10 s after close()" % rep)
+    check(out and (out[0] == "ended" or "closed" in out[0]), "rep %d: %r" % (rep, out))
+
+# close() from another thread while the consumer spins through ready
+# batches: it lands inside next() at any point (waiting, or making a host
+# batch ready without the GIL), and always closes.
+big = os.path.join(os.path.dirname(p), "big.rfs")
+small_dataset(big, n=20000)
+failed = []
+for rep in range(60):
+    lo = ringfeed.Loader(big, 4, fields=["x", "y"], shuffle="window", window=2, direct=True,
+                         device="cpu")
+
+    def fire():
+        try:
+            lo.close()
+        except RuntimeError as e:
+            failed.append(str(e))
+    tm = threading.Timer(0.001 * (rep % 20), fire)
+    tm.start()
+    try:
+        for b in lo:
+            pass
+    except (RuntimeError, ValueError):
+        pass
+    tm.join()
+    lo.close()
+check(not failed, "close() from another thread failed %d of 60 times: %s"
+      % (len(failed), failed[:1]))
+# io_uring's kernel workers (iou-wrk) leave lazily, after their ring.
+t_end = time.monotonic() + 5
+while threads() > base and time.monotonic() < t_end:
+    time.sleep(0.05)
+left = threads()
+check(left <= base, "threads after the closes: %d, before: %d" % (left, base))
 print("ok")
