@@ -22,6 +22,7 @@ typedef struct bench_opts {
 	size_t npaths;
 	uint32_t batch;
 	enum rf_shuffle shuffle;
+	uint32_t window;         /* --window: W for shuffle window, 0 the default */
 	uint64_t seed;
 	enum rf_device_kind device;
 	uint64_t pinned;

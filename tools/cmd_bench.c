@@ -46,6 +46,7 @@
 	"                      [--cold] [--json] [--step-us U] [--io-depth Q] "                  \
 	"[--decode-threads T]\n"                                                                 \
 	"                      [--buffered] [--map] [--in-place] [--no-verify] [--touch] [--seed N]\n" \
+	"                      [--window W]\n"                                                     \
 	"                      [--timings FILE] [--on-error raise|skip] [--mix] [--cache-dir DIR]\n" \
 	"                      [--cache-bytes SIZE] [--fields A,B,..] [--var-bytes SIZE]\n"       \
 	"                      [-q|-v] " RF_IMAGE_USAGE " PATH..."
@@ -87,7 +88,9 @@ bench_help(void)
 	       "  --batch B           samples per batch (default 256)\n"
 	       "  --shuffle MODE      none, chunks, window or full (default none)\n"
 	       "  --seed N            key of the shuffled order (default 0)\n"
-	       "  --device KIND       host, cuda or auto (default auto)\n"
+	       "  --window W          decoded chunks for --shuffle window (default: the\n"
+	       "                      dataset's, 128 MiB of its chunks; at most 1024)\n");
+	printf("  --device KIND       host, cuda or auto (default auto)\n"
 	       "  --pinned SIZE       page-locked host budget, K/M/G suffixes (default 256M)\n"
 	       "  --depth D           device buffers in flight (default 2, at most 64)\n"
 	       "  --pin MODE          ring (page-lock once) or transient (per batch)\n"
@@ -173,7 +176,7 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 	enum {
 		OPT_BATCH = 256, OPT_SHUFFLE, OPT_DEVICE, OPT_PINNED, OPT_DEPTH, OPT_PIN,
 		OPT_SECONDS, OPT_EPOCHS, OPT_COLD, OPT_JSON, OPT_STEP, OPT_IODEPTH,
-		OPT_THREADS, OPT_BUFFERED, OPT_MAP, OPT_INPLACE, OPT_NOVERIFY, OPT_TOUCH, OPT_SEED, OPT_TIMINGS,
+		OPT_THREADS, OPT_BUFFERED, OPT_MAP, OPT_INPLACE, OPT_NOVERIFY, OPT_TOUCH, OPT_SEED, OPT_WINDOW, OPT_TIMINGS,
 		OPT_ON_ERROR, OPT_MIX, OPT_CACHE_DIR, OPT_CACHE_BYTES, OPT_FIELDS, OPT_VAR_BYTES,
 	};
 	static const struct option longopts[] = {
@@ -196,6 +199,7 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 		{"no-verify", no_argument, NULL, OPT_NOVERIFY},
 		{"touch", no_argument, NULL, OPT_TOUCH},
 		{"seed", required_argument, NULL, OPT_SEED},
+		{"window", required_argument, NULL, OPT_WINDOW},
 		{"timings", required_argument, NULL, OPT_TIMINGS},
 		{"on-error", required_argument, NULL, OPT_ON_ERROR},
 		{"mix", no_argument, NULL, OPT_MIX},
@@ -322,6 +326,12 @@ parse_args(bench_opts *o, int argc, char **argv, bool *help)
 			if (rf_cli_parse_uint(optarg, 0, UINT64_MAX, &v) < 0)
 				return rf_cli_usage_error(BENCH_USAGE, "bad --seed '%s'", optarg);
 			o->seed = v;
+			break;
+		case OPT_WINDOW:
+			if (rf_cli_parse_uint(optarg, 1, RF_WINDOW_MAX, &v) < 0)
+				return rf_cli_usage_error(BENCH_USAGE, "bad --window '%s' (1..%d)", optarg,
+							  RF_WINDOW_MAX);
+			o->window = (uint32_t)v;
 			break;
 		case 'q': rf_cli_verbosity = 0; break;
 		case 'v': rf_cli_verbosity++; break;
@@ -552,6 +562,7 @@ run_loader(const bench_opts *o, bench_result *res)
 	cfg.log = bench_log;
 	cfg.shuffle = o->shuffle;
 	cfg.seed = o->seed;
+	cfg.window = o->window;
 	cfg.on_error = bench_on_error;
 	if (rf_image_opts_apply(&bench_img, &cfg, BENCH_USAGE) < 0)
 		return RF_CLI_USAGE;
