@@ -47,16 +47,20 @@ it = iter(ld)
 got, states, ticks = [], [], 0
 signal.setitimer(signal.ITIMER_REAL, 0.0013, 0.0013)
 while True:
+    b = None
     try:
         inside[0] = True
         b = next(it)
         inside[0] = False
     except Tick:
         inside[0] = False
-        ticks += 1
-        if len(states) < 4 and ticks % 7 == 1:
-            states.append((len(got), ld.state_dict()))
-        continue
+        # A tick between next()'s return and the line after it is this
+        # loop's, not next()'s: the batch came back, and is in b.
+        if b is None:
+            ticks += 1
+            if len(states) < 4 and ticks % 7 == 1:
+                states.append((len(got), ld.state_dict()))
+            continue
     except StopIteration:
         inside[0] = False
         break
