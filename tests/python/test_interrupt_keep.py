@@ -42,32 +42,54 @@ def tick(signum, frame):
 
 
 signal.signal(signal.SIGALRM, tick)
-ld = loader()
-it = iter(ld)
-got, states, ticks = [], [], 0
-signal.setitimer(signal.ITIMER_REAL, 0.0013, 0.0013)
-while True:
-    b = None
-    try:
-        inside[0] = True
-        b = next(it)
-        inside[0] = False
-    except Tick:
-        inside[0] = False
-        # A tick between next()'s return and the line after it is this
-        # loop's, not next()'s: the batch came back, and is in b.
-        if b is None:
-            ticks += 1
-            if len(states) < 4 and ticks % 7 == 1:
-                states.append((len(got), ld.state_dict()))
-            continue
-    except StopIteration:
-        inside[0] = False
+
+
+def interrupted_epoch():
+    ld = loader()
+    it = iter(ld)
+    got, states, ticks = [], [], 0
+    signal.setitimer(signal.ITIMER_REAL, 0.0013, 0.0013)
+    while True:
+        b = None
+        try:
+            inside[0] = True
+            b = next(it)
+            inside[0] = False
+        except Tick:
+            inside[0] = False
+            # A tick between next()'s return and the line after it is this
+            # loop's, not next()'s: the batch came back, and is in b.
+            if b is None:
+                ticks += 1
+                if len(states) < 4 and ticks % 7 == 1:
+                    states.append((len(got), ld.state_dict()))
+                continue
+        except StopIteration:
+            inside[0] = False
+            break
+        got.extend(np.asarray(b["y"]).tolist())
+        del b
+    signal.setitimer(signal.ITIMER_REAL, 0, 0)
+    ld.close()
+    return got, states, ticks
+
+
+def one_batch_short(got):
+    """got is ref but for one whole batch, in order: the one loss the
+    documented instant allows (a signal after next()'s last check, whose
+    handler raises as the call returns; more likely on a busy machine,
+    where the thread may wait for a core right there)."""
+    if len(got) != N - B:
+        return False
+    i = next((k for k in range(len(got)) if got[k] != ref[k]), len(got))
+    return i % B == 0 and got[i:] == ref[i + B:]
+
+
+for attempt in range(3):
+    got, states, ticks = interrupted_epoch()
+    if got == ref or not one_batch_short(got):
         break
-    got.extend(np.asarray(b["y"]).tolist())
-    del b
-signal.setitimer(signal.ITIMER_REAL, 0, 0)
-ld.close()
+    print("%d interrupts: one batch lost to a tick after next()'s last check; again" % ticks)
 check(got == ref, "%d interrupts in next(): %d of %d samples, the same order: %s" % (
     ticks, len(got), N, got == ref))
 print("%d interrupts in next()" % ticks)
