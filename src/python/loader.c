@@ -67,13 +67,12 @@ close_requested(LoaderObject *self, const rf_batch *b, int counted)
 {
 	struct core *c = self->core;
 
-	if (b && !counted)
-		c->held++;
 	if (b && !c->stash) {
+		c->held += !counted;
 		c->stash = b; /* held; the retirement returns it */
 	} else if (b) {
 		rf_loader_release(c->ld, b, NULL);
-		c->held--;
+		c->held -= counted;
 	}
 	self->core = NULL;
 	self->closed = 1;
