@@ -7,7 +7,10 @@
  * double pin or an unpin of an unpinned slot, and close drops pins left
  * behind.  The free list under threads: no slot is ever held by two threads,
  * acquire blocks until a release, -EAGAIN without blocking, and shutdown
- * wakes blocked acquirers with -ECANCELED.
+ * wakes blocked acquirers with -ECANCELED.  Two kinds of slot (staging
+ * and read, each its own size): numbered staging first, laid out one kind
+ * after the other, each kind taken from and given back to its own free
+ * list, a transient pin bounded by its slot's size.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -28,7 +31,8 @@ test_ring_mode(rf_device *dev, rf_diag *diag)
 {
 	rf_ring *ring = NULL;
 	CHECK_RC(rf_ring_open(&ring, 10000, 8, dev, RF_PIN_RING, diag), 0);
-	CHECK(rf_ring_slot_bytes(ring) == 12288);
+	CHECK(rf_ring_slot_bytes(ring, 0) == 12288 && rf_ring_slot_bytes(ring, 7) == 12288);
+	CHECK(rf_ring_slot_bytes(ring, 8) == 0);
 	CHECK(rf_ring_nslots(ring) == 8);
 	CHECK(rf_ring_bytes(ring) == 8 * 12288);
 	CHECK((uintptr_t)rf_ring_base(ring) % 4096 == 0);
@@ -65,6 +69,69 @@ test_ring_mode(rf_device *dev, rf_diag *diag)
 	CHECK_RC(rf_ring_open(&ring, 0, 2, dev, RF_PIN_RING, diag), RF_EUSAGE);
 	CHECK_RC(rf_ring_open(&ring, 4096, 0, dev, RF_PIN_RING, diag), RF_EUSAGE);
 	CHECK_RC(rf_ring_open(&ring, SIZE_MAX / 2, 4, dev, RF_PIN_RING, diag), RF_EUSAGE);
+	CHECK(ring == NULL);
+}
+
+static void
+test_kinds(rf_device *dev, rf_diag *diag)
+{
+	rf_ring *ring = NULL;
+	struct rf_ring_shape shape = {.slot_bytes = {5000, 20000}, .nslots = {3, 2}};
+	CHECK_RC(rf_ring_open_shape(&ring, &shape, dev, RF_PIN_TRANSIENT, diag), 0);
+	CHECK(rf_ring_nslots(ring) == 5);
+	CHECK(rf_ring_bytes(ring) == 3 * 8192 + 2 * 20480);
+	char *base = rf_ring_base(ring);
+	for (unsigned i = 0; i < 5; i++) {
+		size_t want = i < 3 ? 8192 : 20480;
+		char *at = i < 3 ? base + i * 8192 : base + 3 * 8192 + (i - 3) * 20480;
+		CHECK(rf_ring_slot_bytes(ring, i) == want);
+		CHECK(rf_ring_slot(ring, i) == at);
+		memset(at, (int)i, want);
+	}
+	for (unsigned i = 0; i < 5; i++)
+		CHECK(((char *)rf_ring_slot(ring, i))[rf_ring_slot_bytes(ring, i) - 1] == (char)i);
+	/* Each kind from its own list. */
+	unsigned r[3], st[4];
+	CHECK_RC(rf_ring_acquire_kind(ring, RF_RING_READ, &r[0], 0), 0);
+	CHECK_RC(rf_ring_acquire_kind(ring, RF_RING_READ, &r[1], 0), 0);
+	CHECK(r[0] >= 3 && r[1] >= 3 && r[0] != r[1]);
+	CHECK_RC(rf_ring_acquire_kind(ring, RF_RING_READ, &r[2], 0), -EAGAIN);
+	for (unsigned i = 0; i < 3; i++) {
+		CHECK_RC(rf_ring_acquire(ring, &st[i], 0), 0);
+		CHECK(st[i] < 3);
+	}
+	CHECK_RC(rf_ring_acquire(ring, &st[3], 0), -EAGAIN);
+	CHECK(rf_ring_free_slots(ring) == 0);
+	/* A read slot given back is a read slot again, never a staging one. */
+	rf_ring_release(ring, r[1]);
+	CHECK_RC(rf_ring_acquire(ring, &st[3], 0), -EAGAIN);
+	CHECK_RC(rf_ring_acquire_kind(ring, RF_RING_READ, &r[2], 0), 0);
+	CHECK(r[2] == r[1]);
+	rf_ring_release(ring, st[0]);
+	CHECK_RC(rf_ring_acquire_kind(ring, RF_RING_READ, &r[1], 0), -EAGAIN);
+	CHECK_RC(rf_ring_acquire(ring, &st[3], 0), 0);
+	CHECK(st[3] == st[0]);
+	/* Pins: up to the slot's own size. */
+	CHECK_RC(rf_ring_pin(ring, r[0], 20480), 0);
+	CHECK_RC(rf_ring_pin(ring, st[1], 8193), RF_EUSAGE);
+	CHECK_RC(rf_ring_pin(ring, st[1], 8192), 0);
+	CHECK(rf_ring_pinned_bytes(ring) == 20480 + 8192);
+	CHECK_RC(rf_ring_unpin(ring, r[0]), 0);
+	CHECK(rf_ring_pinned_bytes(ring) == 8192);
+	rf_ring_close(&ring); /* drops the pin left */
+	struct rf_device_host_counts c;
+	counts(dev, &c);
+	CHECK(c.registrations == 0);
+
+	/* A kind of no slots takes no bytes; a ring of none is refused. */
+	shape = (struct rf_ring_shape){.slot_bytes = {4096, 0}, .nslots = {2, 0}};
+	CHECK_RC(rf_ring_open_shape(&ring, &shape, NULL, RF_PIN_RING, diag), 0);
+	CHECK(rf_ring_bytes(ring) == 8192);
+	rf_ring_close(&ring);
+	shape = (struct rf_ring_shape){.slot_bytes = {4096, 4096}, .nslots = {0, 0}};
+	CHECK_RC(rf_ring_open_shape(&ring, &shape, NULL, RF_PIN_RING, diag), RF_EUSAGE);
+	shape = (struct rf_ring_shape){.slot_bytes = {4096, 0}, .nslots = {1, 1}};
+	CHECK_RC(rf_ring_open_shape(&ring, &shape, NULL, RF_PIN_RING, diag), RF_EUSAGE);
 	CHECK(ring == NULL);
 }
 
@@ -222,6 +289,7 @@ main(void)
 	CHECK_RC(rf_device_open_host(&dev, &diag), 0);
 	test_ring_mode(dev, &diag);
 	test_transient_mode(dev, &diag);
+	test_kinds(dev, &diag);
 	test_threads(&diag);
 	struct rf_device_host_counts c;
 	counts(dev, &c);
