@@ -449,6 +449,7 @@ bench_print_json(FILE *f, const bench_opts *o, const bench_result *res)
 	json_u64(f, "pinned_peak", st->pinned_peak, true);
 	json_u64(f, "device_peak", st->device_peak, true);
 	json_u64(f, "slot_bytes", st->slot_bytes, true);
+	json_u64(f, "stage_slot_bytes", st->stage_slot_bytes, true);
 	json_u64(f, "slots_total", st->slots_total, true);
 	json_u64(f, "slots_used_max", st->slots_used_max, true);
 	json_u64(f, "reads_inflight_max", st->reads_inflight_max, true);

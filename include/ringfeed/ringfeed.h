@@ -639,9 +639,9 @@ typedef struct rf_config {
 	 * the default 256 MiB pinned_bytes for chunks of 4 MiB), which give
 	 * way to them down to one.  A W the ring cannot hold fails at open
 	 * with RF_EMEMPLAN naming W and what would hold it: the
-	 * pinned_bytes, a batch_size no larger than a chunk (slots are the
-	 * larger of a batch and a chunk), or a smaller W on every rank (W is
-	 * part of the order, never lowered to fit).  The W in force is in
+	 * pinned_bytes, a smaller batch_size (read slots are a chunk's size,
+	 * staging slots a batch's), or a smaller W on every rank (W is part
+	 * of the order, never lowered to fit).  The W in force is in
 	 * rf_stats.window and the open log line.
 	 * From memory (data read through the page cache: map, or buffered
 	 * because it fits), over fixed fields stored uncompressed with
@@ -1086,8 +1086,8 @@ typedef struct rf_batch {
  * ring when the batch is released (rf_stats.in_place = 1).  The ring then
  * lends up to depth slots to the consumer; when its staging share cannot
  * hold depth + 1 slots the host device copies into depth buffers as cuda
- * does (docs/memory.md).  The memory plan (slot
- * size and count, pinned bytes, device bytes = depth x batch bytes) is
+ * does (docs/memory.md).  The memory plan (read and staging slots,
+ * their sizes, pinned bytes, device bytes = depth x batch bytes) is
  * checked against pinned_bytes and against the device's free memory before
  * anything large is allocated.
  *
@@ -1337,7 +1337,8 @@ typedef struct rf_stats {
 	uint32_t staged, staged_max;
 	uint32_t ready, ready_max;
 	uint32_t held, held_max;
-	uint64_t slot_bytes;         /* the ring's slot size (map: a batch's) */
+	uint64_t slot_bytes;         /* the ring's read slot size (map, full
+	                                shuffling: a staging slot's, a batch) */
 	uint64_t batch_bytes;        /* one device buffer */
 	uint64_t pinned_bytes;       /* page-locked now */
 	uint64_t pinned_peak;        /* page-locked at most (<= rf_config.pinned_bytes) */
@@ -1396,7 +1397,10 @@ typedef struct rf_stats {
 	 * read but not decoded), counted as the decode workers finish them,
 	 * batches prepared ahead included. */
 	uint64_t images_decoded;
-	uint8_t reserved[8];
+	/* The size of a staging slot (a batch, 4096-aligned): with chunk
+	 * reads the ring holds slots_total slots of two sizes, read slots of
+	 * slot_bytes (the largest chunk read) and staging slots of this. */
+	uint64_t stage_slot_bytes;
 } rf_stats;
 
 /* Per-source counters of a mixture, at the last batch handed out. */

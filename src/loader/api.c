@@ -614,7 +614,8 @@ rf_loader_stats(rf_loader *ld, rf_stats *st)
 	pthread_mutex_unlock(&ld->mu);
 	s.thread_cpu_ns = cpu;
 	s.stall_share = s.wall_ns ? (double)s.stall_ns / (double)s.wall_ns : 0.0;
-	s.slot_bytes = ld->mem.ring_slot_bytes;
+	s.slot_bytes = ld->mem.n_read && !ld->map.on ? ld->mem.read_bytes : ld->mem.stage_bytes;
+	s.stage_slot_bytes = ld->mem.stage_bytes;
 	s.batch_bytes = ld->layout.bytes;
 	s.pinned_bytes = rf_ring_pinned_bytes(ld->ring);
 	s.pinned_peak = rf_ring_pinned_peak(ld->ring);

@@ -20,7 +20,7 @@ pin_for_copy(rf_loader *ld, const struct staged *s)
 	if (s->direct && ld->copy.pin_refs[s->slot]++ > 0)
 		return 0;
 	int rc = rf_ring_pin(ld->ring, s->slot,
-			     s->direct ? ld->mem.slot_bytes : s->src_off + s->copy_bytes);
+			     s->direct ? rf_ring_slot_bytes(ld->ring, s->slot) : s->src_off + s->copy_bytes);
 	if (rc < 0) {
 		if (s->direct)
 			ld->copy.pin_refs[s->slot]--;

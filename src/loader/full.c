@@ -1060,7 +1060,7 @@ rf_ld_full_main(void *arg)
 		}
 	}
 	if (ld->mem.bspan) {
-		uint64_t per = ld->mem.slot_bytes / ld->mem.bspan;
+		uint64_t per = ld->mem.stage_bytes / ld->mem.bspan;
 		for (uint32_t i = 0; i < ld->mem.qd; i++)
 			rec[i].area = (uint8_t *)rf_ring_slot(ld->ring, bslots[i / per]) +
 				      (i % per) * ld->mem.bspan;

@@ -56,48 +56,256 @@ batch_size_within(const struct rf_memplan_in *in, uint64_t span, uint64_t limit)
 /* A window of W chunks does not fit the budget even with a single staging
  * slot: say what would hold it, exactly. */
 static int
-window_fail(const struct rf_memplan_in *in, uint64_t slot, uint64_t span, uint64_t nslots,
-	    unsigned want, rf_diag *d)
+window_fail(const struct rf_memplan_in *in, uint64_t rslot, uint64_t sslot, unsigned want,
+	    rf_diag *d)
 {
 	char a[32], b[32], c[32], e[32], f[32], g[32];
 	uint32_t wnd = in->window;
-	uint64_t bb = in->layout->bytes;
-	uint64_t least, full;
-	if (rf_mul_u64((uint64_t)wnd + 3, slot, &least))
-		least = UINT64_MAX;
-	if (rf_mul_u64((uint64_t)wnd + 2 + want, slot, &full))
-		full = UINT64_MAX;
-	rf_memplan_fmt_size(a, sizeof a, in->pinned_bytes);
-	rf_memplan_fmt_size(b, sizeof b, slot);
-	rf_memplan_fmt_size(c, sizeof c, bb);
-	rf_memplan_fmt_size(e, sizeof e, span);
+	uint64_t P = in->pinned_bytes;
+	uint64_t reads_bytes, least, full;
+	if (rf_mul_u64((uint64_t)wnd + 2, rslot, &reads_bytes))
+		reads_bytes = UINT64_MAX - sslot * want;
+	least = reads_bytes + sslot;
+	full = reads_bytes + sslot * want;
+	rf_memplan_fmt_size(a, sizeof a, P);
+	rf_memplan_fmt_size(b, sizeof b, rslot);
+	rf_memplan_fmt_size(c, sizeof c, in->layout->bytes);
+	rf_memplan_fmt_size(e, sizeof e, sslot);
 	rf_memplan_fmt_size(f, sizeof f, least);
 	rf_memplan_fmt_size(g, sizeof g, full);
-	/* The other ways out: a batch no larger than a chunk (when the
-	 * batch sizes the slots), a smaller window on every rank. */
+	/* The other ways out: a smaller batch (when the window's reads fit
+	 * and the staging slot does not), a smaller window on every rank. */
 	char other[256] = "";
 	size_t len = 0;
-	uint32_t k = bb > span ? batch_size_within(in, span, in->pinned_bytes / ((uint64_t)wnd + 3)) : 0;
+	uint64_t fit = P > sslot ? (P - sslot) / rslot : 0; /* read slots beside a staging one */
+	uint32_t k = P > reads_bytes ? batch_size_within(in, 0, P - reads_bytes) : 0;
 	if (k)
 		len += (size_t)snprintf(other + len, sizeof other - len, ", or lower batch_size to %u%s",
 					k, k > 1 ? " or less" : "");
-	if (nslots >= 4 && in->mix)
+	if (fit >= 3 && in->mix)
 		snprintf(other + len, sizeof other - len, ", or set a smaller window (on every "
 			 "rank: W is part of the order)");
-	else if (nslots >= 4)
+	else if (fit >= 3)
 		snprintf(other + len, sizeof other - len, ", or set window to %" PRIu64 " or less "
-			 "on every rank (W is part of the order)", nslots - 3);
-	else if (!k && span * 4 > in->pinned_bytes)
+			 "on every rank (W is part of the order)", fit - 2);
+	else if (!k && rslot * 4 > P)
 		snprintf(other + len, sizeof other - len, ", or repack the dataset in smaller "
 			 "chunks (ringfeed pack --chunk-bytes, Python chunk_bytes=)");
 	return rf_fail(d, RF_EMEMPLAN,
 		       "memory plan: window shuffling with a window of W = %u chunks needs W + 2 = %u "
-		       "read slots and a staging one, %u slots of %s (the larger of a batch, %s for "
-		       "batch_size %u, and the largest chunk read, %s); pinned_bytes %" PRIu64 " (%s) "
-		       "holds %" PRIu64 ": raise pinned_bytes to %" PRIu64 " (%s; %" PRIu64 " (%s) "
-		       "for %u staging slots, full speed)%s",
-		       wnd, wnd + 2, wnd + 3, b, c, in->batch_size, e, in->pinned_bytes, a, nslots,
-		       least, f, full, g, want, other);
+		       "read slots of %s (the largest chunk read) and a staging slot of %s (a batch, "
+		       "%s for batch_size %u); pinned_bytes %" PRIu64 " (%s) holds %" PRIu64 " read "
+		       "slots beside a staging one: raise pinned_bytes to %" PRIu64 " (%s; %" PRIu64
+		       " (%s) for %u staging slots, full speed)%s",
+		       wnd, wnd + 2, b, e, c, in->batch_size, P, a, fit, least, f, full, g, want,
+		       other);
+}
+
+/* Full shuffling: no chunk is read whole, every slot is a staging slot
+ * (a batch being read into or staged, or bounce areas). */
+static int
+plan_full(const struct rf_memplan_in *in, struct rf_memplan *mp, unsigned want0, const char *vmsg,
+	  rf_diag *d)
+{
+	const rf_batch_layout *l = in->layout;
+	uint64_t bb = l->bytes;
+	/* Values O_DIRECT cannot read in place need a bounce area per read
+	 * in flight, the largest value's aligned covering range, carved from
+	 * slots set aside (see rf_ld_full_main). */
+	const rf_batch_part *p0 = &l->part[0];
+	int in_place = l->nparts == 1 && p0->field == 0 && p0->off == 0 &&
+		       p0->value_bytes % RF_FMT_ALIGN == 0;
+	if (in->direct && !in_place)
+		for (uint32_t i = 0; i < l->nparts; i++) {
+			uint64_t bs = RF_ALIGN_UP(l->part[i].value_bytes, RF_FMT_ALIGN) + RF_FMT_ALIGN;
+			if (bs > mp->bspan)
+				mp->bspan = bs;
+		}
+	/* A sample's checksum row is never 4096-aligned: bounced. */
+	uint64_t row = RF_ALIGN_UP(8 * (uint64_t)in->nfields, RF_FMT_ALIGN) + RF_FMT_ALIGN;
+	if (in->direct && in->sums && row > mp->bspan)
+		mp->bspan = row;
+	uint64_t slot = RF_ALIGN_UP(bb > mp->bspan ? bb : mp->bspan, RF_FMT_ALIGN);
+	if (slot < bb || slot == 0)
+		return 1;
+	uint64_t nslots = in->pinned_bytes / slot;
+	if (nslots < 2) {
+		char a[32], b[32], need[32];
+		rf_memplan_fmt_size(a, sizeof a, in->pinned_bytes);
+		rf_memplan_fmt_size(b, sizeof b, bb);
+		rf_memplan_fmt_size(need, sizeof need, 2 * slot);
+		return rf_fail(d, RF_EMEMPLAN,
+			       "memory plan: pinned_bytes %s holds %" PRIu64 " slot(s) of %" PRIu64
+			       " bytes (a batch, %s for batch_size %u); shuffle full needs at least "
+			       "2: raise pinned_bytes to at least %s or lower batch_size%s",
+			       a, nslots, slot, b, in->batch_size, need, vmsg);
+	}
+	if (nslots > RF_MEMPLAN_SLOTS_MAX)
+		nslots = RF_MEMPLAN_SLOTS_MAX;
+	if (in->lean) {
+		/* Two batches being read, the staged ones, and bounce areas
+		 * for io_depth reads in flight. */
+		uint64_t lean_total = 2 + want0 + (mp->in_place ? in->depth : 0);
+		if (mp->bspan) {
+			uint64_t bs = slot / mp->bspan ? slot / mp->bspan : 1;
+			uint64_t nb = (in->io_depth + bs - 1) / bs;
+			lean_total += nb < RF_MEMPLAN_BOUNCE_SLOTS_MAX ? nb : RF_MEMPLAN_BOUNCE_SLOTS_MAX;
+		}
+		if (nslots > lean_total)
+			nslots = lean_total;
+	}
+	mp->nslots = (unsigned)nslots;
+	mp->stage_bytes = slot;
+	/* The queue depth shrinks when the ring cannot hold bounce areas for
+	 * all of it and 2 batches. */
+	mp->qd = in->io_depth;
+	mp->nbounce = 0;
+	if (mp->bspan) {
+		uint64_t per = slot / mp->bspan;
+		uint64_t most = (uint64_t)(mp->nslots - 2 < RF_MEMPLAN_BOUNCE_SLOTS_MAX
+						   ? mp->nslots - 2
+						   : RF_MEMPLAN_BOUNCE_SLOTS_MAX) * per;
+		if (mp->qd > most)
+			mp->qd = (unsigned)most;
+		if (mp->qd == 0)
+			return rf_fail(d, RF_EMEMPLAN, "memory plan: pinned_bytes %" PRIu64
+				       " holds %u slots of %" PRIu64 " bytes: shuffle full needs "
+				       "at least 3: raise pinned_bytes", in->pinned_bytes,
+				       mp->nslots, slot);
+		mp->nbounce = (unsigned)((mp->qd + per - 1) / per);
+	}
+	mp->n_stage = mp->nslots - mp->nbounce;
+	mp->n_read = 0;
+	if (mp->in_place && mp->n_stage < in->depth + 1)
+		mp->in_place = 0;
+	mp->n_ring = mp->nslots;
+	mp->ring_bytes = (uint64_t)mp->nslots * slot;
+	return 0;
+}
+
+/*
+ * Chunk reads: W + 2 read slots at least (the window's W held, one read
+ * into and one decoded beside them), the reads kept in flight, and the
+ * staging slots, counted in bytes: read slots are the largest chunk read,
+ * staging slots a batch, so a batch smaller than a chunk leaves the bytes
+ * a chunk-sized staging slot would have taken to reads.
+ */
+static int
+plan_reads(const struct rf_memplan_in *in, struct rf_memplan *mp, unsigned want, const char *vmsg,
+	   rf_diag *d)
+{
+	char a[32], b[32], c[32];
+	uint64_t bb = in->layout->bytes;
+	uint64_t P = in->pinned_bytes;
+	uint32_t wnd = in->window;
+	uint64_t sslot = RF_ALIGN_UP(bb, RF_FMT_ALIGN);
+	uint64_t rslot = RF_ALIGN_UP(in->max_span, RF_FMT_ALIGN);
+	if (sslot < bb || sslot == 0)
+		return 1;
+	if (rslot == 0)
+		rslot = RF_FMT_ALIGN;
+	if (wnd && (P < sslot || (P - sslot) / rslot < (uint64_t)wnd + 2))
+		return window_fail(in, rslot, sslot, want, d);
+	if (P < sslot || P - sslot < rslot) {
+		char e[32], need[32];
+		rf_memplan_fmt_size(a, sizeof a, P);
+		rf_memplan_fmt_size(b, sizeof b, bb);
+		rf_memplan_fmt_size(c, sizeof c, rslot);
+		rf_memplan_fmt_size(e, sizeof e, sslot);
+		rf_memplan_fmt_size(need, sizeof need, rslot + sslot);
+		/* What is larger is what to lower: the batch, or the chunks
+		 * (which only a repack changes). */
+		const char *lower = rslot > sslot ? " or repack the dataset in smaller chunks "
+						    "(ringfeed pack --chunk-bytes, Python chunk_bytes=)"
+						  : " or lower batch_size";
+		return rf_fail(d, RF_EMEMPLAN,
+			       "memory plan: pinned_bytes %s cannot hold a read slot of %s (the "
+			       "largest chunk read) and a staging slot of %s (a batch, %s for "
+			       "batch_size %u); the loader needs at least one of each: raise "
+			       "pinned_bytes to at least %s%s%s", a, c, e, b, in->batch_size, need,
+			       lower, vmsg);
+	}
+	unsigned zdepth = mp->in_place ? in->depth : 0;
+	/* Reads the dataset can use: its chunks, W and the two beside them;
+	 * more would be page-locked for nothing, and locking them costs time
+	 * at open (about 1 s per GiB). */
+	uint64_t useful = in->nchunks + 2 + wnd;
+	/*
+	 * Staging: enough for the copy stage to stay busy (`want`: depth + 2
+	 * batches, at least 4 so the gather wakes for several at a time) but
+	 * never more than half of the budget: reads keep the disk busy.
+	 */
+	uint64_t st = (P / 2) / sslot;
+	if (st > want)
+		st = want;
+	if (st < 1)
+		st = 1;
+	uint64_t reads = (P - st * sslot) / rslot;
+	if (reads > useful)
+		reads = useful;
+	/* Reads come first, the window's W + 2 of them: W is part of the
+	 * order, the staging share only speed.  With chunks large beside the
+	 * budget the staging share gives way, down to one slot. */
+	uint64_t least = wnd ? (uint64_t)wnd + 2 : 1;
+	if (reads < least) {
+		reads = least;
+		st = (P - reads * rslot) / sslot;
+	}
+	/*
+	 * More staged batches absorb a pipeline thread that waits for a core
+	 * longer than a few training steps (with 100 us steps on 2 cores, 4
+	 * staged batches left the consumer waiting 1.2 % of the time, 16 left
+	 * it 0.3 %).  They come only from bytes the reads cannot use (past the
+	 * dataset's chunks, or less than a read slot): taking reads it can use
+	 * cost half of the O_DIRECT read rate with a 64 MiB ring.  The host
+	 * device's slots lent to the consumer (in place) are staging slots
+	 * too, added the same way; without spare bytes they come out of the
+	 * staging share, which must then hold depth of them and one more.
+	 */
+	uint64_t more = (RF_MEMPLAN_STAGE_DEEP > want ? RF_MEMPLAN_STAGE_DEEP - want : 0) + zdepth;
+	uint64_t left = (P - reads * rslot - st * sslot) / sslot;
+	st += left < more ? left : more;
+	/*
+	 * The default budget is shared by the process's loaders: one takes
+	 * the reads it keeps in flight (io_depth, at most the dataset's chunks
+	 * past the window) besides the W held and the two beside them (W
+	 * itself is never sized from the budget), and depth + 2 staged batches
+	 * (and depth more lent in place), so a validation set's loader stays
+	 * small and a notebook cell re-run fits.
+	 */
+	if (in->lean) {
+		uint64_t ahead = in->nchunks > wnd ? in->nchunks - wnd : 1;
+		uint64_t lean_reads = (uint64_t)wnd + 2 + (ahead < in->io_depth ? ahead : in->io_depth);
+		uint64_t lean_st = (uint64_t)want + zdepth;
+		if (lean_reads <= reads && lean_st * sslot + lean_reads * rslot <= P) {
+			reads = lean_reads;
+			st = lean_st;
+		}
+	}
+	if (st + reads > RF_MEMPLAN_SLOTS_MAX)
+		reads = RF_MEMPLAN_SLOTS_MAX - st > (uint64_t)wnd + 2 ? RF_MEMPLAN_SLOTS_MAX - st
+								       : (uint64_t)wnd + 2;
+	if (st + reads > RF_MEMPLAN_SLOTS_MAX)
+		st = RF_MEMPLAN_SLOTS_MAX - reads;
+	if (mp->in_place && st < in->depth + 1)
+		mp->in_place = 0; /* too small to lend depth slots: copy */
+	mp->stage_bytes = sslot;
+	mp->read_bytes = rslot;
+	mp->n_stage = (unsigned)st;
+	mp->n_read = (unsigned)reads;
+	mp->nslots = mp->n_stage + mp->n_read;
+	mp->qd = in->io_depth < mp->n_read ? in->io_depth : mp->n_read;
+	/*
+	 * Map mode: a read is a chunk faulted in where it lies in its shard's
+	 * map, so the ring holds only the staging slots.  The reads still
+	 * count as read slots of the budget: they bound how far ahead the
+	 * reader faults chunks in, as far as read calls would have read ahead,
+	 * so a map never runs further ahead of the consumer (and evicts more
+	 * of the page cache) than pinned_bytes would allow.
+	 */
+	mp->n_ring = in->map ? mp->n_stage : mp->nslots;
+	mp->ring_bytes = (uint64_t)mp->n_stage * sslot + (in->map ? 0 : (uint64_t)mp->n_read * rslot);
+	return 0;
 }
 
 int
@@ -107,33 +315,6 @@ rf_memplan_compute(const struct rf_memplan_in *in, struct rf_memplan *out, rf_di
 	struct rf_memplan mp = {0};
 	const rf_batch_layout *l = in->layout;
 	uint64_t bb = l->bytes;
-	uint64_t span = in->max_span;
-	/* W: part of the order, never sized from the budget (which may differ
-	 * between ranks); the ring must hold it. */
-	uint32_t wnd = in->window;
-	uint64_t slot = RF_ALIGN_UP(bb > span ? bb : span, RF_FMT_ALIGN);
-	if (in->full) {
-		/* No chunk is read whole: a slot is a batch.  Values O_DIRECT
-		 * cannot read in place need a bounce area per read in flight,
-		 * the largest value's aligned covering range, carved from
-		 * slots set aside (see rf_ld_full_main). */
-		const rf_batch_part *p0 = &l->part[0];
-		int in_place = l->nparts == 1 && p0->field == 0 && p0->off == 0 &&
-			       p0->value_bytes % RF_FMT_ALIGN == 0;
-		if (in->direct && !in_place)
-			for (uint32_t i = 0; i < l->nparts; i++) {
-				uint64_t bs = RF_ALIGN_UP(l->part[i].value_bytes, RF_FMT_ALIGN) +
-					      RF_FMT_ALIGN;
-				if (bs > mp.bspan)
-					mp.bspan = bs;
-			}
-		/* A sample's checksum row is never 4096-aligned: bounced. */
-		uint64_t row = RF_ALIGN_UP(8 * (uint64_t)in->nfields, RF_FMT_ALIGN) + RF_FMT_ALIGN;
-		if (in->direct && in->sums && row > mp.bspan)
-			mp.bspan = row;
-		slot = RF_ALIGN_UP(bb > mp.bspan ? bb : mp.bspan, RF_FMT_ALIGN);
-		span = 0;
-	}
 	/* Variable fields' data regions (var_bytes, by default sized from
 	 * whole samples, images included) can be most of a batch: say so. */
 	char vmsg[320] = "";
@@ -151,174 +332,28 @@ rf_memplan_compute(const struct rf_memplan_in *in, struct rf_memplan *out, rf_di
 			 "average sample, all fields counted): load only the fields needed "
 			 "(rf_config.fields, Python fields=[...]) or set var_bytes", a, nvar);
 	}
-	if (slot < bb || slot == 0)
-		return rf_fail(d, RF_EMEMPLAN, "memory plan: a batch of %u samples is too "
-			       "large: lower batch_size%s", in->batch_size, vmsg);
-	uint64_t nslots = in->pinned_bytes / slot;
-	mp.slot_bytes = slot;
-	/* W + 2 read slots and a staging one, at least. */
-	if (wnd && !in->full && nslots < (uint64_t)wnd + 3) {
-		unsigned want = (in->depth + 2 > 4 ? in->depth + 2 : 4);
-		return window_fail(in, slot, span, nslots, want, d);
-	}
-	if (nslots < 2) {
-		rf_memplan_fmt_size(a, sizeof a, in->pinned_bytes);
-		rf_memplan_fmt_size(b, sizeof b, bb);
-		rf_memplan_fmt_size(c, sizeof c, span);
-		char need[32];
-		rf_memplan_fmt_size(need, sizeof need, 2 * slot);
-		/* What sizes the slot is what to lower: the batch, or the
-		 * chunks (which only a repack changes). */
-		const char *lower = span > bb ? " or repack the dataset in smaller chunks "
-						"(ringfeed pack --chunk-bytes, Python chunk_bytes=)"
-					      : " or lower batch_size";
-		return rf_fail(d, RF_EMEMPLAN,
-			       "memory plan: pinned_bytes %s holds %" PRIu64 " slot(s) of %" PRIu64
-			       " bytes (the larger of a batch, %s for batch_size %u, and the largest "
-			       "chunk read, %s); the loader needs at least 2 (one read, one staged "
-			       "batch): raise pinned_bytes to at least %s%s%s",
-			       a, nslots, slot, b, in->batch_size, c, need, lower, vmsg);
-	}
-	if (nslots > RF_MEMPLAN_SLOTS_MAX)
-		nslots = RF_MEMPLAN_SLOTS_MAX;
 	/* Host memory: a batch is handed out in the slot it was assembled (or
 	 * read) in, with no copy into a separate buffer; the slot goes back
 	 * when the batch is released.  Up to depth slots are then the
 	 * consumer's, on top of what the pipeline needs. */
 	mp.in_place = in->host_memory;
-	unsigned zdepth = mp.in_place ? in->depth : 0;
-	if (!in->full) {
-		/* A read slot holds one chunk: more read slots than the dataset
-		 * has chunks (plus the staging side and a window) would be
-		 * page-locked for nothing, and locking them costs time at open
-		 * (about 1 s per GiB). */
-		uint64_t useful = in->nchunks + RF_MEMPLAN_STAGE_DEEP + in->depth + zdepth + 2 + wnd;
-		if (nslots > useful)
-			nslots = useful;
-	}
-	/* The default budget is shared by the process's loaders: one takes
-	 * the reads it keeps in flight (io_depth, at most the dataset's
-	 * chunks past the window) besides the W held and the two beside them
-	 * (W itself is never sized from the budget), and depth + 2
-	 * staged batches (and depth more lent in place), so a validation
-	 * set's loader stays small and a notebook cell re-run fits. */
-	uint64_t lean_total = 0;
 	/* Several decode workers fill the batches their chunks go to at once
 	 * (the parallel fill, src/loader/gather.c): as many batches as their
 	 * chunks span, besides those staged for the copy, or the last worker
 	 * to need a new batch makes its copies in its turn, alone.  Not the
 	 * window's, mixtures' or full shuffling's, which fill one at a time. */
 	unsigned filling = 0;
-	if (in->workers > 1 && !wnd && !in->full && bb) {
-		uint64_t f = ((uint64_t)in->workers * span + bb - 1) / bb;
+	if (in->workers > 1 && !in->window && !in->full && bb) {
+		uint64_t f = ((uint64_t)in->workers * in->max_span + bb - 1) / bb;
 		filling = f < RF_MEMPLAN_STAGE_DEEP ? (unsigned)f : RF_MEMPLAN_STAGE_DEEP;
 	}
-	unsigned want0 = (in->depth + 2 > 4 ? in->depth + 2 : 4) + filling;
-	if (in->lean) {
-		/* Reads ahead of the window: none past the dataset's chunks. */
-		uint64_t ahead = in->nchunks > wnd ? in->nchunks - wnd : 1;
-		uint64_t inflight = in->full ? 2 : (ahead < in->io_depth ? ahead : in->io_depth);
-		lean_total = (uint64_t)wnd + 2 + inflight + want0 + zdepth;
-		if (in->full && slot) {
-			uint64_t bs = mp.bspan ? (slot / mp.bspan ? slot / mp.bspan : 1) : 0;
-			uint64_t nb = bs ? (in->io_depth + bs - 1) / bs : 0;
-			lean_total += nb < RF_MEMPLAN_BOUNCE_SLOTS_MAX ? nb : RF_MEMPLAN_BOUNCE_SLOTS_MAX;
-		}
-		if (nslots > lean_total)
-			nslots = lean_total;
-	}
-	mp.nslots = (unsigned)nslots;
-	/* Staging: enough for the copy stage to stay busy (depth + 2 batches,
-	 * at least 4 so the gather wakes for several at a time) but never more
-	 * than half of the ring: reads keep the disk busy. */
 	unsigned want = (in->depth + 2 > 4 ? in->depth + 2 : 4) + filling;
-	unsigned st = mp.nslots / 2;
-	if (st > want)
-		st = want;
-	if (st < 1)
-		st = 1;
-	/*
-	 * More staged batches absorb a pipeline thread that waits for a core
-	 * longer than a few training steps (with 100 us steps on 2 cores, 4
-	 * staged batches left the consumer waiting 1.2 % of the time, 16 left
-	 * it 0.3 %).  They come only from read slots the dataset cannot use
-	 * (more than its chunks): taking reads it can use cost half of the
-	 * O_DIRECT read rate with a 64 MiB ring.  The host device's slots lent
-	 * to the consumer (in place) are staging slots too, added the same
-	 * way; without spare reads they come out of the staging share, which
-	 * must then hold depth of them and one more.
-	 */
-	unsigned reads = mp.nslots - st;
-	uint64_t need = in->nchunks + 2 + wnd;
-	unsigned spare = reads > need ? (unsigned)(reads - need) : 0;
-	unsigned more = (RF_MEMPLAN_STAGE_DEEP > want ? RF_MEMPLAN_STAGE_DEEP - want : 0) + zdepth;
-	st += spare < more ? spare : more;
-	if (in->lean && nslots == lean_total && !in->full)
-		st = want + zdepth;
-	/* The window's W + 2 read slots come first: W is part of the order,
-	 * the staging share only speed.  With large chunks (a ring of a few
-	 * slots) the staging share gives way, down to one slot. */
-	if (wnd && !in->full && mp.nslots - st < wnd + 2 && mp.nslots >= (uint64_t)wnd + 3)
-		st = mp.nslots - (wnd + 2);
-	if (mp.in_place && st < in->depth + 1)
-		mp.in_place = 0; /* too small to lend depth slots: copy */
-	mp.n_stage = st;
-	mp.n_read = mp.nslots - st;
-	if (wnd && !in->full && mp.n_read < (uint64_t)wnd + 2) {
-		/* W chunks held, one read into and one decoded beside them (see
-		 * rf_ld_window_setup): W + 2 read slots besides the staging ones. */
-		uint64_t slots = (uint64_t)wnd + 2 + want, need_bytes;
-		if (rf_mul_u64(slots, slot, &need_bytes))
-			need_bytes = UINT64_MAX;
-		rf_memplan_fmt_size(a, sizeof a, in->pinned_bytes);
-		rf_memplan_fmt_size(b, sizeof b, need_bytes);
-		rf_memplan_fmt_size(c, sizeof c, slot);
-		return rf_fail(d, RF_EMEMPLAN,
-			       "memory plan: window shuffling with a window of W = %u chunks needs "
-			       "%u read slots of %s besides %u staging ones, pinned_bytes %" PRIu64
-			       " (%s); pinned_bytes %" PRIu64 " (%s) gives %u: raise pinned_bytes to "
-			       "%" PRIu64 " or set a smaller window (the same on every rank: W is "
-			       "part of the order)", wnd, wnd + 2, c, want, need_bytes, b,
-			       in->pinned_bytes, a, mp.n_read, need_bytes);
-	}
-	if (in->full) {
-		/* Every slot holds a batch (being read or staged), but those set
-		 * aside for bounce areas; the queue depth shrinks when the ring
-		 * cannot hold bounce areas for all of it and 2 batches. */
-		mp.qd = in->io_depth;
-		mp.nbounce = 0;
-		if (mp.bspan) {
-			uint64_t per = slot / mp.bspan;
-			uint64_t most = (uint64_t)(mp.nslots - 2 < RF_MEMPLAN_BOUNCE_SLOTS_MAX
-							   ? mp.nslots - 2
-							   : RF_MEMPLAN_BOUNCE_SLOTS_MAX) * per;
-			if (mp.qd > most)
-				mp.qd = (unsigned)most;
-			if (mp.qd == 0)
-				return rf_fail(d, RF_EMEMPLAN, "memory plan: pinned_bytes %" PRIu64
-					       " holds %u slots of %" PRIu64 " bytes: shuffle full needs "
-					       "at least 3: raise pinned_bytes", in->pinned_bytes,
-					       mp.nslots, slot);
-			mp.nbounce = (unsigned)((mp.qd + per - 1) / per);
-		}
-		mp.n_stage = mp.nslots - mp.nbounce;
-		mp.n_read = 0;
-		if (mp.in_place && mp.n_stage < in->depth + 1)
-			mp.in_place = 0;
-	} else {
-		mp.qd = in->io_depth < mp.n_read ? in->io_depth : mp.n_read;
-	}
-	/*
-	 * Map mode: a read is a chunk faulted in where it lies in its shard's
-	 * map, so the ring holds only the staging slots, each the size of a
-	 * batch.  The reads still count as chunk-sized slots of the budget:
-	 * they bound how far ahead the reader faults chunks in, as far as read
-	 * calls would have read ahead, so a map never runs further ahead of the
-	 * consumer (and evicts more of the page cache) than pinned_bytes would
-	 * allow.
-	 */
-	mp.n_ring = in->map ? mp.n_stage : mp.nslots;
-	mp.ring_slot_bytes = in->map ? RF_ALIGN_UP(bb, RF_FMT_ALIGN) : slot;
+	int rc = in->full ? plan_full(in, &mp, want, vmsg, d) : plan_reads(in, &mp, want, vmsg, d);
+	if (rc > 0)
+		return rf_fail(d, RF_EMEMPLAN, "memory plan: a batch of %u samples is too "
+			       "large: lower batch_size%s", in->batch_size, vmsg);
+	if (rc < 0)
+		return rc;
 
 	if (!mp.in_place && rf_mul_u64(bb, in->depth, &mp.dev_bytes))
 		return rf_fail(d, RF_EMEMPLAN, "memory plan: depth x batch bytes overflows");
@@ -352,25 +387,34 @@ rf_memplan_describe(const struct rf_memplan_in *in, const struct rf_memplan *mp,
 {
 	char a[32], b[32];
 	uint64_t bb = in->layout->bytes;
-	rf_memplan_fmt_size(a, sizeof a, (uint64_t)mp->n_ring * mp->ring_slot_bytes);
+	rf_memplan_fmt_size(a, sizeof a, mp->ring_bytes);
 	rf_memplan_fmt_size(b, sizeof b, mp->dev_bytes);
+	char reads[96] = "";
+	if (mp->n_read)
+		snprintf(reads, sizeof reads, "%u read slots of %" PRIu64 " bytes and ", mp->n_read,
+			 mp->read_bytes);
 	if (in->map)
 		snprintf(buf, cap,
 			 "memory plan: pinned %s = %u staging slots of %" PRIu64 " bytes%s; up to %u "
-			 "chunks faulted in ahead in the shard maps; device %s = %u x %" PRIu64
-			 " bytes", a, mp->n_ring, mp->ring_slot_bytes,
+			 "chunks faulted in ahead in the shard maps (counted as read slots of %" PRIu64
+			 " bytes); device %s = %u x %" PRIu64 " bytes", a, mp->n_ring, mp->stage_bytes,
 			 mp->in_place ? " (up to depth of them hold batches handed out)" : "",
-			 mp->n_read, b, mp->in_place ? 0 : in->depth, bb);
+			 mp->n_read, mp->read_bytes, b, mp->in_place ? 0 : in->depth, bb);
 	else if (mp->in_place)
 		snprintf(buf, cap,
-			 "memory plan: pinned %s = %u slots of %" PRIu64 " bytes (%u read, %u staging, "
-			 "of which up to %u hold batches handed out: host delivery without a copy)",
-			 a, mp->nslots, mp->slot_bytes, mp->n_read, mp->n_stage, in->depth);
+			 "memory plan: pinned %s = %s%u staging slots of %" PRIu64 " bytes, of which "
+			 "up to %u hold batches handed out: host delivery without a copy",
+			 a, reads, mp->nslots - mp->n_read, mp->stage_bytes, in->depth);
 	else
 		snprintf(buf, cap,
-			 "memory plan: pinned %s = %u slots of %" PRIu64 " bytes (%u read, %u staging); "
-			 "device %s = %u x %" PRIu64 " bytes", a, mp->nslots, mp->slot_bytes,
-			 mp->n_read, mp->n_stage, b, in->depth, bb);
+			 "memory plan: pinned %s = %s%u staging slots of %" PRIu64 " bytes; device "
+			 "%s = %u x %" PRIu64 " bytes", a, reads, mp->nslots - mp->n_read,
+			 mp->stage_bytes, b, in->depth, bb);
+	if (mp->nbounce) {
+		size_t len = strlen(buf);
+		snprintf(buf + len, cap > len ? cap - len : 0, "; %u of the staging slots hold bounce areas "
+			 "of %" PRIu64 " bytes", mp->nbounce, mp->bspan);
+	}
 	if (in->host_memory && !mp->in_place) {
 		/* Why a host device gets copies (and no batches in place). */
 		size_t len = strlen(buf);

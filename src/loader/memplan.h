@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The memory plan: how the pinned budget is cut into ring slots (read and
- * staging), how many reads may be in flight, whether the host device hands
+ * The memory plan: how the pinned budget is cut into ring slots (read slots
+ * of a chunk, staging slots of a batch), how many reads may be in flight, whether the host device hands
  * batches out in place, and what the device buffers need; or why the budget
  * or the device cannot hold the loader.  A pure function of its inputs: no
  * allocation, no system call, no log (the caller logs rf_memplan_describe),
@@ -57,13 +57,19 @@ struct rf_memplan_in {
 };
 
 struct rf_memplan {
-	uint64_t slot_bytes;
+	/* Slots of two sizes: staging slots hold a batch each (full
+	 * shuffling: or bounce areas), read slots a chunk read each; the
+	 * numbers 0 .. n_stage - 1 are staging slots, the n_read after them
+	 * reads.  Both sizes 4096-aligned; read_bytes 0 without reads. */
+	uint64_t stage_bytes, read_bytes;
 	unsigned nslots, n_read, n_stage;
 	/* The ring's slots: all of nslots, but in map mode only the staging
-	 * ones, of ring_slot_bytes each (a batch): a read there holds no bytes,
-	 * and its slot number (n_stage and up) comes from the map's free list. */
+	 * ones: a read there holds no bytes, and its slot number (n_stage and
+	 * up) comes from the map's free list.  ring_bytes is the ring's size
+	 * (at most pinned_bytes, which the reads of map mode count against
+	 * as if they were read slots). */
 	unsigned n_ring;
-	uint64_t ring_slot_bytes;
+	uint64_t ring_bytes;
 	unsigned qd;             /* reads in flight at most */
 	int in_place;            /* batches handed out in their ring slots */
 	uint64_t bspan;          /* full: bounce bytes per read in flight; 0: none */

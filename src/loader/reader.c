@@ -85,7 +85,7 @@ rf_ld_reader_main(void *arg)
 			unsigned slot = 0;
 			int rc = 0;
 			if (!ld->map.on)
-				rc = rf_ring_acquire(ld->ring, &slot, 0);
+				rc = rf_ring_acquire_kind(ld->ring, RF_RING_READ, &slot, 0);
 			else if (ld->map.free_n > 0)
 				ld->map.free_is[slot = ld->map.free[--ld->map.free_n]] = 0;
 			else

@@ -351,7 +351,7 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 	if (rc < 0 && ld->mix)
 		rf_ld_mix_memplan_note(ld, in.window);
 	if (rc == 0 && !cfg->pinned_bytes &&
-	    default_pinned_take(ld, (uint64_t)ld->mem.n_ring * ld->mem.ring_slot_bytes) < 0)
+	    default_pinned_take(ld, ld->mem.ring_bytes) < 0)
 		rc = rf_fail(&ld->diag, RF_EMEMPLAN, "memory plan: another loader of this "
 			     "process took the default pinned budget meanwhile");
 	/* Blamed on the others only where they cut this loader's share. */

@@ -495,7 +495,7 @@ loader_stats(LoaderObject *self, PyObject *unused)
 	PyObject *d = Py_BuildValue(
 		"{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:d,s:N,"
 		"s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-		"s:N,s:N,s:N,s:N,s:N,s:N,s:s,s:O,s:s,s:O,s:O,s:N,s:I,s:I,s:I,s:I,s:I,s:N,s:N,s:N,"
+		"s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:s,s:O,s:s,s:O,s:O,s:N,s:I,s:I,s:I,s:I,s:I,s:N,s:N,s:N,"
 		"s:N,s:N}",
 		"bytes_read", u64(st.bytes_read), "bytes_delivered", u64(st.bytes_delivered),
 		"batches", u64(st.batches), "samples", u64(st.samples), "chunks", u64(st.chunks),
@@ -508,7 +508,8 @@ loader_stats(LoaderObject *self, PyObject *unused)
 		"slots_total", st.slots_total, "staged", st.staged, "staged_max", st.staged_max,
 		"ready", st.ready, "ready_max", st.ready_max, "held", st.held,
 		"held_max", st.held_max,
-		"slot_bytes", u64(st.slot_bytes), "batch_bytes", u64(st.batch_bytes),
+		"slot_bytes", u64(st.slot_bytes), "stage_slot_bytes", u64(st.stage_slot_bytes),
+		"batch_bytes", u64(st.batch_bytes),
 		"pinned_bytes", u64(st.pinned_bytes), "pinned_peak", u64(st.pinned_peak),
 		"device_bytes", u64(st.device_bytes), "device_peak", u64(st.device_peak),
 		"io_engine", st.io_engine, "io_direct", st.io_direct ? Py_True : Py_False,

@@ -32,9 +32,9 @@ struct row {
 	/* expected */
 	int rc;
 	const char *msg[3]; /* in the refusal's message */
-	uint64_t slot;
+	uint64_t stage, read;
 	unsigned nslots, n_read, n_stage, n_ring;
-	uint64_t ring_slot;
+	uint64_t ring_bytes;
 	unsigned qd;
 	int in_place;
 	uint64_t bspan;
@@ -42,73 +42,98 @@ struct row {
 	uint64_t dev_bytes;
 };
 
-/* B = 32 x 784 bytes: a batch of 25088 bytes (98 x 256), 28672 aligned. */
+/* B = 32 x 784 bytes: a batch of 25088 bytes (98 x 256), a staging slot of
+ * 28672 bytes; 1 MiB chunks, read slots of 1 MiB. */
+#define S28 28672ull
 static const struct row rows[] = {
+	/* 4 staging slots, 63 reads; the bytes left (less than a read slot)
+	 * give 12 more staging slots (RF_MEMPLAN_STAGE_DEEP in all). */
 	{"cuda, 64 MiB, 100 chunks of 1 MiB", 32, 784, MIB, 100, 64 * MIB, 2, 32, 0,
 	 0, 0, 1, 0, 0, 1, 8ull << 30,
-	 0, {0}, MIB, 64, 60, 4, 64, MIB, 32, 0, 0, 0, 2 * 25088},
+	 0, {0}, S28, MIB, 79, 63, 16, 79, 63 * MIB + 16 * S28, 32, 0, 0, 0, 2 * 25088},
 	{"host: in place, no device buffers", 32, 784, MIB, 100, 64 * MIB, 2, 32, 0,
 	 0, 0, 1, 0, 1, 1, 8ull << 30,
-	 0, {0}, MIB, 64, 60, 4, 64, MIB, 32, 1, 0, 0, 0},
-	{"spare reads go to staging (10 chunks)", 32, 784, MIB, 10, 64 * MIB, 2, 32, 0,
+	 0, {0}, S28, MIB, 81, 63, 18, 81, 63 * MIB + 18 * S28, 32, 1, 0, 0, 0},
+	{"reads capped at the chunks (10) + 2", 32, 784, MIB, 10, 64 * MIB, 2, 32, 0,
 	 0, 0, 1, 0, 0, 1, 8ull << 30,
-	 0, {0}, MIB, 30, 14, 16, 30, MIB, 14, 0, 0, 0, 2 * 25088},
-	{"host, ring too small to lend depth 8: copies", 32, 784, MIB, 100, 4 * MIB, 8, 32, 0,
+	 0, {0}, S28, MIB, 28, 12, 16, 28, 12 * MIB + 16 * S28, 12, 0, 0, 0, 2 * 25088},
+	/* One read slot and 4 staging: too few to lend depth 8 and one more. */
+	{"host, ring too small to lend depth 8: copies", 32, 784, MIB, 100, MIB + 4 * S28, 8, 32,
+	 0, 0, 0, 1, 0, 1, 1, 8ull << 30,
+	 0, {0}, S28, MIB, 5, 1, 4, 5, MIB + 4 * S28, 1, 0, 0, 0, 8 * 25088},
+	{"host, 4 MiB: staging lends depth 8", 32, 784, MIB, 100, 4 * MIB, 8, 32, 0,
 	 0, 0, 1, 0, 1, 1, 8ull << 30,
-	 0, {0}, MIB, 4, 2, 2, 4, MIB, 2, 0, 0, 0, 8 * 25088},
+	 0, {0}, S28, MIB, 27, 3, 24, 27, 3 * MIB + 24 * S28, 3, 1, 0, 0, 0},
 	{"slots capped at 4096", 32, 784, MIB, 100000, 8192 * MIB, 2, 32, 0,
 	 0, 0, 1, 0, 0, 0, 0,
-	 0, {0}, MIB, 4096, 4092, 4, 4096, MIB, 32, 0, 0, 0, 2 * 25088},
-	{"pinned_bytes below two slots", 32, 784, MIB, 100, MIB, 2, 32, 0,
+	 0, {0}, S28, MIB, 4096, 4080, 16, 4096, 4080 * MIB + 16 * S28, 32, 0, 0, 0, 2 * 25088},
+	{"pinned_bytes below a read and a staging slot", 32, 784, MIB, 100, MIB, 2, 32, 0,
 	 0, 0, 1, 0, 0, 1, 8ull << 30,
-	 RF_EMEMPLAN, {"pinned_bytes 1.00 MiB holds 1 slot(s) of 1048576 bytes",
-		       "24.5 KiB for batch_size 32", "raise pinned_bytes to at least 2.00 MiB"}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+	 RF_EMEMPLAN, {"pinned_bytes 1.00 MiB cannot hold a read slot of 1.00 MiB (the largest "
+		       "chunk read) and a staging slot of 28.0 KiB",
+		       "24.5 KiB for batch_size 32", "raise pinned_bytes to at least 1.03 MiB or "
+		       "repack the dataset in smaller chunks"}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 	{"window W = 20 in 16 MiB", 32, 784, MIB, 100, 16 * MIB, 2, 32, 20,
 	 0, 0, 1, 0, 0, 1, 8ull << 30,
-	 RF_EMEMPLAN, {"W = 20 chunks needs W + 2 = 22 read slots and a staging one, 23 slots "
-		       "of 1.00 MiB", "holds 16: raise pinned_bytes to 24117248 (23.00 MiB; "
-		       "27262976 (26.00 MiB) for 4 staging slots, full speed)",
-		       "set window to 13 or less on every rank"}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-	/* The window's reads come first: the staging share gives way. */
-	{"window W = 13 in 16 MiB: one staging slot", 32, 784, MIB, 100, 16 * MIB, 2, 32, 13,
+	 RF_EMEMPLAN, {"W = 20 chunks needs W + 2 = 22 read slots of 1.00 MiB (the largest chunk "
+		       "read) and a staging slot of 28.0 KiB (a batch, 24.5 KiB for batch_size 32)",
+		       "holds 15 read slots beside a staging one: raise pinned_bytes to 23097344 "
+		       "(22.03 MiB; 23183360 (22.11 MiB) for 4 staging slots, full speed)",
+		       "set window to 13 or less on every rank"}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+	{"window W = 13 in 16 MiB: small batches fit beside", 32, 784, MIB, 100, 16 * MIB, 2, 32,
+	 13, 0, 0, 1, 0, 0, 1, 8ull << 30,
+	 0, {0}, S28, MIB, 31, 15, 16, 31, 15 * MIB + 16 * S28, 15, 0, 0, 0, 2 * 25088},
+	/* The window's reads come first: the staging share gives way (B =
+	 * 1024: batches of 802816 bytes). */
+	{"window W = 13 in 16 MiB: one staging slot", 1024, 784, MIB, 100, 16 * MIB, 2, 32, 13,
 	 0, 0, 1, 0, 0, 1, 8ull << 30,
-	 0, {0}, MIB, 16, 15, 1, 16, MIB, 15, 0, 0, 0, 2 * 25088},
-	{"window W = 11 in 16 MiB: three staging slots", 32, 784, MIB, 100, 16 * MIB, 2, 32, 11,
+	 0, {0}, 802816, MIB, 16, 15, 1, 16, 15 * MIB + 802816, 15, 0, 0, 0, 2 * 802816},
+	{"window W = 11 in 16 MiB: three staging slots", 1024, 784, MIB, 100, 16 * MIB, 2, 32, 11,
 	 0, 0, 1, 0, 0, 1, 8ull << 30,
-	 0, {0}, MIB, 16, 13, 3, 16, MIB, 13, 0, 0, 0, 2 * 25088},
-	/* Batch-sized slots (chunks of 4 KiB): the batch_size that fits. */
-	{"window W = 2, batches larger than chunks", 32, 784, 4096, 100, 4 * 28672, 2, 32, 2,
+	 0, {0}, 802816, MIB, 16, 13, 3, 16, 13 * MIB + 3 * 802816, 13, 0, 0, 0, 2 * 802816},
+	/* Batches larger than chunks: read slots stay a chunk's size. */
+	{"window W = 2, batches larger than chunks", 32, 784, 4096, 100, 4 * S28, 2, 32, 2,
 	 0, 0, 1, 0, 0, 1, 8ull << 30,
-	 RF_EMEMPLAN, {"5 slots of 28.0 KiB (the larger of a batch, 24.5 KiB for batch_size 32, "
-		       "and the largest chunk read, 4.0 KiB)", "raise pinned_bytes to 143360",
-		       "lower batch_size to 26 or less, or set window to 1 or less"},
-	 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+	 0, {0}, S28, 4096, 16, 14, 2, 16, 14 * 4096 + 2 * S28, 14, 0, 0, 0, 2 * 25088},
+	{"window W = 2: the staging slot does not fit", 32, 784, 4096, 100, 4 * 4096 + 20000, 2,
+	 32, 2, 0, 0, 1, 0, 0, 1, 8ull << 30,
+	 RF_EMEMPLAN, {"W + 2 = 4 read slots of 4.0 KiB (the largest chunk read) and a staging "
+		       "slot of 28.0 KiB (a batch, 24.5 KiB for batch_size 32)",
+		       "raise pinned_bytes to 45056", "lower batch_size to 20 or less"},
+	 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 	{"window W = 20 in 32 MiB", 32, 784, MIB, 100, 32 * MIB, 2, 32, 20,
 	 0, 0, 1, 0, 0, 1, 8ull << 30,
-	 0, {0}, MIB, 32, 28, 4, 32, MIB, 28, 0, 0, 0, 2 * 25088},
+	 0, {0}, S28, MIB, 47, 31, 16, 47, 31 * MIB + 16 * S28, 31, 0, 0, 0, 2 * 25088},
+	/* 20 MiB chunks, batches of 32 x 150 KiB (4915200 bytes), W = 6 in
+	 * 256 MiB: 11 reads (5 past the window and the one beside it) and 7
+	 * staging; slots of one size (the chunk's) gave 8 and 4. */
+	{"window, chunks 4x the batch", 32, 153600, 20 * MIB, 100, 256 * MIB, 2, 32, 6,
+	 0, 0, 1, 0, 0, 1, 8ull << 30,
+	 0, {0}, 4915200, 20 * MIB, 18, 11, 7, 18, 11 * 20 * MIB + 7 * 4915200ull, 11, 0, 0, 0,
+	 2 * 4915200},
 	{"device without the free memory", 32, 784, MIB, 100, 64 * MIB, 2, 32, 0,
 	 0, 0, 1, 0, 0, 1, 40000,
 	 RF_EMEMPLAN, {"device buffers need 49.0 KiB (depth 2 x batch 24.5 KiB for batch_size 32)",
-		       "test-device has only 39.1 KiB free", "lower batch_size or depth"}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+		       "test-device has only 39.1 KiB free", "lower batch_size or depth"}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 	{"device free memory unknown: not checked", 32, 784, MIB, 100, 64 * MIB, 2, 32, 0,
 	 0, 0, 1, 0, 0, 0, 40000,
-	 0, {0}, MIB, 64, 60, 4, 64, MIB, 32, 0, 0, 0, 2 * 25088},
+	 0, {0}, S28, MIB, 79, 63, 16, 79, 63 * MIB + 16 * S28, 32, 0, 0, 0, 2 * 25088},
 	{"map: the ring is the staging slots, a batch each", 32, 784, MIB, 100, 64 * MIB, 2, 32,
 	 0, 0, 1, 0, 0, 0, 1, 8ull << 30,
-	 0, {0}, MIB, 64, 60, 4, 4, 28672, 32, 0, 0, 0, 2 * 25088},
+	 0, {0}, S28, MIB, 79, 63, 16, 16, 16 * S28, 32, 0, 0, 0, 2 * 25088},
 	{"full, O_DIRECT, checksums: bounce areas", 32, 784, MIB, 100, MIB, 2, 32, 0,
 	 1, 0, 1, 1, 0, 1, 8ull << 30,
-	 0, {0}, 28672, 36, 0, 25, 36, 28672, 32, 0, 8192, 11, 2 * 25088},
+	 0, {0}, S28, 0, 36, 0, 25, 36, 36 * S28, 32, 0, 8192, 11, 2 * 25088},
 	{"full, buffered: no bounce", 32, 784, MIB, 100, MIB, 2, 32, 0,
 	 1, 0, 0, 1, 0, 1, 8ull << 30,
-	 0, {0}, 28672, 36, 0, 36, 36, 28672, 32, 0, 0, 0, 2 * 25088},
-	{"full, two slots: no room for bounce areas", 32, 784, MIB, 100, 2 * 28672, 2, 32, 0,
+	 0, {0}, S28, 0, 36, 0, 36, 36, 36 * S28, 32, 0, 0, 0, 2 * 25088},
+	{"full, two slots: no room for bounce areas", 32, 784, MIB, 100, 2 * S28, 2, 32, 0,
 	 1, 0, 1, 1, 0, 1, 8ull << 30,
 	 RF_EMEMPLAN, {"pinned_bytes 57344 holds 2 slots of 28672 bytes",
-		       "shuffle full needs at least 3", 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+		       "shuffle full needs at least 3", 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 	{"a batch too large to size", 32, 0, MIB, 100, 64 * MIB, 2, 32, 0,
 	 0, 0, 1, 0, 0, 1, 8ull << 30,
-	 RF_EMEMPLAN, {"a batch of 32 samples is too large: lower batch_size", 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+	 RF_EMEMPLAN, {"a batch of 32 samples is too large: lower batch_size", 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static int failures;
@@ -139,9 +164,9 @@ layout_of(const struct row *r, rf_batch_layout *l)
 static int
 same(const struct rf_memplan *a, const struct rf_memplan *b)
 {
-	return a->slot_bytes == b->slot_bytes && a->nslots == b->nslots &&
-	       a->n_read == b->n_read && a->n_stage == b->n_stage && a->n_ring == b->n_ring &&
-	       a->ring_slot_bytes == b->ring_slot_bytes && a->qd == b->qd &&
+	return a->stage_bytes == b->stage_bytes && a->read_bytes == b->read_bytes &&
+	       a->nslots == b->nslots && a->n_read == b->n_read && a->n_stage == b->n_stage &&
+	       a->n_ring == b->n_ring && a->ring_bytes == b->ring_bytes && a->qd == b->qd &&
 	       a->in_place == b->in_place && a->bspan == b->bspan && a->nbounce == b->nbounce &&
 	       a->dev_bytes == b->dev_bytes && a->decode_bytes == b->decode_bytes;
 }
@@ -189,27 +214,31 @@ run(const struct row *r)
 		}
 		return;
 	}
-	EXPECT(mp.slot_bytes == r->slot, r);
+	EXPECT(mp.stage_bytes == r->stage, r);
+	EXPECT(mp.read_bytes == r->read, r);
 	EXPECT(mp.nslots == r->nslots, r);
 	EXPECT(mp.n_read == r->n_read, r);
 	EXPECT(mp.n_stage == r->n_stage, r);
 	EXPECT(mp.n_ring == r->n_ring, r);
-	EXPECT(mp.ring_slot_bytes == r->ring_slot, r);
+	EXPECT(mp.ring_bytes == r->ring_bytes, r);
 	EXPECT(mp.qd == r->qd, r);
 	EXPECT(mp.in_place == r->in_place, r);
 	EXPECT(mp.bspan == r->bspan, r);
 	EXPECT(mp.nbounce == r->nbounce, r);
 	EXPECT(mp.dev_bytes == r->dev_bytes, r);
 	/* Invariants of every plan. */
-	EXPECT(mp.n_ring * mp.ring_slot_bytes <= r->pinned, r);
+	EXPECT(mp.ring_bytes <= r->pinned, r);
+	EXPECT(mp.n_stage * mp.stage_bytes + mp.n_read * mp.read_bytes <= r->pinned, r);
+	EXPECT(r->full || mp.n_read >= (r->window ? r->window + 2 : 1), r);
 	EXPECT(mp.nslots <= RF_MEMPLAN_SLOTS_MAX, r);
 	EXPECT(r->full ? mp.n_read == 0 : mp.n_read + mp.n_stage == mp.nslots, r);
 	EXPECT(!mp.in_place || mp.n_stage >= r->depth + 1, r);
 	if (failures != before)
-		fprintf(stderr, "%s: slot %" PRIu64 " nslots %u read %u stage %u ring %u x %" PRIu64
-			" qd %u in_place %d bspan %" PRIu64 " nbounce %u dev %" PRIu64 "\n", r->what,
-			mp.slot_bytes, mp.nslots, mp.n_read, mp.n_stage, mp.n_ring,
-			mp.ring_slot_bytes, mp.qd, mp.in_place, mp.bspan, mp.nbounce, mp.dev_bytes);
+		fprintf(stderr, "%s: stage %" PRIu64 " read %" PRIu64 " nslots %u read %u stage %u "
+			"ring %u, %" PRIu64 " bytes qd %u in_place %d bspan %" PRIu64 " nbounce %u "
+			"dev %" PRIu64 "\n", r->what, mp.stage_bytes, mp.read_bytes, mp.nslots,
+			mp.n_read, mp.n_stage, mp.n_ring, mp.ring_bytes, mp.qd, mp.in_place, mp.bspan,
+			mp.nbounce, mp.dev_bytes);
 	/* Pure: the same inputs, the same plan. */
 	memset(&again, 0, sizeof again);
 	EXPECT(rf_memplan_compute(&in, &again, &d) == 0, r);
@@ -246,8 +275,7 @@ run_images(const struct irow *r)
 				   .io_depth = 32, .direct = 1, .dev_desc = "test-device",
 				   .workers = r->workers, .worker_bytes = r->wbytes,
 				   .worker_scratch = 263 * MIB};
-	struct rf_memplan_in plain = in;
-	plain.workers = 0;
+	struct rf_memplan_in plain = in; /* the same workers, no images */
 	plain.worker_bytes = plain.worker_scratch = 0;
 	rf_diag d;
 	rf_diag_init(&d, NULL, NULL);
@@ -275,7 +303,8 @@ run_images(const struct irow *r)
 		failures++;
 	}
 	if (rf_memplan_compute(&plain, &base, &d) != 0 || base.nslots != mp.nslots ||
-	    base.slot_bytes != mp.slot_bytes || base.decode_bytes != 0) {
+	    base.ring_bytes != mp.ring_bytes || base.n_stage != mp.n_stage ||
+	    base.decode_bytes != 0) {
 		fprintf(stderr, "%s: the ring's plan changed\n", r->what);
 		failures++;
 	}
@@ -346,8 +375,9 @@ main(void)
 	char line[512];
 	if (rf_memplan_compute(&in, &mp, &d) == 0) {
 		rf_memplan_describe(&in, &mp, line, sizeof line);
-		const char *want = "memory plan: pinned 64.00 MiB = 64 slots of 1048576 bytes (60 read, "
-				   "4 staging); device 49.0 KiB = 2 x 25088 bytes";
+		const char *want = "memory plan: pinned 63.44 MiB = 63 read slots of 1048576 bytes "
+				   "and 16 staging slots of 28672 bytes; device 49.0 KiB = 2 x 25088 "
+				   "bytes";
 		if (strcmp(line, want)) {
 			fprintf(stderr, "describe: \"%s\"\n   want \"%s\"\n", line, want);
 			failures++;

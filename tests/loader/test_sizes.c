@@ -118,7 +118,7 @@ stats_sizes(void)
 	const uint32_t sizes[] = {
 		0, 1, 0xa5a5a5a5u, UINT32_MAX, (uint32_t)sizeof(rf_stats) + 1,
 		(uint32_t)sizeof(rf_stats) - 1, (uint32_t)offsetof(rf_stats, stall_share),
-		(uint32_t)offsetof(rf_stats, reserved),
+		(uint32_t)offsetof(rf_stats, stage_slot_bytes),
 	};
 	static uint8_t want[sizeof(rf_stats)];
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {

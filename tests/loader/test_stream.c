@@ -237,7 +237,10 @@ run(const char *dir, const struct dataset *ds, const struct setting *st)
 	LT_CHECK(!use_map || !s.io_direct);
 	/* Maps: the ring holds batches only, never a chunk's bytes. */
 	LT_CHECK(!use_map || s.slot_bytes == (s.batch_bytes + 4095) / 4096 * 4096);
-	LT_CHECK(s.pinned_peak <= (uint64_t)s.slots_total * s.slot_bytes);
+	/* Staging slots are a batch each, read slots (slot_bytes) a chunk. */
+	LT_CHECK(s.stage_slot_bytes == (s.batch_bytes + 4095) / 4096 * 4096);
+	LT_CHECK(s.pinned_peak <= (uint64_t)s.slots_total *
+				  (s.slot_bytes > s.stage_slot_bytes ? s.slot_bytes : s.stage_slot_bytes));
 	LT_CHECK(s.slots_used_max <= s.slots_total);
 	LT_CHECK(!use_map || s.reads_inflight_max == 0);
 	rf_loader_close(&ld);

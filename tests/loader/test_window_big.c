@@ -153,8 +153,10 @@ main(void)
 		}
 	}
 
-	/* Batches larger than the chunks make every slot batch-sized: the
-	 * refusal names what to set. */
+	/* Batches larger than the chunks: read slots stay a chunk's size, so
+	 * batches of two 30 MiB samples open with the default budget (4 read
+	 * slots of 30 MiB and a staging slot of 60 MiB); batches of five do not,
+	 * and the refusal names what to set. */
 	struct lt_paths lp;
 	rf_config cfg;
 	lt_config(&cfg, &lp, dir, "m30.rfs");
@@ -163,17 +165,22 @@ main(void)
 	cfg.shuffle = RF_SHUFFLE_WINDOW;
 	cfg.direct = 1;
 	rf_loader *ld;
+	int rc = rf_loader_open(&ld, &cfg);
+	LT_CHECK(rc == 0);
+	if (rc == 0)
+		rf_loader_close(&ld);
+	cfg.batch_size = 5;
 	LT_CHECK(rf_loader_open(&ld, &cfg) == RF_EMEMPLAN);
 	const char *msg = rf_loader_last_open_error();
-	LT_CHECK(strstr(msg, "W = 2 chunks needs W + 2 = 4 read slots and a staging one, 5 "
-			     "slots of 60.00 MiB") != NULL);
-	LT_CHECK(strstr(msg, "raise pinned_bytes to 314593280") != NULL);
-	LT_CHECK(strstr(msg, "or lower batch_size to 1, or set window to 1 or less") != NULL);
+	LT_CHECK(strstr(msg, "W = 2 chunks needs W + 2 = 4 read slots of 30.00 MiB (the largest "
+			     "chunk read) and a staging slot of 150.00 MiB") != NULL);
+	LT_CHECK(strstr(msg, "raise pinned_bytes to 283136000") != NULL);
+	LT_CHECK(strstr(msg, "or lower batch_size to 4 or less, or set window to 1 or less") != NULL);
 	if (lt_failures)
 		fprintf(stderr, "%s\n", msg);
 	/* And what it names opens. */
 	cfg.window = 1;
-	int rc = rf_loader_open(&ld, &cfg);
+	rc = rf_loader_open(&ld, &cfg);
 	LT_CHECK(rc == 0);
 	if (rc == 0)
 		rf_loader_close(&ld);

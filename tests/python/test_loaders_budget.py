@@ -18,9 +18,15 @@ from rftest import check, tmpdir
 MIB = 1 << 20
 d = tmpdir()
 p = d + "/wide.rfs"
-# Samples of 64 KiB: a batch of 256 is 16 MiB, so a default ring is 256 MiB
-# (the 16 chunks' reads and the staged batches need more).
-ringfeed.pack(p, {"x": np.zeros((1024, 64 << 10), dtype=np.uint8)})
+# Samples of 64 KiB: a batch of 256 is 16 MiB and a chunk 64 MiB, so a
+# default ring is a whole share, short of less than a slot (a chunk's read
+# and the staged batches need more), and what two leave holds no read slot
+# and staging slot (80 MiB).
+ringfeed.pack(p, {"x": np.zeros((1024, 64 << 10), dtype=np.uint8)}, chunk_bytes=64 * MIB)
+
+
+def whole(n):
+    return 192 * MIB < n <= 256 * MIB
 
 # A notebook cell run twice: the names are rebound only after the new
 # Loaders are built, and the old ones may live on (Out[], a traceback).
@@ -54,7 +60,7 @@ def loader(**kw):
 train = loader()
 val = loader()
 for ld in (train, val):
-    check(ld.stats()["pinned_bytes"] == 256 * MIB, "a full share: %d" % ld.stats()["pinned_bytes"])
+    check(whole(ld.stats()["pinned_bytes"]), "a full share: %d" % ld.stats()["pinned_bytes"])
 try:
     loader()
     check(False, "a third loader over the default budget opened")
@@ -62,15 +68,15 @@ except ringfeed.Error as e:
     print("->", e)
     check(e.code == ringfeed.EMEMPLAN, "EMEMPLAN, not %s" % e.name)
     for words in ("default pinned budget", "2 other loader(s)", "512 MiB", "close()",
-                  "pinned_bytes", "wide.rfs (256.00 MiB), ", "del train"):
+                  "pinned_bytes", "wide.rfs (2", " MiB), ", "del train"):
         check(words in str(e), "the message says %r" % words)
     # Whole: the library's text to its end (the module may add a note).
     check("Or give this loader its own pinned_bytes" in str(e), "the message is whole")
-own = loader(pinned_bytes=64 * MIB)
-check(own.stats()["pinned_bytes"] == 64 * MIB, "its own budget")
+own = loader(pinned_bytes=128 * MIB)
+check(64 * MIB < own.stats()["pinned_bytes"] <= 128 * MIB, "its own budget")
 val.close()
 test = loader()
-check(test.stats()["pinned_bytes"] == 256 * MIB, "the closed loader's share")
+check(whole(test.stats()["pinned_bytes"]), "the closed loader's share")
 del test
 gc.collect()
 again = loader()
