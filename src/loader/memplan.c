@@ -226,10 +226,13 @@ plan_reads(const struct rf_memplan_in *in, struct rf_memplan *mp, unsigned want,
 			       lower, vmsg);
 	}
 	unsigned zdepth = mp->in_place ? in->depth : 0;
-	/* Reads the dataset can use: its chunks, W and the two beside them;
-	 * more would be page-locked for nothing, and locking them costs time
-	 * at open (about 1 s per GiB). */
-	uint64_t useful = in->nchunks + 2 + wnd;
+	/* Reads the stream can use: W and the two beside it, and the dataset's
+	 * chunks or io_depth, whichever is more: past its last chunk the
+	 * reader goes on into the next epoch (with 12 chunks, 14 read slots
+	 * ran cold O_DIRECT epochs 7-8 % below 16 and 34).  More would be
+	 * page-locked for nothing, and locking them costs time at open (about
+	 * 1 s per GiB). */
+	uint64_t useful = (in->nchunks > in->io_depth ? in->nchunks : in->io_depth) + 2 + wnd;
 	/*
 	 * Staging: enough for the copy stage to stay busy (`want`: depth + 2
 	 * batches, at least 4 so the gather wakes for several at a time) but
@@ -255,8 +258,8 @@ plan_reads(const struct rf_memplan_in *in, struct rf_memplan *mp, unsigned want,
 	 * More staged batches absorb a pipeline thread that waits for a core
 	 * longer than a few training steps (with 100 us steps on 2 cores, 4
 	 * staged batches left the consumer waiting 1.2 % of the time, 16 left
-	 * it 0.3 %).  They come only from bytes the reads cannot use (past the
-	 * dataset's chunks, or less than a read slot): taking reads it can use
+	 * it 0.3 %).  They come only from bytes the reads cannot use (past
+	 * `useful`, or less than a read slot): taking reads it can use
 	 * cost half of the O_DIRECT read rate with a 64 MiB ring.  The host
 	 * device's slots lent to the consumer (in place) are staging slots
 	 * too, added the same way; without spare bytes they come out of the

@@ -54,9 +54,13 @@ static const struct row rows[] = {
 	{"host: in place, no device buffers", 32, 784, MIB, 100, 64 * MIB, 2, 32, 0,
 	 0, 0, 1, 0, 1, 1, 8ull << 30,
 	 0, {0}, S28, MIB, 81, 63, 18, 81, 63 * MIB + 18 * S28, 32, 1, 0, 0, 0},
-	{"reads capped at the chunks (10) + 2", 32, 784, MIB, 10, 64 * MIB, 2, 32, 0,
+	/* 10 chunks: reads up to io_depth + 2 (the next epoch's chunks). */
+	{"reads capped at io_depth (32) + 2", 32, 784, MIB, 10, 64 * MIB, 2, 32, 0,
 	 0, 0, 1, 0, 0, 1, 8ull << 30,
-	 0, {0}, S28, MIB, 28, 12, 16, 28, 12 * MIB + 16 * S28, 12, 0, 0, 0, 2 * 25088},
+	 0, {0}, S28, MIB, 50, 34, 16, 50, 34 * MIB + 16 * S28, 32, 0, 0, 0, 2 * 25088},
+	{"reads capped at the chunks (40) + 2", 32, 784, MIB, 40, 64 * MIB, 2, 32, 0,
+	 0, 0, 1, 0, 0, 1, 8ull << 30,
+	 0, {0}, S28, MIB, 58, 42, 16, 58, 42 * MIB + 16 * S28, 32, 0, 0, 0, 2 * 25088},
 	/* One read slot and 4 staging: too few to lend depth 8 and one more. */
 	{"host, ring too small to lend depth 8: copies", 32, 784, MIB, 100, MIB + 4 * S28, 8, 32,
 	 0, 0, 0, 1, 0, 1, 1, 8ull << 30,
