@@ -201,13 +201,8 @@ fill_flush_if_full_locked(rf_loader *ld)
 static int
 window_fill_ok(const rf_loader *ld)
 {
-	if (!ld->window.on || ld->mix || ld->map.on || ld->image || ld->window.sums ||
-	    ld->skip.on)
-		return 0;
-	for (uint64_t c = 0; c < ld->nchunks; c++)
-		if (ld->chunks[c].codec != RF_CODEC_NONE)
-			return 0;
-	return 1;
+	return ld->window.on && !ld->mix && !ld->map.on && !ld->image && !ld->window.sums &&
+	       !ld->skip.on && !rf_ld_any_compressed(ld);
 }
 
 /* Mixtures hold chunks past their turn and gather from several: they keep

@@ -353,9 +353,7 @@ loader_open(rf_loader *ld)
 	if (rc < 0)
 		return rc;
 
-	int need_raw = 0;
-	for (uint64_t c = 0; c < ld->nchunks && !need_raw; c++)
-		need_raw = ld->chunks[c].codec != RF_CODEC_NONE;
+	int need_raw = rf_ld_any_compressed(ld);
 	ld->workers = calloc(ld->nworkers ? ld->nworkers : 1, sizeof(*ld->workers));
 	if (!ld->workers)
 		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");

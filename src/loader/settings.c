@@ -506,6 +506,15 @@ rf_ld_config_check(rf_loader *ld)
 	return 0;
 }
 
+int
+rf_ld_any_compressed(const rf_loader *ld)
+{
+	for (uint64_t c = 0; c < ld->nchunks; c++)
+		if (ld->chunks[c].codec != RF_CODEC_NONE)
+			return 1;
+	return 0;
+}
+
 /* The settings that depend on the dataset: W, the read mode, the decode
  * threads. */
 int
@@ -551,9 +560,7 @@ rf_ld_resolve_settings(rf_loader *ld)
 		       : "one read per sample (O_DIRECT)");
 	}
 	/* Decode workers: a raw buffer each only when some chunk is compressed. */
-	int need_raw = 0;
-	for (uint64_t c = 0; c < ld->nchunks && !need_raw; c++)
-		need_raw = ld->chunks[c].codec != RF_CODEC_NONE;
+	int need_raw = rf_ld_any_compressed(ld);
 	if (ld->resolved.decode_threads == 0)
 		ld->resolved.decode_threads = decode_threads_auto(need_raw || ld->image);
 	/* Window shuffling from read slots (O_DIRECT, or a remote shard): its
