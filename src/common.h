@@ -9,7 +9,9 @@
 
 #include "ringfeed/ringfeed.h"
 
-#define RF_ERRMSG_MAX 1024
+/* A message's room: the longest (the process budget's refusal, with the
+ * memory plan's own words inside) fits whole. */
+#define RF_ERRMSG_MAX 2048
 
 #if defined(__GNUC__)
 #define RF_PRINTF(a, b) __attribute__((format(printf, a, b)))

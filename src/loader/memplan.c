@@ -129,6 +129,7 @@ plan_full(const struct rf_memplan_in *in, struct rf_memplan *mp, unsigned want0,
 	if (slot < bb || slot == 0)
 		return 1;
 	uint64_t nslots = in->pinned_bytes / slot;
+	const char *mode = in->full_window ? "window shuffling from memory" : "shuffle full";
 	if (nslots < 2) {
 		char a[32], b[32], need[32];
 		rf_memplan_fmt_size(a, sizeof a, in->pinned_bytes);
@@ -136,9 +137,9 @@ plan_full(const struct rf_memplan_in *in, struct rf_memplan *mp, unsigned want0,
 		rf_memplan_fmt_size(need, sizeof need, 2 * slot);
 		return rf_fail(d, RF_EMEMPLAN,
 			       "memory plan: pinned_bytes %s holds %" PRIu64 " slot(s) of %" PRIu64
-			       " bytes (a batch, %s for batch_size %u); shuffle full needs at least "
-			       "2: raise pinned_bytes to at least %s or lower batch_size%s",
-			       a, nslots, slot, b, in->batch_size, need, vmsg);
+			       " bytes (a batch, %s for batch_size %u); %s needs at least 2: raise "
+			       "pinned_bytes to at least %" PRIu64 " (%s) or lower batch_size%s",
+			       a, nslots, slot, b, in->batch_size, mode, 2 * slot, need, vmsg);
 	}
 	if (nslots > RF_MEMPLAN_SLOTS_MAX)
 		nslots = RF_MEMPLAN_SLOTS_MAX;
@@ -169,9 +170,10 @@ plan_full(const struct rf_memplan_in *in, struct rf_memplan *mp, unsigned want0,
 			mp->qd = (unsigned)most;
 		if (mp->qd == 0)
 			return rf_fail(d, RF_EMEMPLAN, "memory plan: pinned_bytes %" PRIu64
-				       " holds %u slots of %" PRIu64 " bytes: shuffle full needs "
-				       "at least 3: raise pinned_bytes", in->pinned_bytes,
-				       mp->nslots, slot);
+				       " holds %u slots of %" PRIu64 " bytes: %s with O_DIRECT "
+				       "reads needs at least 3 (two batches and bounce areas): "
+				       "raise pinned_bytes to at least %" PRIu64, in->pinned_bytes,
+				       mp->nslots, slot, mode, 3 * slot);
 		mp->nbounce = (unsigned)((mp->qd + per - 1) / per);
 	}
 	mp->n_stage = mp->nslots - mp->nbounce;
@@ -222,8 +224,8 @@ plan_reads(const struct rf_memplan_in *in, struct rf_memplan *mp, unsigned want,
 			       "memory plan: pinned_bytes %s cannot hold a read slot of %s (the "
 			       "largest chunk read) and a staging slot of %s (a batch, %s for "
 			       "batch_size %u); the loader needs at least one of each: raise "
-			       "pinned_bytes to at least %s%s%s", a, c, e, b, in->batch_size, need,
-			       lower, vmsg);
+			       "pinned_bytes to at least %" PRIu64 " (%s)%s%s", a, c, e, b,
+			       in->batch_size, rslot + sslot, need, lower, vmsg);
 	}
 	unsigned zdepth = mp->in_place ? in->depth : 0;
 	/* Reads the stream can use: W and the two beside it, and the dataset's

@@ -41,6 +41,8 @@ struct rf_memplan_in {
 	int mix;                 /* a mixture: `window` counts the chunks its
 	                            sources hold together, not one W */
 	int full;                /* shuffle full: samples read into the batch */
+	int full_window;         /* full: window shuffling from memory, served
+	                            as full is (for messages) */
 	int map;                 /* reads are chunks faulted in from shard maps */
 	int direct;              /* O_DIRECT reads */
 	int sums;                /* full: each sample's checksum row read too */

@@ -69,11 +69,13 @@ default_pinned_name(const rf_loader *ld, uint64_t bytes)
 	}
 }
 
-/* The loaders holding the budget, as "PATH (SIZE), ...", into buf. */
+/* The loaders holding the budget, as "PATH (SIZE), ...", into buf, and how
+ * many more there are of `total` than are named. */
 static void
-default_pinned_names(char *buf, size_t cap)
+default_pinned_names(char *buf, size_t cap, unsigned total)
 {
 	size_t o = 0;
+	unsigned named = 0;
 	buf[0] = '\0';
 	for (unsigned i = 0; i < DEFAULT_PINNED_NAMED && o + 1 < cap; i++) {
 		if (!atomic_load(&default_pinned_who[i].ld))
@@ -85,6 +87,12 @@ default_pinned_names(char *buf, size_t cap)
 		if (w < 0)
 			break;
 		o += (size_t)w;
+		named++;
+	}
+	if (named < total && o + 1 < cap) {
+		int w = snprintf(buf + o, cap - o, "%sand %u more", o ? ", " : "", total - named);
+		if (w > 0)
+			o += (size_t)w;
 	}
 	if (o >= cap)
 		buf[cap - 1] = '\0';
@@ -325,6 +333,7 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		.window = ld->mix ? rf_ld_mix_held_max(ld) : ld->full.window ? 0 : ld->resolved.window,
 		.mix = ld->mix != NULL,
 		.full = ld->full.on,
+		.full_window = ld->full.on && ld->full.window,
 		.map = ld->map.on,
 		.direct = ld->resolved.direct,
 		.sums = ld->full.sums,
@@ -359,7 +368,7 @@ rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel)
 		char u[32], l[32], who[400], msg[sizeof(ld->diag.msg)];
 		rf_memplan_fmt_size(u, sizeof u, RF_PINNED_PROCESS - left);
 		rf_memplan_fmt_size(l, sizeof l, left);
-		default_pinned_names(who, sizeof who);
+		default_pinned_names(who, sizeof who, others);
 		/* The plan's own words, less their "memory plan: ". */
 		const char *why = ld->diag.msg;
 		if (strncmp(why, "memory plan: ", 13) == 0)

@@ -27,7 +27,7 @@ rfpy_loader_open_core(LoaderObject *self, uint64_t epoch, const void *resume, si
 	struct core *c = PyMem_Calloc(1, sizeof(*c));
 	rf_loader *ld = NULL;
 	rf_config cfg = self->cfg;
-	char msg[1024];
+	char msg[2048];
 	int rc;
 
 	if (!c) {
@@ -385,7 +385,7 @@ sources_arg(LoaderObject *self, PyObject *arg, uint64_t *samples)
 		dcfg.log = rfpy_log;
 		const char *sp = self->sources[i].path;
 		int rc;
-		char msg[1024];
+		char msg[2048];
 		Py_BEGIN_ALLOW_THREADS
 		rc = rf_dataset_open(&ds, &sp, 1, &dcfg);
 		if (rc < 0)
@@ -693,7 +693,7 @@ rfpy_loader_init_args(LoaderObject *self, PyObject *args, PyObject *kwargs)
 	rf_dataset_config_init(&dcfg);
 	dcfg.log = rfpy_log;
 	int rc = 0;
-	char msg[1024];
+	char msg[2048];
 	if (mix)
 		goto counted;
 	Py_BEGIN_ALLOW_THREADS

@@ -11,7 +11,8 @@
  * dataset: 36 MiB at most, not the deep staging a whole share buys),
  * leaving the rest; a child
  * of fork() starts with the whole budget; a loader too large for a whole
- * share is not told the budget is spent.
+ * share is not told the budget is spent; more holders than it names are
+ * counted ("and N more").
  */
 #include <sys/wait.h>
 
@@ -176,6 +177,23 @@ main(void)
 	rf_loader_close(&s);
 	rf_loader_close(&a);
 	rf_loader_close(&own);
+
+	/* More holders than the message names: it says how many more. */
+	{
+		rf_loader *many[48] = {0};
+		uint64_t r = 0;
+		unsigned k = 0;
+		LT_CHECK(open_one(&many[k++], "big.rfs", BATCH, 0, &r) == 0);
+		while (k < 48 && open_one(&many[k], "small.rfs", 16, 0, &r) == 0)
+			k++;
+		m = rf_loader_last_open_error();
+		char more[32];
+		snprintf(more, sizeof more, ", and %u more), leaving", k - 4);
+		LT_CHECK(k > 4 && k < 48 && strstr(m, more) != NULL);
+		fprintf(stderr, "%u loaders: %.300s\n", k, m);
+		for (unsigned i = 0; i < k; i++)
+			rf_loader_close(&many[i]);
+	}
 
 	/* All given back: two full shares again. */
 	LT_CHECK(open_one(&a, "big.rfs", BATCH, 0, &ra) == 0 && WHOLE(ra));

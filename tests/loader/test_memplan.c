@@ -75,8 +75,8 @@ static const struct row rows[] = {
 	 0, 0, 1, 0, 0, 1, 8ull << 30,
 	 RF_EMEMPLAN, {"pinned_bytes 1.00 MiB cannot hold a read slot of 1.00 MiB (the largest "
 		       "chunk read) and a staging slot of 28.0 KiB",
-		       "24.5 KiB for batch_size 32", "raise pinned_bytes to at least 1.03 MiB or "
-		       "repack the dataset in smaller chunks"}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+		       "24.5 KiB for batch_size 32", "raise pinned_bytes to at least 1077248 (1.03 "
+		       "MiB) or repack the dataset in smaller chunks"}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 	{"window W = 20 in 16 MiB", 32, 784, MIB, 100, 16 * MIB, 2, 32, 20,
 	 0, 0, 1, 0, 0, 1, 8ull << 30,
 	 RF_EMEMPLAN, {"W = 20 chunks needs W + 2 = 22 read slots of 1.00 MiB (the largest chunk "
@@ -134,7 +134,8 @@ static const struct row rows[] = {
 	{"full, two slots: no room for bounce areas", 32, 784, MIB, 100, 2 * S28, 2, 32, 0,
 	 1, 0, 1, 1, 0, 1, 8ull << 30,
 	 RF_EMEMPLAN, {"pinned_bytes 57344 holds 2 slots of 28672 bytes",
-		       "shuffle full needs at least 3", 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+		       "shuffle full with O_DIRECT reads needs at least 3",
+		       "raise pinned_bytes to at least 86016"}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 	{"a batch too large to size", 32, 0, MIB, 100, 64 * MIB, 2, 32, 0,
 	 0, 0, 1, 0, 0, 1, 8ull << 30,
 	 RF_EMEMPLAN, {"a batch of 32 samples is too large: lower batch_size", 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
@@ -365,6 +366,31 @@ main(void)
 					failures++;
 				}
 			}
+	}
+
+	/* A window shuffled from memory is planned as full is, and its
+	 * refusal names it and the exact budget that opens. */
+	{
+		rf_batch_layout wl;
+		layout_of(&rows[0], &wl);
+		struct rf_memplan_in wi = {.layout = &wl, .nfields = 1, .max_span = MIB,
+					   .nchunks = 100, .pinned_bytes = 40000, .batch_size = 32,
+					   .depth = 2, .io_depth = 32, .full = 1, .full_window = 1,
+					   .dev_desc = "test-device"};
+		rf_diag wd;
+		rf_diag_init(&wd, NULL, NULL);
+		struct rf_memplan wp;
+		if (rf_memplan_compute(&wi, &wp, &wd) != RF_EMEMPLAN ||
+		    !strstr(wd.msg, "window shuffling from memory needs at least 2: raise "
+				    "pinned_bytes to at least 57344 (56.0 KiB)")) {
+			fprintf(stderr, "window from memory: %s\n", wd.msg);
+			failures++;
+		}
+		wi.pinned_bytes = 57344;
+		if (rf_memplan_compute(&wi, &wp, &wd) != 0) {
+			fprintf(stderr, "window from memory, 57344: %s\n", wd.msg);
+			failures++;
+		}
 	}
 
 	/* The log line of the first plan. */
