@@ -125,8 +125,8 @@ bench_help(void)
 	       "                      since the start and wait in rf_loader_next (us)\n"
 	       RF_IMAGE_HELP
 	       "  --json              one JSON object on stdout instead of the table\n"
-	       "  -q, --quiet         no progress line\n"
-	       "  -v, --verbose       the library's informational messages\n"
+	       "  -q, --quiet         no progress line, no library messages\n"
+	       "  -v, --verbose       the library's informational messages (the memory plan)\n"
 	       "  -h, --help          this help\n"
 	       "\n"
 	       "Exit status: 0 success, 1 failure, 2 bad usage, 130 interrupted (the\n"

@@ -4,7 +4,9 @@
  * owns its options (tools/cmd_*.c).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <ringfeed/ringfeed.h>
 
@@ -66,10 +68,24 @@ run_command(const rf_cli_cmd *cmd, int argc, char **argv)
 	return cmd->run(argc, argv);
 }
 
+/* RINGFEED_LOG=info or debug: the library's messages -v or -vv would show
+ * (the options, parsed later, still decide). */
+static void
+verbosity_from_env(void)
+{
+	const char *env = getenv("RINGFEED_LOG");
+	if (env && strcasecmp(env, "info") == 0)
+		rf_cli_verbosity = 2;
+	else if (env && strcasecmp(env, "debug") == 0)
+		rf_cli_verbosity = 3;
+}
+
 int
 main(int argc, char **argv)
 {
 	const rf_cli_cmd *cmd;
+
+	verbosity_from_env();
 
 	if (argc < 2) {
 		print_help(stderr);

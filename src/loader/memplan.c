@@ -85,9 +85,12 @@ window_fail(const struct rf_memplan_in *in, uint64_t rslot, uint64_t sslot, unsi
 	if (fit >= 3 && in->mix)
 		snprintf(other + len, sizeof other - len, ", or set a smaller window (on every "
 			 "rank: W is part of the order)");
-	else if (fit >= 3)
-		snprintf(other + len, sizeof other - len, ", or set window to %" PRIu64 " or less "
-			 "on every rank (W is part of the order)", fit - 2);
+	else if (fit == 3)
+		snprintf(other + len, sizeof other - len, ", or set window to 1 on every rank (W "
+			 "is part of the order)");
+	else if (fit > 3)
+		snprintf(other + len, sizeof other - len, ", or set window to a value from 1 to "
+			 "%" PRIu64 " on every rank (W is part of the order)", fit - 2);
 	else if (!k && rslot * 4 > P)
 		snprintf(other + len, sizeof other - len, ", or repack the dataset in smaller "
 			 "chunks (ringfeed pack --chunk-bytes, Python chunk_bytes=)");

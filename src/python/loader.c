@@ -496,7 +496,7 @@ loader_stats(LoaderObject *self, PyObject *unused)
 		"{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:d,s:N,"
 		"s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
 		"s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:s,s:O,s:s,s:O,s:O,s:N,s:I,s:I,s:I,s:I,s:I,s:N,s:N,s:N,"
-		"s:N,s:N}",
+		"s:N,s:N,s:I,s:N}",
 		"bytes_read", u64(st.bytes_read), "bytes_delivered", u64(st.bytes_delivered),
 		"batches", u64(st.batches), "samples", u64(st.samples), "chunks", u64(st.chunks),
 		"wall_ns", u64(st.wall_ns), "read_ns", u64(st.read_ns),
@@ -528,7 +528,8 @@ loader_stats(LoaderObject *self, PyObject *unused)
 		"rank_source", rfpy_rank_source(self->rank_source),
 		"read_retries", u64(st.read_retries), "chunks_skipped", u64(st.chunks_skipped),
 		"samples_substituted", u64(st.samples_substituted),
-		"images_decoded", u64(st.images_decoded));
+		"images_decoded", u64(st.images_decoded), "window", st.window,
+		"order_id", u64(st.order_id));
 	/* A mixture: "sources", a list of per-source dicts. */
 	if (d && self->sources) {
 		PyObject *l = PyList_New(0);

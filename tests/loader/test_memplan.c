@@ -83,7 +83,7 @@ static const struct row rows[] = {
 		       "read) and a staging slot of 28.0 KiB (a batch, 24.5 KiB for batch_size 32)",
 		       "holds 15 read slots beside a staging one: raise pinned_bytes to 23097344 "
 		       "(22.03 MiB; 23183360 (22.11 MiB) for 4 staging slots, full speed)",
-		       "set window to 13 or less on every rank"}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+		       "set window to a value from 1 to 13 on every rank"}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 	{"window W = 13 in 16 MiB: small batches fit beside", 32, 784, MIB, 100, 16 * MIB, 2, 32,
 	 13, 0, 0, 1, 0, 0, 1, 8ull << 30,
 	 0, {0}, S28, MIB, 31, 15, 16, 31, 15 * MIB + 16 * S28, 15, 0, 0, 0, 2 * 25088},

@@ -175,7 +175,7 @@ main(void)
 	LT_CHECK(strstr(msg, "W = 2 chunks needs W + 2 = 4 read slots of 30.00 MiB (the largest "
 			     "chunk read) and a staging slot of 150.00 MiB") != NULL);
 	LT_CHECK(strstr(msg, "raise pinned_bytes to 283136000") != NULL);
-	LT_CHECK(strstr(msg, "or lower batch_size to 4 or less, or set window to 1 or less") != NULL);
+	LT_CHECK(strstr(msg, "or lower batch_size to 4 or less, or set window to 1 on every rank") != NULL);
 	if (lt_failures)
 		fprintf(stderr, "%s\n", msg);
 	/* And what it names opens. */
