@@ -147,9 +147,10 @@ plan_full(const struct rf_memplan_in *in, struct rf_memplan *mp, unsigned want0,
 	if (nslots > RF_MEMPLAN_SLOTS_MAX)
 		nslots = RF_MEMPLAN_SLOTS_MAX;
 	if (in->lean) {
-		/* Two batches being read, the staged ones, and bounce areas
-		 * for io_depth reads in flight. */
-		uint64_t lean_total = 2 + want0 + (mp->in_place ? in->depth : 0);
+		/* Four batches being read or filled (two in flight, two beside
+		 * them), the staged ones, and bounce areas for io_depth reads
+		 * in flight. */
+		uint64_t lean_total = 4 + want0 + (mp->in_place ? in->depth : 0);
 		if (mp->bspan) {
 			uint64_t bs = slot / mp->bspan ? slot / mp->bspan : 1;
 			uint64_t nb = (in->io_depth + bs - 1) / bs;

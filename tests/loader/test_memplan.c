@@ -368,6 +368,27 @@ main(void)
 			}
 	}
 
+	/* Full shuffling on the default budget: four batches being read or
+	 * filled, depth + 2 staged, depth lent in place (buffered: no bounce
+	 * areas), whatever the budget beyond them. */
+	{
+		rf_batch_layout fl;
+		layout_of(&rows[0], &fl);
+		struct rf_memplan_in fi = {.layout = &fl, .nfields = 1, .max_span = MIB,
+					   .nchunks = 100, .pinned_bytes = 64 * MIB, .lean = 1,
+					   .batch_size = 32, .depth = 2, .io_depth = 32, .full = 1,
+					   .host_memory = 1, .dev_desc = "test-device"};
+		rf_diag fd;
+		rf_diag_init(&fd, NULL, NULL);
+		struct rf_memplan fp;
+		if (rf_memplan_compute(&fi, &fp, &fd) != 0 || fp.nslots != 10 || fp.n_stage != 10 ||
+		    !fp.in_place) {
+			fprintf(stderr, "full, lean: nslots %u stage %u (%s)\n", fp.nslots, fp.n_stage,
+				fd.msg);
+			failures++;
+		}
+	}
+
 	/* A window shuffled from memory is planned as full is, and its
 	 * refusal names it and the exact budget that opens. */
 	{
