@@ -23,11 +23,11 @@ rf_memplan_fmt_size(char *buf, size_t cap, uint64_t b)
 		snprintf(buf, cap, "%" PRIu64 " B", b);
 }
 
-/* The largest batch size below in->batch_size whose slot, max(batch, span)
- * rounded up to 4096, is at most `limit`: 0 when none is, or when a part is
- * variable (its data region is var_bytes, not a batch size's). */
+/* The largest batch size below in->batch_size whose staging slot (the
+ * batch rounded up to 4096) is at most `limit`: 0 when none is, or when a
+ * part is variable (its data region is var_bytes, not a batch size's). */
 static uint32_t
-batch_size_within(const struct rf_memplan_in *in, uint64_t span, uint64_t limit)
+batch_size_within(const struct rf_memplan_in *in, uint64_t limit)
 {
 	const rf_batch_layout *l = in->layout;
 	uint64_t per = 0;
@@ -36,7 +36,7 @@ batch_size_within(const struct rf_memplan_in *in, uint64_t span, uint64_t limit)
 			return 0;
 		per += l->part[i].value_bytes;
 	}
-	if (per == 0 || RF_ALIGN_UP(span, RF_FMT_ALIGN) > limit)
+	if (per == 0)
 		return 0;
 	uint64_t k = limit / per;
 	if (k >= in->batch_size)
@@ -47,7 +47,7 @@ batch_size_within(const struct rf_memplan_in *in, uint64_t span, uint64_t limit)
 		for (uint32_t i = 0; i < l->nparts; i++)
 			bytes = RF_ALIGN_UP(bytes, RF_BATCH_ALIGN) + k * l->part[i].value_bytes;
 		bytes = RF_ALIGN_UP(bytes, RF_BATCH_ALIGN);
-		if (RF_ALIGN_UP(bytes > span ? bytes : span, RF_FMT_ALIGN) <= limit)
+		if (RF_ALIGN_UP(bytes, RF_FMT_ALIGN) <= limit)
 			return (uint32_t)k;
 	}
 	return 0;
@@ -78,7 +78,7 @@ window_fail(const struct rf_memplan_in *in, uint64_t rslot, uint64_t sslot, unsi
 	char other[256] = "";
 	size_t len = 0;
 	uint64_t fit = P > sslot ? (P - sslot) / rslot : 0; /* read slots beside a staging one */
-	uint32_t k = P > reads_bytes ? batch_size_within(in, 0, P - reads_bytes) : 0;
+	uint32_t k = P > reads_bytes ? batch_size_within(in, P - reads_bytes) : 0;
 	if (k)
 		len += (size_t)snprintf(other + len, sizeof other - len, ", or lower batch_size to %u%s",
 					k, k > 1 ? " or less" : "");

@@ -28,9 +28,11 @@
 struct rf_ring {
 	char *base;
 	size_t bytes;
-	/* Per kind: slot size, first slot number, count. */
+	/* Per kind: slot size, first slot number, count, where its slots
+	 * start in the region. */
 	size_t slot_bytes[RF_RING_KINDS];
 	unsigned first[RF_RING_KINDS], n[RF_RING_KINDS];
+	size_t off[RF_RING_KINDS];
 	unsigned nslots;
 	rf_device *dev;
 	enum rf_pin_mode mode;
@@ -64,10 +66,7 @@ static char *
 slot_at(const rf_ring *r, unsigned slot)
 {
 	unsigned k = kind_of(r, slot);
-	size_t off = 0;
-	for (unsigned i = 0; i < k; i++)
-		off += (size_t)r->n[i] * r->slot_bytes[i];
-	return r->base + off + (size_t)(slot - r->first[k]) * r->slot_bytes[k];
+	return r->base + r->off[k] + (size_t)(slot - r->first[k]) * r->slot_bytes[k];
 }
 
 static void
@@ -113,6 +112,7 @@ rf_ring_open_shape(rf_ring **out, const struct rf_ring_shape *shape, rf_device *
 		r->slot_bytes[k] = (size_t)stride[k];
 		r->first[k] = at;
 		r->n[k] = shape->nslots[k];
+		r->off[k] = k ? r->off[k - 1] + (size_t)r->n[k - 1] * r->slot_bytes[k - 1] : 0;
 		at += r->n[k];
 	}
 	r->nslots = nslots;
