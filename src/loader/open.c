@@ -340,8 +340,9 @@ loader_open(rf_loader *ld)
 		.slot_bytes = {ld->mem.stage_bytes, ld->mem.read_bytes},
 		.nslots = {ld->mem.n_stage + ld->mem.nbounce, ld->map.on ? 0 : ld->mem.n_read},
 	};
-	rc = rf_ring_open_shape(&ld->ring, &shape, ld->dev, cfg->pinning == RF_PINNING_TRANSIENT ? RF_PIN_TRANSIENT : RF_PIN_RING,
-			  &ld->ring_diag);
+	rc = rf_ring_open_shape(&ld->ring, &shape, ld->dev,
+				cfg->pinning == RF_PINNING_TRANSIENT ? RF_PIN_TRANSIENT : RF_PIN_RING,
+				&ld->ring_diag);
 	if (rc < 0)
 		return rf_fail(&ld->diag, rc == -ENOMEM ? RF_EMEMPLAN : rc, "%s", ld->ring_diag.msg);
 
