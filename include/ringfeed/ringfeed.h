@@ -367,10 +367,10 @@ enum rf_shuffle {
  * rf_loader_state_save/load).
  * Read through the page cache (direct = 0 chosen or given, or map = 1),
  * samples are copied from maps of the shards instead of read, and on the
- * host device, for samples under 16 KiB, rf_loader_next (and _timeout)
- * fills the next batch on the caller's thread when none is ready rather
- * than wait for the loader's thread: same order, same checks (its CPU
- * time counts in rf_stats.thread_cpu_ns).
+ * host device rf_loader_next (and _timeout) fills the next batch on the
+ * caller's thread when none is ready rather than wait for the loader's
+ * thread: same order, same checks (its CPU time counts in
+ * rf_stats.thread_cpu_ns).
  */
 
 /* How the staging memory is page-locked for the device. */
