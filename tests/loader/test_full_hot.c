@@ -13,7 +13,9 @@
  * and some).  A position saved after k batches resumes to the same stream.
  * A byte flipped in one sample's value stops the stream with RF_ECHECKSUM
  * naming the shard, chunk, sample and field, no batch holding the sample
- * delivered, whichever thread filled its batch.
+ * delivered, whichever thread filled its batch.  Samples over 16 KiB are
+ * filled on the consumer's thread too: two epochs of 20011-byte samples,
+ * every batch filled there, each epoch a permutation, every byte right.
  */
 #include "lt.h"
 #include "format/format.h"
@@ -242,6 +244,81 @@ test_flip(enum mode m)
 	rf_loader_close(&ld);
 }
 
+/* Samples of LARGE bytes (over 16 KiB: the consumer's thread once filled
+ * only smaller ones), each its own number in its first 8 bytes and a
+ * pattern of it after. */
+#define LARGE 20011u
+
+static int
+pack_large(const char *name, uint64_t n)
+{
+	rf_schema s;
+	memset(&s, 0, sizeof(s));
+	int rc = rf_schema_add(&s, "px", RF_DTYPE_U8, 1, (uint64_t[]){LARGE}, -1);
+	if (rc)
+		return rc;
+	rf_writer_config cfg;
+	rf_writer_config_init(&cfg);
+	cfg.chunk_bytes = 256 << 10;
+	cfg.no_fsync = 1;
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	rf_writer *w;
+	if ((rc = rf_writer_open(&w, path, &s, &cfg)) < 0)
+		return rc;
+	static uint8_t v[LARGE];
+	for (uint64_t g = 0; g < n && rc >= 0; g++) {
+		memcpy(v, &g, 8);
+		for (uint32_t i = 8; i < LARGE; i++)
+			v[i] = (uint8_t)(g * 131 + i * 7);
+		rc = rf_writer_add(w, &(rf_value){.data = v, .len = LARGE});
+	}
+	if (rc < 0) {
+		rf_writer_abort(&w);
+		return rc;
+	}
+	return rf_writer_close(&w);
+}
+
+/* Every batch filled on the consumer's thread, two epochs: each a
+ * permutation of the samples, every byte its sample's, and the log's
+ * count all of the batches. */
+static void
+test_large(const char *name, uint64_t N, uint32_t B)
+{
+	hot_epochs = 2;
+	rf_loader *ld = open_hot(name, M_CONSUMER, B, NULL, 0);
+	if (!ld)
+		return;
+	uint8_t *seen = calloc(2 * N, 1);
+	uint64_t batches = 0, rows = 0, wrong = 0;
+	const rf_batch *b;
+	int rc;
+	while ((rc = rf_loader_next(ld, &b)) == 0 && b) {
+		const uint8_t *px = b->fields[0].data;
+		for (uint32_t i = 0; i < b->samples; i++, rows++) {
+			const uint8_t *x = px + (uint64_t)i * LARGE;
+			uint64_t g;
+			memcpy(&g, x, 8);
+			if (g >= N || b->epoch >= 2 || seen[b->epoch * N + g]++) {
+				wrong++;
+				continue;
+			}
+			for (uint32_t k = 8; k < LARGE; k++)
+				wrong += x[k] != (uint8_t)(g * 131 + k * 7);
+		}
+		LT_CHECK(rf_loader_release(ld, b, NULL) == 0);
+		batches++;
+	}
+	LT_CHECK(rc == 0);
+	rf_loader_close(&ld);
+	LT_CHECK(rows == 2 * N && wrong == 0);
+	uint64_t of = 0;
+	LT_CHECK(helped(&of) == (int64_t)batches && of == batches);
+	free(seen);
+	hot_epochs = 3;
+}
+
 int
 main(void)
 {
@@ -256,6 +333,8 @@ main(void)
 	LT_CHECK(lt_pack(dir, "e", 100, 0, 4096, 0, 0) == 0);
 	test_order("e.rfs", 100, 16, 60);
 	test_resume("h.rfs", N, 16);
+	LT_CHECK(pack_large("big.rfs", 300) == 0);
+	test_large("big.rfs", 300, 7);
 	test_flip(M_CONSUMER);
 	test_flip(M_THREAD);
 	test_flip(M_BOTH);
