@@ -1322,7 +1322,9 @@ typedef struct rf_stats {
 	uint64_t decode_ns;          /* decode workers verifying, decompressing, assembling
 	                                (summed over workers) */
 	uint64_t copy_ns;            /* from a batch's copy submit to its completion */
-	uint64_t stall_ns;           /* the consumer waiting inside rf_loader_next */
+	uint64_t stall_ns;           /* the consumer held up inside rf_loader_next
+	                                with no batch ready: waiting, or filling
+	                                one itself (full shuffling from memory) */
 	double stall_share;          /* stall_ns / wall_ns */
 	uint64_t thread_cpu_ns;      /* CPU time of the loader's own threads, and of
 	                                the batches full shuffling from memory fills

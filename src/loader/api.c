@@ -194,6 +194,10 @@ loader_next(rf_loader *ld, const rf_batch **out, uint64_t wait_ns)
 			deadline.tv_nsec = (long)(end % 1000000000u);
 			have_deadline = 1;
 		}
+		/* No batch ready: from here the consumer is held up, waiting
+		 * or filling a batch itself (stall_ns counts both). */
+		if (!t0)
+			t0 = rf_ld_now_ns();
 		/* Full shuffling from memory: fill the next batch here
 		 * rather than wait for one (full.c), within the time given. */
 		if (ld->full.fm) {
@@ -203,8 +207,6 @@ loader_next(rf_loader *ld, const rf_batch **out, uint64_t wait_ns)
 			if (h)
 				continue;
 		}
-		if (!t0)
-			t0 = rf_ld_now_ns();
 		if (wait_ns == UINT64_MAX)
 			pthread_cond_wait(&ld->cons_cv, &ld->mu);
 		else if (pthread_cond_timedwait(&ld->cons_cv, &ld->mu, &deadline) == ETIMEDOUT)

@@ -747,9 +747,11 @@ rf_ld_full_help_locked(rf_loader *ld, int wait, const struct timespec *deadline)
 		return -ETIMEDOUT;
 	}
 	fm->parked = 0;
+	uint64_t staged = fm->staged;
 	full_mem_stage_locked(ld, fm, &fm->pfb, fm->pseq, fm->perr, fm->cmsg, &ld->cons_cv);
 	fm->helping--;
-	fm->helped++;
+	/* Counted when staged: a batch that failed its checks is no batch. */
+	fm->helped += fm->staged != staged;
 	/* Only a full thread waiting for this batch (its turn, the end, the
 	 * close) is woken: a wake-up for nothing would take the core from
 	 * this thread. */

@@ -376,6 +376,18 @@ array_shape(ArrayObject *self, void *unused)
 	return t;
 }
 
+/* len(): the first dimension (the batch's samples), as NumPy and torch
+ * give it. */
+static Py_ssize_t
+array_len(ArrayObject *self)
+{
+	if (self->ndim == 0) {
+		PyErr_SetString(PyExc_TypeError, "len() of a 0-d ringfeed.Array");
+		return -1;
+	}
+	return (Py_ssize_t)self->shape[0];
+}
+
 static PyObject *
 array_dtype(ArrayObject *self, void *unused)
 {
@@ -595,6 +607,7 @@ static PyType_Slot array_slots[] = {
 	{Py_tp_dealloc, RFPY_FN(array_dealloc)},
 	{Py_tp_repr, RFPY_FN(array_repr)},
 	{Py_tp_methods, array_methods},
+	{Py_mp_length, RFPY_FN(array_len)},
 	{Py_tp_getset, array_getset},
 	{Py_tp_doc, (void *)array_doc},
 	{Py_bf_getbuffer, NULL},
@@ -607,6 +620,7 @@ static PyType_Slot array_slots_39[] = {
 	{Py_tp_dealloc, RFPY_FN(array_dealloc)},
 	{Py_tp_repr, RFPY_FN(array_repr)},
 	{Py_tp_methods, array_methods_39},
+	{Py_mp_length, RFPY_FN(array_len)},
 	{Py_tp_getset, array_getset},
 	{Py_tp_doc, (void *)array_doc},
 	{0, NULL},

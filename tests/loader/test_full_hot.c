@@ -15,7 +15,8 @@
  * naming the shard, chunk, sample and field, no batch holding the sample
  * delivered, whichever thread filled its batch.  Samples over 16 KiB are
  * filled on the consumer's thread too: two epochs of 20011-byte samples,
- * every batch filled there, each epoch a permutation, every byte right.
+ * every batch filled there, each epoch a permutation, every byte right,
+ * and the fills counted as the consumer's stall time.
  */
 #include "lt.h"
 #include "format/format.h"
@@ -242,6 +243,12 @@ test_flip(enum mode m)
 		fprintf(stderr, "message: %s\n(want %s)\n", msg, want);
 	LT_CHECK(rf_loader_next(ld, &b) == RF_ECHECKSUM);
 	rf_loader_close(&ld);
+	/* The log's count: the batch that failed is no batch filled. */
+	uint64_t of = 0;
+	int64_t h = helped(&of);
+	LT_CHECK(h >= 0 && (uint64_t)h <= of);
+	if (m == M_CONSUMER)
+		LT_CHECK((uint64_t)h == of);
 }
 
 /* Samples of LARGE bytes (over 16 KiB: the consumer's thread once filled
@@ -311,6 +318,16 @@ test_large(const char *name, uint64_t N, uint32_t B)
 		batches++;
 	}
 	LT_CHECK(rc == 0);
+	/* The consumer was held up for its fills: stall_ns counts them
+	 * (their CPU time is in thread_cpu_ns, with the loader's threads'). */
+	rf_stats st;
+	memset(&st, 0, sizeof(st));
+	st.size = sizeof(st);
+	LT_CHECK(rf_loader_stats(ld, &st) == 0);
+	LT_CHECK(st.stall_ns >= st.thread_cpu_ns / 2 && st.stall_share > 0);
+	if (st.stall_ns < st.thread_cpu_ns / 2)
+		fprintf(stderr, "stall_ns %llu, thread_cpu_ns %llu\n",
+			(unsigned long long)st.stall_ns, (unsigned long long)st.thread_cpu_ns);
 	rf_loader_close(&ld);
 	LT_CHECK(rows == 2 * N && wrong == 0);
 	uint64_t of = 0;

@@ -6,6 +6,7 @@
 # keywords; bf16 and the wrong calls are refused with a reason.  pack reads
 # NumPy arrays, bytes and array.array alike.  The module's types cannot be
 # instantiated from Python (on 3.9 too, whose type flags lack that).
+# len() of an array is its first dimension, as in NumPy and torch.
 import array
 import sys
 
@@ -30,6 +31,7 @@ batch = next(iter(ld))
 a = np.asarray(batch["x"])
 check(a.ctypes.data == batch["x"].data_ptr and not a.flags.writeable, "no copy, read-only")
 check(np.array_equal(a, x[:B]), "the values")
+check(len(batch["x"]) == B == len(batch["h"]) and bool(batch["x"]), "len() is shape[0]")
 ai = batch["x"].__array_interface__
 check(ai["shape"] == (B, 3) and ai["typestr"] == "<f4" and ai["version"] == 3, repr(ai))
 check(ai["data"] == (batch["x"].data_ptr, True) and ai["strides"] is None, repr(ai))
