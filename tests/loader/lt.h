@@ -172,6 +172,51 @@ lt_pack(const char *dir, const char *name, uint64_t n, int zstd, uint64_t chunk_
 	return rf_writer_close(&w);
 }
 
+/* Writes sample g's value of len bytes (lt_pack_u8). */
+typedef void lt_fill_fn(uint64_t g, uint8_t *v, uint64_t len);
+
+/* Pack n samples into dir/file: a u8 field `field` of `value` bytes that
+ * fill writes and, with `label`, an i64 field "y" holding the sample's
+ * number; uncompressed chunks of chunk_bytes (0: the writer's choice).
+ * Returns 0 or the writer's error. */
+static inline int
+lt_pack_u8(const char *dir, const char *file, const char *field, uint64_t value, int label,
+	   uint64_t n, uint64_t chunk_bytes, lt_fill_fn *fill)
+{
+	rf_schema s;
+	memset(&s, 0, sizeof(s));
+	int rc = rf_schema_add(&s, field, RF_DTYPE_U8, 1, (uint64_t[]){value}, -1);
+	if (!rc && label)
+		rc = rf_schema_add(&s, "y", RF_DTYPE_I64, 0, NULL, -1);
+	if (rc)
+		return rc;
+	rf_writer_config cfg;
+	rf_writer_config_init(&cfg);
+	cfg.chunk_bytes = chunk_bytes;
+	cfg.no_fsync = 1;
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	rf_writer *w;
+	if ((rc = rf_writer_open(&w, path, &s, &cfg)) < 0)
+		return rc;
+	uint8_t *v = malloc(value ? value : 1);
+	if (!v) {
+		rf_writer_abort(&w);
+		return -ENOMEM;
+	}
+	for (uint64_t g = 0; g < n && rc >= 0; g++) {
+		int64_t y = (int64_t)g;
+		fill(g, v, value);
+		rc = rf_writer_add(w, (rf_value[]){{v, value}, {&y, sizeof(y)}});
+	}
+	free(v);
+	if (rc < 0) {
+		rf_writer_abort(&w);
+		return rc;
+	}
+	return rf_writer_close(&w);
+}
+
 /* Compare a batch whose memory is readable by the host (host backend, or a
  * copy back: lt_gpu.h) with samples [first, first + samples).  Device
  * pointers, the emulator's too, fault on the host.  Returns the number of

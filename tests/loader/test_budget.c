@@ -30,33 +30,16 @@
 
 static char dir[256];
 
+static void
+fill_byte(uint64_t g, uint8_t *v, uint64_t len)
+{
+	memset(v, (int)(g & 0xff), len);
+}
+
 static int
 pack(const char *name, uint64_t n)
 {
-	rf_schema s;
-	memset(&s, 0, sizeof(s));
-	int rc = rf_schema_add(&s, "x", RF_DTYPE_U8, 1, (uint64_t[]){VALUE}, -1);
-	if (rc)
-		return rc;
-	rf_writer_config wc;
-	rf_writer_config_init(&wc);
-	wc.no_fsync = 1;
-	wc.chunk_bytes = CHUNK;
-	char path[512];
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	rf_writer *w;
-	if ((rc = rf_writer_open(&w, path, &s, &wc)) < 0)
-		return rc;
-	static uint8_t v[VALUE];
-	for (uint64_t g = 0; g < n && rc >= 0; g++) {
-		memset(v, (int)(g & 0xff), sizeof(v));
-		rc = rf_writer_add(w, (rf_value[]){{v, sizeof(v)}});
-	}
-	if (rc < 0) {
-		rf_writer_abort(&w);
-		return rc;
-	}
-	return rf_writer_close(&w);
+	return lt_pack_u8(dir, name, "x", VALUE, 0, n, CHUNK, fill_byte);
 }
 
 /* Open a loader on dataset `name` with batch_size batch and pinned_bytes

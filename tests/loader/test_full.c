@@ -76,36 +76,20 @@ row_ok(const rf_batch *b, uint32_t i, uint64_t g)
 
 /* A dataset of one 4 KiB field "w" (u8[4096]): values O_DIRECT reads in
  * place.  The first 8 bytes hold the sample index. */
+static void
+fill_wide(uint64_t g, uint8_t *v, uint64_t len)
+{
+	for (uint32_t j = 0; j < len; j++)
+		v[j] = (uint8_t)(g * 7 + j);
+	memcpy(v, &g, 8);
+}
+
 static int
 pack_wide(const char *name, uint64_t n)
 {
-	rf_schema s;
-	memset(&s, 0, sizeof(s));
-	int rc = rf_schema_add(&s, "w", RF_DTYPE_U8, 1, (uint64_t[]){4096}, -1);
-	if (rc)
-		return rc;
-	rf_writer_config cfg;
-	rf_writer_config_init(&cfg);
-	cfg.zstd_level = 0;
-	cfg.chunk_bytes = 5 * 4096;
-	cfg.no_fsync = 1;
-	char path[512];
-	snprintf(path, sizeof(path), "%s/%s.rfs", dir, name);
-	rf_writer *w;
-	if ((rc = rf_writer_open(&w, path, &s, &cfg)) < 0)
-		return rc;
-	static uint8_t buf[4096];
-	for (uint64_t g = 0; g < n; g++) {
-		for (uint32_t j = 0; j < 4096; j++)
-			buf[j] = (uint8_t)(g * 7 + j);
-		memcpy(buf, &g, 8);
-		rf_value v = {.data = buf, .len = 4096};
-		if ((rc = rf_writer_add(w, &v)) < 0) {
-			rf_writer_abort(&w);
-			return rc;
-		}
-	}
-	return rf_writer_close(&w);
+	char file[256];
+	snprintf(file, sizeof(file), "%s.rfs", name);
+	return lt_pack_u8(dir, file, "w", 4096, 0, n, 5 * 4096, fill_wide);
 }
 
 struct opts {

@@ -256,35 +256,12 @@ test_flip(enum mode m)
  * pattern of it after. */
 #define LARGE 20011u
 
-static int
-pack_large(const char *name, uint64_t n)
+static void
+fill_large(uint64_t g, uint8_t *v, uint64_t len)
 {
-	rf_schema s;
-	memset(&s, 0, sizeof(s));
-	int rc = rf_schema_add(&s, "px", RF_DTYPE_U8, 1, (uint64_t[]){LARGE}, -1);
-	if (rc)
-		return rc;
-	rf_writer_config cfg;
-	rf_writer_config_init(&cfg);
-	cfg.chunk_bytes = 256 << 10;
-	cfg.no_fsync = 1;
-	char path[4096];
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	rf_writer *w;
-	if ((rc = rf_writer_open(&w, path, &s, &cfg)) < 0)
-		return rc;
-	static uint8_t v[LARGE];
-	for (uint64_t g = 0; g < n && rc >= 0; g++) {
-		memcpy(v, &g, 8);
-		for (uint32_t i = 8; i < LARGE; i++)
-			v[i] = (uint8_t)(g * 131 + i * 7);
-		rc = rf_writer_add(w, &(rf_value){.data = v, .len = LARGE});
-	}
-	if (rc < 0) {
-		rf_writer_abort(&w);
-		return rc;
-	}
-	return rf_writer_close(&w);
+	memcpy(v, &g, 8);
+	for (uint32_t i = 8; i < len; i++)
+		v[i] = (uint8_t)(g * 131 + i * 7);
 }
 
 /* Every batch filled on the consumer's thread, two epochs: each a
@@ -350,7 +327,7 @@ main(void)
 	LT_CHECK(lt_pack(dir, "e", 100, 0, 4096, 0, 0) == 0);
 	test_order("e.rfs", 100, 16, 60);
 	test_resume("h.rfs", N, 16);
-	LT_CHECK(pack_large("big.rfs", 300) == 0);
+	LT_CHECK(lt_pack_u8(dir, "big.rfs", "px", LARGE, 0, 300, 256 << 10, fill_large) == 0);
 	test_large("big.rfs", 300, 7);
 	test_flip(M_CONSUMER);
 	test_flip(M_THREAD);

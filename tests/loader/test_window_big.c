@@ -19,40 +19,17 @@
 
 static char dir[256];
 
+static void
+fill_byte(uint64_t g, uint8_t *v, uint64_t len)
+{
+	memset(v, (int)(g * 7 + 1) & 0xff, len);
+}
+
+/* n samples: x u8 [value] and y i64 = g, in the writer's default chunks. */
 static int
 pack(const char *name, uint64_t value, uint64_t n)
 {
-	rf_schema s;
-	memset(&s, 0, sizeof(s));
-	int rc = rf_schema_add(&s, "x", RF_DTYPE_U8, 1, (uint64_t[]){value}, -1);
-	if (rc == 0)
-		rc = rf_schema_add(&s, "y", RF_DTYPE_I64, 0, NULL, -1);
-	if (rc)
-		return rc;
-	rf_writer_config wc;
-	rf_writer_config_init(&wc); /* the default chunks */
-	wc.no_fsync = 1;
-	char path[512];
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	rf_writer *w;
-	if ((rc = rf_writer_open(&w, path, &s, &wc)) < 0)
-		return rc;
-	uint8_t *v = malloc(value);
-	if (!v) {
-		rf_writer_abort(&w);
-		return -ENOMEM;
-	}
-	for (uint64_t g = 0; g < n && rc >= 0; g++) {
-		int64_t y = (int64_t)g;
-		memset(v, (int)(g * 7 + 1) & 0xff, value);
-		rc = rf_writer_add(w, (rf_value[]){{v, value}, {&y, sizeof(y)}});
-	}
-	free(v);
-	if (rc < 0) {
-		rf_writer_abort(&w);
-		return rc;
-	}
-	return rf_writer_close(&w);
+	return lt_pack_u8(dir, name, "x", value, 1, n, 0, fill_byte);
 }
 
 /* Two epochs of dataset `name` (n samples of `value` bytes) shuffled by

@@ -24,37 +24,18 @@ img_of(uint64_t g, uint8_t *out)
 		out[j] = (uint8_t)(g * 7 + j * 13 + (j >> 8));
 }
 
+static void
+fill_img(uint64_t g, uint8_t *v, uint64_t len)
+{
+	(void)len;
+	img_of(g, v);
+}
+
 /* N samples: img u8 [4096] and y i64 = g; chunks of about 64 KiB. */
 static int
 pack(const char *name)
 {
-	rf_schema s;
-	memset(&s, 0, sizeof(s));
-	int rc = rf_schema_add(&s, "img", RF_DTYPE_U8, 1, (uint64_t[]){IMG}, -1);
-	if (!rc)
-		rc = rf_schema_add(&s, "y", RF_DTYPE_I64, 0, NULL, -1);
-	if (rc)
-		return rc;
-	rf_writer_config cfg;
-	rf_writer_config_init(&cfg);
-	cfg.chunk_bytes = 64 << 10;
-	cfg.no_fsync = 1;
-	char path[4096];
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	rf_writer *w;
-	if ((rc = rf_writer_open(&w, path, &s, &cfg)) < 0)
-		return rc;
-	static uint8_t img[IMG];
-	for (uint64_t g = 0; g < N; g++) {
-		int64_t y = (int64_t)g;
-		img_of(g, img);
-		rf_value v[2] = {{.data = img, .len = IMG}, {.data = &y, .len = 8}};
-		if ((rc = rf_writer_add(w, v)) < 0) {
-			rf_writer_abort(&w);
-			return rc;
-		}
-	}
-	return rf_writer_close(&w);
+	return lt_pack_u8(dir, name, "img", IMG, 1, N, 64 << 10, fill_img);
 }
 
 struct run {
