@@ -202,7 +202,7 @@ static int
 window_fill_ok(const rf_loader *ld)
 {
 	return ld->window.on && !ld->mix && !ld->map.on && !ld->image && !ld->window.sums &&
-	       !ld->skip.on && !rf_ld_any_compressed(ld);
+	       !ld->skip.on && !ld->compressed;
 }
 
 /* Mixtures hold chunks past their turn and gather from several: they keep

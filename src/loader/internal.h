@@ -231,6 +231,8 @@ struct rf_loader {
 	const rf_schema *schema;
 	const rf_chunk_info *chunks;
 	uint64_t nchunks;
+	int compressed;     /* some chunk is stored compressed (decoded into a
+	                       raw buffer, never gathered where it was read) */
 	int *files;         /* per shard: the io handle */
 	size_t nshards;
 
@@ -502,9 +504,6 @@ int rf_ld_config_check(rf_loader *ld);
 int rf_ld_resolve_settings(rf_loader *ld);
 int rf_ld_select_fields(rf_loader *ld, uint32_t *sel, uint32_t *nselp);
 int rf_ld_plan_memory(rf_loader *ld, const uint32_t *sel, uint32_t nsel);
-/* Whether some chunk of the dataset is stored compressed (decoded into a
- * raw buffer, never gathered where it was read). */
-int rf_ld_any_compressed(const rf_loader *ld);
 /* Give back what ld took of the process's default pinned budget. */
 void rf_ld_default_pinned_return(rf_loader *ld);
 

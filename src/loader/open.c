@@ -354,7 +354,6 @@ loader_open(rf_loader *ld)
 	if (rc < 0)
 		return rc;
 
-	int need_raw = rf_ld_any_compressed(ld);
 	ld->workers = calloc(ld->nworkers ? ld->nworkers : 1, sizeof(*ld->workers));
 	if (!ld->workers)
 		return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory");
@@ -362,7 +361,7 @@ loader_open(rf_loader *ld)
 		struct worker *w = &ld->workers[i];
 		w->ld = ld;
 		rf_diag_init(&w->diag, cfg->log, cfg->log_user);
-		if (rf_decoder_init(&w->dec, rf_dataset_max_raw_bytes(ld->ds), need_raw) < 0)
+		if (rf_decoder_init(&w->dec, rf_dataset_max_raw_bytes(ld->ds), ld->compressed) < 0)
 			return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory for decode buffers");
 		if (rf_ld_image_worker_init(ld, w) < 0)
 			return rf_fail(&ld->diag, -ENOMEM, "loader: out of memory for image buffers");

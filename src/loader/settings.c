@@ -515,15 +515,6 @@ rf_ld_config_check(rf_loader *ld)
 	return 0;
 }
 
-int
-rf_ld_any_compressed(const rf_loader *ld)
-{
-	for (uint64_t c = 0; c < ld->nchunks; c++)
-		if (ld->chunks[c].codec != RF_CODEC_NONE)
-			return 1;
-	return 0;
-}
-
 /* The settings that depend on the dataset: W, the read mode, the decode
  * threads. */
 int
@@ -568,10 +559,13 @@ rf_ld_resolve_settings(rf_loader *ld)
 			 "the page cache)"
 		       : "one read per sample (O_DIRECT)");
 	}
-	/* Decode workers: a raw buffer each only when some chunk is compressed. */
-	int need_raw = rf_ld_any_compressed(ld);
+	/* Decode workers: a raw buffer each only when some chunk is compressed
+	 * (ld->compressed, found here once for the open and the gather). */
+	ld->compressed = 0;
+	for (uint64_t c = 0; c < ld->nchunks && !ld->compressed; c++)
+		ld->compressed = ld->chunks[c].codec != RF_CODEC_NONE;
 	if (ld->resolved.decode_threads == 0)
-		ld->resolved.decode_threads = decode_threads_auto(need_raw || ld->image);
+		ld->resolved.decode_threads = decode_threads_auto(ld->compressed || ld->image);
 	/* Window shuffling from read slots (O_DIRECT, or a remote shard): its
 	 * gather is one thread in its turn, a copy per sample, and on two or
 	 * three CPUs it was the loader's bound, at the disk's rate; a second
